@@ -1,0 +1,175 @@
+"""``BaseReward``: the contract every reward component fulfils.
+
+A component turns named context signals into one raw reward term per environment. It declares
+its parameters (validated on construction), the inputs it reads with the number of axes one
+environment's value has (0 for a float, 1 for a per-replica vector), its documented output range
+and the direction in which it is monotone in each input. The composer hands ``compute`` arrays
+with a leading environment axis, so one implementation serves scalar and vectorized use.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, ClassVar, Mapping
+
+import numpy as np
+
+from .errors import ConfigError
+from .params import Param, describe, validate_params
+
+Array = np.ndarray
+
+
+class BaseReward:
+    """Base class of reward components.
+
+    Subclasses set the class attributes below and implement :meth:`compute`. Stateful ones
+    (``stateful = True``) keep one slot of state per environment and implement :meth:`reset`,
+    :meth:`state_dict` and :meth:`load_state_dict`.
+    """
+
+    #: input name -> number of axes of one environment's value (0: float, 1: vector).
+    inputs: ClassVar[dict[str, int]] = {}
+    #: inputs that may be absent from the context (``compute`` then does not receive them).
+    optional_inputs: ClassVar[frozenset[str]] = frozenset()
+    #: parameter name -> specification (default, doc, checker).
+    params: ClassVar[dict[str, Param]] = {}
+    #: documented closed range of the raw output (may be infinite).
+    output_range: ClassVar[tuple[float, float]] = (-math.inf, math.inf)
+    #: input name -> "increasing" or "decreasing": direction of monotonicity of the raw output.
+    monotone: ClassVar[dict[str, str]] = {}
+    #: whether the component keeps per-environment state across calls.
+    stateful: ClassVar[bool] = False
+    #: registered name, set by :func:`rewardkit.register`.
+    type_name: ClassVar[str] = ""
+
+    def __init__(self, name: str | None = None, inputs: Mapping[str, str] | None = None, **params: Any) -> None:
+        self.name = name or self.type_name or type(self).__name__
+        self.config = validate_params(self.params, params, path="params")
+        for key, value in self.config.items():
+            setattr(self, key, value)
+        self._validate()
+        self.input_keys = self._resolve_inputs(inputs or {})
+
+    # ---- hooks for subclasses --------------------------------------------------------------
+    def _validate(self) -> None:
+        """Cross-parameter checks; raise ``ConfigError(..., path='params.x')`` on failure."""
+
+    def default_input_keys(self) -> dict[str, str]:
+        """Context key each input is read from before user remapping (identity by default)."""
+        return {name: name for name in self.inputs}
+
+    def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
+        """Return the raw term, shape ``(n_envs,)``, from inputs shaped ``(n_envs, ...)``.
+
+        ``terminated`` and ``truncated`` are boolean arrays of shape ``(n_envs,)`` telling which
+        environments end their episode with this call. The composer resets state afterwards.
+        """
+        raise NotImplementedError
+
+    def scalar_fn(self) -> Callable[..., float]:
+        """A function ``f(*inputs, terminated, truncated) -> float`` for one environment.
+
+        Inputs come positionally in the order of ``input_keys`` (floats, or arrays for vector
+        inputs; ``None`` for an absent optional input). The default wraps :meth:`compute`;
+        components override it with plain-float maths for speed, and the property tests check
+        both paths agree.
+        """
+        names = list(self.input_keys)
+        compute = self.compute
+
+        def one_env(*args: Any) -> float:
+            *values, terminated, truncated = args
+            x = {n: np.asarray(v, dtype=np.float64)[None] for n, v in zip(names, values) if v is not None}
+            return float(compute(x, np.array([terminated]), np.array([truncated]))[0])
+
+        return one_env
+
+    def reset(self, mask: Array | None = None) -> None:
+        """Forget per-environment state where ``mask`` is true (everywhere when ``None``)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain-data state (lists and numbers) that :meth:`load_state_dict` restores."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+
+    # ---- helpers --------------------------------------------------------------------------
+    def _resolve_inputs(self, remap: Mapping[str, str]) -> dict[str, str]:
+        keys = self.default_input_keys()
+        if not isinstance(remap, Mapping):
+            raise ConfigError(f"expected a mapping of input name to context key, got {describe(remap)}", path="inputs")
+        for local, key in remap.items():
+            if local not in keys:
+                raise ConfigError(
+                    f"unknown input {local!r}; {self.type_name or type(self).__name__} reads: "
+                    + ", ".join(sorted(keys)),
+                    path="inputs",
+                )
+            if not isinstance(key, str) or not key:
+                raise ConfigError(f"expected a context key (non-empty string), got {describe(key)}", path=f"inputs.{local}")
+            keys[local] = key
+        return keys
+
+    def to_dict(self) -> dict[str, Any]:
+        """Config entry that rebuilds this component (type, params, non-default inputs)."""
+        out: dict[str, Any] = {"type": self.type_name, "params": _plain(self.config)}
+        remapped = {k: v for k, v in self.input_keys.items() if self.default_input_keys().get(k) != v}
+        if remapped:
+            out["inputs"] = remapped
+        return out
+
+    @classmethod
+    def describe(cls) -> str:
+        """First line of the class docstring: the one-line summary shown by ``rewardkit components``."""
+        doc = (cls.__doc__ or "").strip()
+        return doc.splitlines()[0] if doc else ""
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.config.items())
+        return f"{type(self).__name__}(name={self.name!r}, {args})"
+
+
+class PerEnvState:
+    """Per-environment float slots, grown lazily to the batch size seen at the first call."""
+
+    def __init__(self, **initial: float) -> None:
+        self._initial = dict(initial)
+        self.arrays: dict[str, Array] = {}
+
+    def ensure(self, n_envs: int) -> dict[str, Array]:
+        """Return the state arrays, allocating them for ``n_envs`` environments if needed."""
+        if not self.arrays or len(next(iter(self.arrays.values()))) != n_envs:
+            if self.arrays:
+                raise ValueError(
+                    f"batch size changed from {len(next(iter(self.arrays.values())))} to {n_envs}; "
+                    "call reset() before changing the number of environments"
+                )
+            self.arrays = {k: np.full(n_envs, v, dtype=np.float64) for k, v in self._initial.items()}
+        return self.arrays
+
+    def reset(self, mask: Array | None = None) -> None:
+        if mask is None:
+            self.arrays = {}
+            return
+        if not self.arrays:
+            return
+        mask = np.asarray(mask, dtype=bool)
+        for key, value in self._initial.items():
+            self.arrays[key][mask] = value
+
+    def state_dict(self) -> dict[str, Any]:
+        return {k: v.tolist() for k, v in self.arrays.items()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.arrays = {k: np.asarray(state[k], dtype=np.float64).copy() for k in self._initial if k in state}
+
+
+def _plain(value: Any) -> Any:
+    """Convert tuples (from validated params) back to lists so configs stay YAML-friendly."""
+    if isinstance(value, tuple):
+        return [None if (isinstance(v, float) and math.isinf(v)) else v for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value

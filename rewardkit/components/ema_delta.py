@@ -1,0 +1,75 @@
+"""``ema_delta``: how far a signal moved from its recent average, in units of its recent spread."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..base import Array, BaseReward, PerEnvState
+from ..params import Param
+from ..registry import register
+from ._numeric import overflow_ok, saturate
+
+
+@register("ema_delta")
+class EmaDelta(BaseReward):
+    """(signal-ema_mean)/(ema_std+eps), 0 on an episode's first step: in (-inf, inf), increasing in signal.
+
+    Per environment, with ``a = ema_alpha`` and ``x`` the signal, each call does, in this order:
+
+    1. first call of an episode (after construction or ``reset``): set ``mean = x``, ``var = 0``
+       and return 0;
+    2. otherwise ``d = x - mean``; return ``d / (sqrt(var) + eps)`` if ``sqrt(var) > eps``, else 0
+       (zero-variance rule: a signal that has not varied yet gives no spike);
+    3. then update ``mean = (1-a)*mean + a*x`` and ``var = (1-a)*var + a*d**2``.
+
+    ``var`` is the EMA of squared deviations from the previous mean. Monotone in the signal for a
+    fixed history. Values beyond the float64 range saturate, so output and state stay finite.
+    """
+
+    inputs = {"signal": 0}
+    params = {
+        "signal": Param.string(doc="context key of the signal to track"),
+        "ema_alpha": Param.fraction(0.1, "weight of the newest value in the moving averages", open_low=True),
+        "eps": Param.positive(1e-8, "standard deviations at or below this count as zero"),
+    }
+    output_range = (-math.inf, math.inf)
+    monotone = {"signal": "increasing"}
+    stateful = True
+
+    def __init__(self, name: str | None = None, inputs: Mapping[str, str] | None = None, **params: Any) -> None:
+        super().__init__(name, inputs, **params)
+        self._state = PerEnvState(mean=0.0, var=0.0, started=0.0)
+
+    def default_input_keys(self) -> dict[str, str]:
+        return {"signal": self.signal}
+
+    def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
+        value = x["signal"]
+        s = self._state.ensure(len(value))
+        first = s["started"] == 0.0
+        a = self.ema_alpha
+        with overflow_ok():
+            d = saturate(value - s["mean"])
+            std = np.sqrt(s["var"])
+            scored = std > self.eps
+            delta = np.where(
+                first | ~scored, 0.0, saturate(d / np.where(scored, std + self.eps, 1.0))
+            )
+            new_mean = saturate((1.0 - a) * s["mean"] + a * value)
+            new_var = saturate((1.0 - a) * s["var"] + a * (d * d))
+        s["mean"][...] = np.where(first, value, new_mean)
+        s["var"][...] = np.where(first, 0.0, new_var)
+        s["started"][...] = 1.0
+        return delta
+
+    def reset(self, mask: Array | None = None) -> None:
+        self._state.reset(mask)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self._state.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._state.load_state_dict(state)

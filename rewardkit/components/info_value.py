@@ -1,0 +1,40 @@
+"""``info_value``: pass through any number the environment reports, with a fallback."""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import numpy as np
+
+from ..base import Array, BaseReward
+from ..params import Param
+from ..registry import register
+
+
+@register("info_value")
+class InfoValue(BaseReward):
+    """ctx[key], or default when the key is absent: range of the signal, increasing in it.
+
+    Lets a config reward any signal (an ``info`` entry, say) without a dedicated component. The
+    single input ``value`` reads the context key named by ``key`` and is optional: when the key is
+    missing, every environment gets ``default``.
+    """
+
+    inputs = {"value": 0}
+    optional_inputs = frozenset({"value"})
+    params = {
+        "key": Param.string(doc="context key to read"),
+        "default": Param.number(0.0, "value used when the key is absent from the context"),
+    }
+    output_range = (-math.inf, math.inf)
+    monotone = {"value": "increasing"}
+
+    def default_input_keys(self) -> dict[str, str]:
+        return {"value": self.key}
+
+    def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
+        if "value" in x:
+            return np.array(x["value"], dtype=np.float64)  # a copy: callers may modify the result
+        # Without the input the batch size comes from the (n_envs,) episode flags.
+        return np.full(len(terminated), self.default, dtype=np.float64)

@@ -1,0 +1,59 @@
+"""``potential_shaping``: potential-based reward shaping, F = gamma*phi(s') - phi(s)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..base import Array, BaseReward, PerEnvState
+from ..params import Param
+from ..registry import register
+from ._numeric import overflow_ok, saturate
+
+
+@register("potential_shaping")
+class PotentialShaping(BaseReward):
+    """gamma*phi(s')-phi(s), phi(s')=0 when terminated, 0 on an episode's first call: in (-inf, inf), increasing in potential.
+
+    ``potential`` is phi of the state just reached. The first call of an episode records
+    phi(s0) and returns 0; each later call returns ``gamma*phi(s') - phi(s)`` and remembers
+    phi(s'). On termination phi(s') counts as 0; on truncation it keeps its value (the episode
+    would have continued). Over an episode the discounted sum telescopes to
+    ``gamma**T*phi(s_T) - phi(s_0)`` (``-phi(s_0)`` if terminated), so shaping with it leaves
+    the optimal policy unchanged (Ng et al., 1999) when ``gamma`` is the agent's discount.
+    """
+
+    inputs = {"potential": 0}
+    params = {
+        "gamma": Param.fraction(0.99, "discount factor; use the agent's", open_low=True),
+    }
+    output_range = (-math.inf, math.inf)
+    monotone = {"potential": "increasing"}
+    stateful = True
+
+    def __init__(self, name: str | None = None, inputs: Mapping[str, str] | None = None, **params: Any) -> None:
+        super().__init__(name, inputs, **params)
+        self._state = PerEnvState(phi=0.0, started=0.0)
+
+    def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
+        potential = x["potential"]
+        s = self._state.ensure(len(potential))
+        started = s["started"] != 0.0
+        phi_next = np.where(terminated, 0.0, potential)
+        with overflow_ok():
+            shaped = saturate(self.gamma * phi_next - s["phi"])
+        out = np.where(started, shaped, 0.0)
+        s["phi"][...] = np.where(started, phi_next, potential)
+        s["started"][...] = 1.0
+        return out
+
+    def reset(self, mask: Array | None = None) -> None:
+        self._state.reset(mask)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self._state.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._state.load_state_dict(state)

@@ -1,0 +1,37 @@
+"""``threshold_penalty``: a hinge on latency, zero below the threshold and linear above it."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import math
+
+import numpy as np
+
+from ..base import Array, BaseReward
+from ..params import Param
+from ..registry import register
+from ._numeric import FLOAT_MAX, overflow_ok, saturate
+
+
+@register("threshold_penalty")
+class ThresholdPenalty(BaseReward):
+    """slope*max(0, latency-threshold): 0 up to the threshold, in [0, inf), non-decreasing in latency.
+
+    An unbounded hinge: nothing below the threshold, a cost growing linearly above it. Give it a
+    negative weight. Results beyond the float64 range saturate at the largest finite float.
+    """
+
+    inputs = {"latency": 0}
+    params = {
+        "threshold": Param.number(doc="latency (s) above which the term grows"),
+        "slope": Param.non_negative(1.0, "growth of the term per second above the threshold"),
+    }
+    output_range = (0.0, math.inf)
+    monotone = {"latency": "increasing"}
+
+    def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
+        with overflow_ok():
+            # clip first so that slope == 0 gives 0, not 0 * inf
+            excess = np.clip(x["latency"] - self.threshold, 0.0, FLOAT_MAX)
+            return saturate(self.slope * excess)

@@ -1,0 +1,29 @@
+"""``throughput_sigmoid``: a bounded reward for throughput around a target."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from ..base import Array, BaseReward
+from ..params import Param
+from ..registry import register
+
+
+@register("throughput_sigmoid")
+class ThroughputSigmoid(BaseReward):
+    """1/(1+exp(-(throughput-target)/scale)): 0.5 at the target, in (0, 1), increasing in throughput."""
+
+    inputs = {"throughput": 0}
+    params = {
+        "target": Param.number(doc="throughput at which the term is 0.5"),
+        "scale": Param.positive(1.0, "width of the transition; smaller is steeper"),
+    }
+    output_range = (0.0, 1.0)
+    monotone = {"throughput": "increasing"}
+
+    def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
+        z = (x["throughput"] - self.target) / self.scale
+        # exp of a large positive argument overflows; the clipped form is exact to float64 precision.
+        return 1.0 / (1.0 + np.exp(-np.clip(z, -700.0, 700.0)))

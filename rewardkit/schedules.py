@@ -1,0 +1,256 @@
+"""Weight schedules: a weight as a function of the global training step.
+
+A schedule is written in YAML as ``{schedule: linear, start: 1.0, end: 0.0, steps: 10000}``.
+Every schedule holds ``start`` before ``start_step`` and accepts ``min``/``max`` bounds applied
+last. The step is the global training step (never per episode).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from typing import Any, Callable, ClassVar, Mapping
+
+from .errors import ConfigError
+from .params import _REQUIRED, Param, describe, validate_params
+
+
+class Schedule:
+    """Base class: ``schedule(step) -> float`` plus the config that rebuilds it."""
+
+    name: ClassVar[str] = ""
+    params: ClassVar[dict[str, Param]] = {}
+
+    def __init__(self, **config: Any) -> None:
+        self.config = config
+        for key, value in config.items():
+            setattr(self, key, value)
+        low = -math.inf if config.get("min") is None else config["min"]
+        high = math.inf if config.get("max") is None else config["max"]
+        if low > high:
+            raise ConfigError(f"expected min <= max, got min={low} and max={high}", path="min")
+        self.low, self.high = low, high
+
+    def value(self, t: float) -> float:
+        """Unbounded value ``t`` steps after ``start_step`` (t >= 0)."""
+        raise NotImplementedError
+
+    def __call__(self, step: int) -> float:
+        t = step - self.config.get("start_step", 0)
+        v = self.config["start"] if t < 0 and "start" in self.config else self.value(max(t, 0))
+        return min(self.high, max(self.low, v))
+
+    def source(self, step_var: str) -> str | None:
+        """A Python expression of the value at ``step_var`` for compiled paths, or None."""
+        return None
+
+    def _bound_source(self, expr: str) -> str:
+        if math.isfinite(self.high):
+            expr = f"min({self.high!r}, {expr})"
+        if math.isfinite(self.low):
+            expr = f"max({self.low!r}, {expr})"
+        return expr
+
+    def to_dict(self) -> dict[str, Any]:
+        """YAML-ready spec: ``{schedule: name, ...params}``."""
+        return {"schedule": self.name, **{k: v for k, v in self.config.items() if v is not None}}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.config})"
+
+
+_COMMON = {
+    "start_step": Param.non_negative(0, "step at which the schedule starts moving"),
+    "min": Param(None, "lower bound applied last", "a number or null", lambda v: _opt_number(v)),
+    "max": Param(None, "upper bound applied last", "a number or null", lambda v: _opt_number(v)),
+}
+
+
+def _opt_number(v: Any) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
+        raise ValueError("a number or null")
+    return float(v)
+
+
+def _steps_param() -> Param:
+    return Param(None, "length of the ramp in steps (or give end_step)", "a positive number",
+                 lambda v: None if v is None else Param.positive().check(v))
+
+
+def _end_step_param() -> Param:
+    return Param(None, "step at which the ramp ends (alternative to steps)", "a positive number",
+                 lambda v: None if v is None else Param.positive().check(v))
+
+
+class Constant(Schedule):
+    """``value`` at every step."""
+
+    name = "constant"
+    params = {"value": Param.number(doc="the weight"), **_COMMON}
+
+    def value(self, t: float) -> float:  # type: ignore[override]
+        return self.config["value"]
+
+    def __call__(self, step: int) -> float:
+        return min(self.high, max(self.low, self.config["value"]))
+
+    def source(self, step_var: str) -> str | None:
+        return repr(self(0))
+
+
+class _Ramp(Schedule):
+    """Shared handling of ``steps`` / ``end_step`` for schedules that go from start to end."""
+
+    def __init__(self, **config: Any) -> None:
+        steps, end_step = config.get("steps"), config.get("end_step")
+        if steps is None and end_step is None:
+            raise ConfigError("expected a positive number (or end_step), got nothing", path="steps")
+        if steps is not None and end_step is not None:
+            raise ConfigError("expected only one of steps and end_step, got both", path="end_step")
+        if steps is None:
+            steps = end_step - config.get("start_step", 0)
+            if steps <= 0:
+                raise ConfigError(f"expected end_step > start_step, got {describe(end_step)}", path="end_step")
+        super().__init__(**config)
+        self.span = float(steps)
+
+    def progress(self, t: float) -> float:
+        return min(1.0, t / self.span)
+
+
+class Linear(_Ramp):
+    """From ``start`` to ``end`` linearly over ``steps``, then ``end``."""
+
+    name = "linear"
+    params = {"start": Param.number(doc="value at start_step"), "end": Param.number(doc="value after the ramp"),
+              "steps": _steps_param(), "end_step": _end_step_param(), **_COMMON}
+
+    def value(self, t: float) -> float:
+        slope = (self.config["end"] - self.config["start"]) / self.span
+        return self.config["start"] + slope * min(self.span, max(0.0, t))
+
+    def source(self, step_var: str) -> str | None:
+        slope = (self.config["end"] - self.config["start"]) / self.span
+        start_step = self.config.get("start_step", 0)
+        expr = f"({self.config['start']!r} + {slope!r} * min({self.span!r}, max(0.0, {step_var} - {start_step!r})))"
+        return self._bound_source(expr)
+
+
+class Cosine(_Ramp):
+    """From ``start`` to ``end`` along half a cosine over ``steps``, then ``end``."""
+
+    name = "cosine"
+    params = {"start": Param.number(doc="value at start_step"), "end": Param.number(doc="value after the ramp"),
+              "steps": _steps_param(), "end_step": _end_step_param(), **_COMMON}
+
+    def value(self, t: float) -> float:
+        p = self.progress(t)
+        return self.config["end"] + (self.config["start"] - self.config["end"]) * 0.5 * (1.0 + math.cos(math.pi * p))
+
+
+class Exponential(Schedule):
+    """``start * rate ** t``: multiplies by ``rate`` every step after ``start_step``."""
+
+    name = "exponential"
+    params = {"start": Param.number(doc="value at start_step"),
+              "rate": Param.positive(doc="factor per step (below 1 decays)"), **_COMMON}
+
+    def value(self, t: float) -> float:
+        try:
+            return self.config["start"] * self.config["rate"] ** t
+        except OverflowError:
+            return math.copysign(math.inf, self.config["start"])
+
+
+class Step(Schedule):
+    """``start * factor ** floor(t / every)``: a staircase."""
+
+    name = "step"
+    params = {"start": Param.number(doc="value at start_step"),
+              "factor": Param.number(doc="multiplier at each stair"),
+              "every": Param.positive(doc="steps between stairs"), **_COMMON}
+
+    def value(self, t: float) -> float:
+        try:
+            return self.config["start"] * self.config["factor"] ** math.floor(t / self.config["every"])
+        except OverflowError:
+            return math.copysign(math.inf, self.config["start"])
+
+
+def _check_points(v: Any) -> list[list[float]]:
+    if not isinstance(v, (list, tuple)) or not v:
+        raise ValueError("a non-empty list of [step, value] pairs")
+    points = []
+    for p in v:
+        if (not isinstance(p, (list, tuple)) or len(p) != 2
+                or any(isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) for x in p)):
+            raise ValueError("a non-empty list of [step, value] pairs of finite numbers")
+        points.append([float(p[0]), float(p[1])])
+    steps = [p[0] for p in points]
+    if any(b <= a for a, b in zip(steps, steps[1:])):
+        raise ValueError("[step, value] pairs with strictly increasing steps")
+    return points
+
+
+class Piecewise(Schedule):
+    """Linear between ``points`` ``[[step, value], ...]``; flat before the first and after the last."""
+
+    name = "piecewise"
+    params = {"points": Param(_REQUIRED, "[[step, value], ...]", "a list of [step, value] pairs", _check_points),
+              "min": _COMMON["min"], "max": _COMMON["max"]}
+
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
+        self._steps = [p[0] for p in self.config["points"]]
+        self._values = [p[1] for p in self.config["points"]]
+
+    def __call__(self, step: int) -> float:
+        steps, values = self._steps, self._values
+        i = bisect.bisect_right(steps, step)
+        if i == 0:
+            v = values[0]
+        elif i == len(steps):
+            v = values[-1]
+        else:
+            s0, s1 = steps[i - 1], steps[i]
+            v = values[i - 1] + (values[i] - values[i - 1]) * (step - s0) / (s1 - s0)
+        return min(self.high, max(self.low, v))
+
+
+SCHEDULES: dict[str, type[Schedule]] = {
+    cls.name: cls for cls in (Constant, Linear, Exponential, Cosine, Step, Piecewise)
+}
+
+
+def make_schedule(spec: Any, *, path: str = "weight", source: str | None = None) -> Schedule:
+    """Build a schedule from a number (constant) or a ``{schedule: name, ...}`` mapping.
+
+    Errors are ``ConfigError`` located at ``source`` and ``path``.
+    """
+    if isinstance(spec, Schedule):
+        return spec
+    if isinstance(spec, (int, float)) and not isinstance(spec, bool):
+        if not math.isfinite(spec):
+            raise ConfigError(f"expected a finite number or a schedule, got {describe(spec)}", source=source, path=path)
+        return Constant(value=float(spec), start_step=0, min=None, max=None)
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"expected a number or a mapping with 'schedule', got {describe(spec)}", source=source, path=path)
+    kind = spec.get("schedule")
+    if kind not in SCHEDULES:
+        raise ConfigError(
+            f"expected one of {', '.join(SCHEDULES)}, got {describe(kind)}", source=source, path=f"{path}.schedule"
+        )
+    cls = SCHEDULES[kind]
+    given = {k: v for k, v in spec.items() if k != "schedule"}
+    try:
+        config = validate_params(cls.params, given, path=path, source=source)
+        return cls(**config)
+    except ConfigError as exc:
+        if exc.source is None:
+            raise exc.within(source, path if not (exc.path or "").startswith(path) else None) from None
+        raise
+
+
+ScheduleLike = Callable[[int], float]
