@@ -1,0 +1,31 @@
+# Two entry points for a fresh machine: `make demo` (train a short PPO router and compare it
+# with the heuristics) and `make test` (the whole test suite). Each creates .venv itself.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test bench clean-venv
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	# torch first, pinned: 2.13.0 resolves to the local CPU build (any other pin pulls CUDA).
+	$(PIP) install --quiet torch==2.13.0
+	# vidur without its ~100 unused dependencies; the simulator's real imports are the extra.
+	$(PIP) install --quiet --no-deps vidur==0.0.26
+	$(PIP) install --quiet -e ".[dev,gym,plot,torch,optuna,vidur]"
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider
+
+demo: $(STAMP)
+	$(PY) -m schedulers.demo
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_compose.py
+	$(PY) benchmarks/bench_scheduler.py
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,205 @@
+"""Composer speed beside hand-written code of the same maths, measured in the same run.
+
+Three workloads (see the table it prints):
+1. RLlama's composer workload: six components that each read one float, linearly scheduled weights.
+2. ``configs/rewards/vidur_hybrid.yaml`` on scalar contexts (loads: a NumPy array of 4 replicas).
+3. ``vidur_hybrid.yaml`` batched over 1,024 environments against a hand-written NumPy expression.
+
+Every hand-written function is checked to give the composer's numbers before it is timed.
+Run: ``.venv/bin/python benchmarks/bench_compose.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import rewardkit  # noqa: E402
+
+HYBRID = ROOT / "configs" / "rewards" / "vidur_hybrid.yaml"
+SIX = {
+    "version": 1,
+    "components": {
+        f"c{i}": {"type": "info_value", "params": {"key": f"s{i}"},
+                  "weight": {"schedule": "linear", "start": 1.0, "end": 0.1, "steps": 100_000}}
+        for i in range(6)
+    },
+}
+
+
+def best_rate(fn: Callable[[int], None], n: int, repeats: int) -> float:
+    """Steps per second of ``fn(n)`` (best of ``repeats``; each run does ``n`` steps)."""
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn(n)
+        best = min(best, time.perf_counter() - t0)
+    return n / best
+
+
+# ---- workload 1: six info_value terms with linear schedules --------------------------------
+def six_hand(ctxs: list[dict[str, float]]) -> Callable[[int], float]:
+    keys = [f"s{i}" for i in range(6)]
+    slope = (0.1 - 1.0) / 100_000
+
+    def run(n: int) -> float:
+        total = 0.0
+        for step in range(n):
+            ctx = ctxs[step & 1023]
+            w = 1.0 + slope * min(100_000.0, max(0.0, step))
+            total = 0.0
+            for k in keys:
+                total += w * ctx[k]
+        return total
+
+    return run
+
+
+def six_composer(ctxs: list[dict[str, float]]) -> Callable[[int], float]:
+    def run(n: int) -> float:
+        composer = rewardkit.RewardComposer.from_dict(SIX)
+        total = 0.0
+        for step in range(n):
+            total = composer(ctxs[step & 1023]).total
+        return total
+
+    return run
+
+
+# ---- workload 2 and 3: vidur_hybrid -----------------------------------------------------------
+def sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+def hybrid_hand_scalar(ctxs: list[dict[str, Any]]) -> Callable[[int], float]:
+    """Hand-written Python of vidur_hybrid.yaml's maths (same formulas, plain floats)."""
+
+    def run(n: int) -> float:
+        mean = var = 0.0
+        started = False
+        total = 0.0
+        for step in range(n):
+            ctx = ctxs[step & 1023]
+            thr, lat, loads = ctx["throughput"], ctx["latency"], ctx["replica_loads"].tolist()
+            absolute = (0.1 * sigmoid((thr - 0.05) / 0.05) - 0.9 * max(0.0, lat - 6.0)
+                        - 0.5 * sigmoid((lat - 6.0) / 2.0))
+            if not started:
+                mean, var, delta, started = thr, 0.0, 0.0, True
+            else:
+                d = thr - mean
+                std = math.sqrt(var)
+                delta = d / (std + 1e-8) if std > 1e-8 else 0.0
+                mean = 0.9 * mean + 0.1 * thr
+                var = 0.9 * var + 0.1 * d * d
+            m = sum(loads) / len(loads)
+            cv = math.sqrt(sum((v - m) ** 2 for v in loads) / len(loads)) / m if m > 0 else 0.0
+            total = 0.8 * absolute + 0.2 * delta - 0.15 * cv
+        return total
+
+    return run
+
+
+def hybrid_composer_scalar(ctxs: list[dict[str, Any]]) -> Callable[[int], float]:
+    def run(n: int) -> float:
+        composer = rewardkit.RewardComposer.from_yaml(HYBRID)
+        total = 0.0
+        for step in range(n):
+            total = composer(ctxs[step & 1023]).total
+        return total
+
+    return run
+
+
+def hybrid_hand_numpy(batches: list[dict[str, np.ndarray]]) -> Callable[[int], np.ndarray]:
+    """Hand-written NumPy of vidur_hybrid.yaml's maths over a batch of environments."""
+
+    def run(n: int) -> np.ndarray:
+        mean = var = None
+        total = None
+        for step in range(n):
+            b = batches[step % len(batches)]
+            thr, lat, loads = b["throughput"], b["latency"], b["replica_loads"]
+            absolute = (0.1 / (1.0 + np.exp(-(thr - 0.05) / 0.05)) - 0.9 * np.maximum(0.0, lat - 6.0)
+                        - 0.5 / (1.0 + np.exp(-(lat - 6.0) / 2.0)))
+            if mean is None:
+                mean, var, delta = thr.copy(), np.zeros_like(thr), np.zeros_like(thr)
+            else:
+                d = thr - mean
+                std = np.sqrt(var)
+                delta = np.where(std > 1e-8, d / (std + 1e-8), 0.0)
+                mean = 0.9 * mean + 0.1 * thr
+                var = 0.9 * var + 0.1 * d * d
+            m = loads.mean(axis=1)
+            cv = np.where(m > 0, loads.std(axis=1) / np.where(m > 0, m, 1.0), 0.0)
+            total = 0.8 * absolute + 0.2 * delta - 0.15 * cv
+        return total
+
+    return run
+
+
+def hybrid_composer_batched(batches: list[dict[str, np.ndarray]]) -> Callable[[int], np.ndarray]:
+    def run(n: int) -> np.ndarray:
+        composer = rewardkit.RewardComposer.from_yaml(HYBRID)
+        total = None
+        for step in range(n):
+            total = composer(batches[step % len(batches)]).total
+        return total
+
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run, noisier figures)")
+    args = parser.parse_args(argv)
+    scale = 0.1 if args.quick else 1.0
+    rng = np.random.default_rng(0)
+    six_ctxs = [{f"s{i}": float(rng.normal()) for i in range(6)} for _ in range(1024)]
+    hybrid_ctxs = [{"throughput": float(rng.uniform(0, 0.2)), "latency": float(rng.uniform(0, 12)),
+                    "replica_loads": rng.integers(0, 20, size=4).astype(float)} for _ in range(1024)]
+    batches = [{"throughput": rng.uniform(0, 0.2, 1024), "latency": rng.uniform(0, 12, 1024),
+                "replica_loads": rng.integers(0, 20, size=(1024, 4)).astype(float)} for _ in range(8)]
+
+    rows = []
+    checks = [
+        ("RLlama workload: 6 info_value, linear weights", six_composer(six_ctxs), six_hand(six_ctxs),
+         int(200_000 * scale), "3x RLlama (>= 550k steps/s)", "rate", 550_000),
+        ("vidur_hybrid.yaml scalar (4 replicas)", hybrid_composer_scalar(hybrid_ctxs),
+         hybrid_hand_scalar(hybrid_ctxs), int(100_000 * scale), "<= 1.5x hand-written time", "ratio", 1.5),
+        ("vidur_hybrid.yaml batched, 1,024 envs", hybrid_composer_batched(batches),
+         hybrid_hand_numpy(batches), max(50, int(2_000 * scale)), "<= 1.5x hand-written time", "ratio", 1.5),
+    ]
+    for name, comp_fn, hand_fn, n, target, kind, bound in checks:
+        a, b = comp_fn(300), hand_fn(300)
+        if not np.allclose(a, b, rtol=1e-9, atol=1e-12):
+            raise SystemExit(f"{name}: composer {a!r} != hand-written {b!r}; the comparison would be unfair")
+        repeats = 3
+        comp_rate = best_rate(comp_fn, n, repeats)
+        hand_rate = best_rate(hand_fn, n, repeats)
+        ratio = hand_rate / comp_rate
+        met = comp_rate >= bound if kind == "rate" else ratio <= bound
+        rows.append((name, n, comp_rate, hand_rate, ratio, target, "yes" if met else "NO"))
+
+    header = ("workload", "steps", "composer steps/s", "hand steps/s", "time ratio", "target", "met")
+    widths = [max(len(str(r[i])) if not isinstance(r[i], float) else 12 for r in rows + [header]) for i in range(7)]
+    fmt = lambda r: " | ".join(  # noqa: E731
+        (f"{v:,.0f}" if isinstance(v, float) and i in (2, 3) else f"{v:.2f}x" if isinstance(v, float) else str(v)).ljust(widths[i])
+        for i, v in enumerate(r))
+    print(fmt(header))
+    print("-|-".join("-" * w for w in widths))
+    for r in rows:
+        print(fmt(r))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
