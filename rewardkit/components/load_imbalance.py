@@ -17,13 +17,14 @@ STATISTICS = ("var", "std", "cv", "range", "max_over_mean")
 
 @register("load_imbalance")
 class LoadImbalance(BaseReward):
-    """statistic of replica_loads (var, std, cv, range or max/mean-1): 0 iff loads are equal, in [0, inf).
+    """statistic of replica_loads (var, std, cv, range or max/mean-1): 0 when loads are equal, in [0, inf).
 
     ``var`` and ``std`` are population statistics, ``cv = std/mean``, ``range = max - min`` and
     ``max_over_mean = max/mean - 1``. The two ratios need non-negative loads (``ValueError``
     otherwise) and are 0 when the mean is 0 (all loads 0). The value is invariant to the order of
     replicas: loads are sorted before reducing, so it is bit-identical under any permutation.
-    It is exactly 0 whenever all loads are equal. Give it a negative weight.
+    It is exactly 0 whenever all loads are equal (``var`` also underflows to 0 for loads below
+    about 1e-154). Give it a negative weight.
     """
 
     inputs = {"replica_loads": 1}
@@ -43,9 +44,9 @@ class LoadImbalance(BaseReward):
                 f"{self.name} (load_imbalance): statistic {self.statistic!r} needs non-negative "
                 f"'replica_loads', got {float(low[low < 0][0])!r}"
             )
-        equal = low == high
-        # Work on loads divided by the largest magnitude, so squares cannot overflow; ratios then
-        # do not depend on the scale at all. Rows of equal loads are set to 0 at the end anyway.
+        # Work on loads divided by the largest magnitude, so squares cannot overflow and ratios do
+        # not depend on the scale. Equal loads become exactly +-1 (or 0), so every statistic is
+        # exactly 0 for them; and the largest scaled load is exactly 1 >= its computed mean.
         scale = np.maximum(np.abs(low), np.abs(high))
         scale = np.where(scale > 0, scale, 1.0)
         unit = loads / scale[:, None]
@@ -65,5 +66,4 @@ class LoadImbalance(BaseReward):
                 else:
                     ratio = unit[:, -1] / safe_mean - 1.0
                 out = np.where(mean_u > 0, ratio, 0.0)
-        # Rounding in the mean can push max/mean - 1 a hair below 0; the documented range is [0, inf).
-        return np.where(equal, 0.0, np.maximum(out, 0.0))
+        return out
