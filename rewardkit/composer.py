@@ -187,7 +187,7 @@ class RewardComposer:
         if step is None:
             step = self.step
         try:
-            total, values = self._scalar_fn(ctx, step, bool(terminated), bool(truncated))
+            total, values = self._scalar_fn(ctx, step, _scalar_flag(terminated), _scalar_flag(truncated))
             n = 1
         except _NotScalar:
             total, values, n = self._call_vector(ctx, step, terminated, truncated)
@@ -221,8 +221,11 @@ class RewardComposer:
                 else:
                     lines.append(f"    if {guard}True: {v} = _as_vec({v}, {nd})")
                     if not self.allow_nonfinite:
-                        lines.append(f"    if {guard}not _np.isfinite({v}).all(): _nonfinite({key!r}, {v})")
+                        # the sum of finite values is finite unless it overflows: check properly then
+                        lines.append(f"    if {guard}not _isfinite({v}.sum()) and not _np.isfinite({v}).all(): "
+                                     f"_nonfinite({key!r}, {v})")
         out_vars: list[str] = []
+        weight_vars: dict[str, str] = {}  # identical schedules are evaluated once per call
 
         def emit(node: TermNode | GroupNode, idx: int) -> str:
             """Emit code for ``node``; return the variable holding its contribution."""
@@ -240,14 +243,18 @@ class RewardComposer:
             val = raw
             if node.normalizer is not None:
                 env[f"_n{i}"] = node.normalizer
-                lines.append(f"    m{i} = _n{i}.scalar({val}, done, self_training[0])")
+                lines.append(f"    m{i} = _n{i}.scalar({val}, done, _self.training)")
                 val = f"m{i}"
             for k, t in enumerate(node.transforms):
                 env[f"_t{i}_{k}"] = t
                 lines.append(f"    m{i} = _t{i}_{k}({val})")
                 val = f"m{i}"
-            w = f"w{i}"
-            lines.append(f"    {w} = {self._weight_source(node, i, env)}")
+            expr = self._weight_source(node, i, env)
+            if expr in weight_vars:
+                w = weight_vars[expr]
+            else:
+                w = weight_vars[expr] = f"w{i}"
+                lines.append(f"    {w} = {expr}")
             lines.append(f"    c{i} = {w} * {val}")
             out_vars.extend([raw, val, w, f"c{i}"])
             return f"c{i}"
@@ -268,18 +275,12 @@ class RewardComposer:
                 env[f"_s{i}"] = node.component
                 lines.append(f"    if done: _s{i}.reset(None)")
         lines.append(f"    return total, ({', '.join(flat)},)")
-        env["self_training"] = self._training_cell = [self.training]
+        env["_self"] = self
         source = "\n".join(lines)
         namespace: dict[str, Any] = {}
         exec(compile(source, f"<rewardkit composer {self.source or ''}>", "exec"), env, namespace)  # noqa: S102
         self._scalar_source = source
-        fn = namespace["_scalar"]
-
-        def run(ctx: Mapping[str, Any], step: int, terminated: bool, truncated: bool) -> Any:
-            self._training_cell[0] = self.training
-            return fn(ctx, step, terminated, truncated)
-
-        return run
+        return namespace["_scalar"]
 
     def _weight_source(self, node: TermNode | GroupNode, i: int, env: dict[str, Any]) -> str:
         """Python expression of the node's weight at ``step``: a literal when constant."""
@@ -386,6 +387,15 @@ class RewardComposer:
             values = [float(v[0]) if isinstance(v, np.ndarray) else v for v in values]
             return float(total[0]), values, 1
         return total, values, n
+
+
+def _scalar_flag(value: Any) -> bool:
+    """An episode flag for the scalar path; arrays and lists send the call to the batched path."""
+    if value is None:
+        return False
+    if isinstance(value, (bool, np.bool_, int, np.integer)):
+        return bool(value)
+    raise _NotScalar
 
 
 def _flags(value: Any, n: int, what: str) -> Array:

@@ -12,7 +12,7 @@ import math
 from typing import Any, Callable, ClassVar, Mapping
 
 from .errors import ConfigError
-from .params import _REQUIRED, Param, describe, validate_params
+from .params import _REQUIRED, Param, describe, is_finite_number, is_number_or_inf, validate_params
 
 
 class Schedule:
@@ -69,7 +69,7 @@ _COMMON = {
 def _opt_number(v: Any) -> float | None:
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
+    if not is_number_or_inf(v):
         raise ValueError("a number or null")
     return float(v)
 
@@ -110,9 +110,11 @@ class _Ramp(Schedule):
         if steps is not None and end_step is not None:
             raise ConfigError("expected only one of steps and end_step, got both", path="end_step")
         if steps is None:
-            steps = end_step - config.get("start_step", 0)
+            start_step = config.get("start_step", 0)
+            steps = end_step - start_step
             if steps <= 0:
-                raise ConfigError(f"expected end_step > start_step, got {describe(end_step)}", path="end_step")
+                raise ConfigError(f"expected end_step > start_step, got end_step={end_step} and "
+                                  f"start_step={start_step}", path="end_step")
         super().__init__(**config)
         self.span = float(steps)
 
@@ -127,14 +129,19 @@ class Linear(_Ramp):
     params = {"start": Param.number(doc="value at start_step"), "end": Param.number(doc="value after the ramp"),
               "steps": _steps_param(), "end_step": _end_step_param(), **_COMMON}
 
+    # Interpolating as (1 - p) * start + p * end gives exactly ``start`` at p = 0 and exactly
+    # ``end`` at p = 1, and cannot overflow for finite ends (start + (end - start) * p can).
     def value(self, t: float) -> float:
-        slope = (self.config["end"] - self.config["start"]) / self.span
-        return self.config["start"] + slope * min(self.span, max(0.0, t))
+        p = min(1.0, max(0.0, t) / self.span)
+        return (1.0 - p) * self.config["start"] + p * self.config["end"]
 
     def source(self, step_var: str) -> str | None:
-        slope = (self.config["end"] - self.config["start"]) / self.span
         start_step = self.config.get("start_step", 0)
-        expr = f"({self.config['start']!r} + {slope!r} * min({self.span!r}, max(0.0, {step_var} - {start_step!r})))"
+        t, span = f"({step_var} - {start_step!r})", self.span
+        # Same arithmetic as value(), with comparisons instead of min/max calls (this runs every step).
+        p = f"(0.0 if {t} <= 0.0 else (1.0 if {t} >= {span!r} else {t} / {span!r}))"
+        start, end = self.config["start"], self.config["end"]
+        expr = f"((1.0 - (_p := {p})) * {start!r} + _p * {end!r})"
         return self._bound_source(expr)
 
 
@@ -146,8 +153,9 @@ class Cosine(_Ramp):
               "steps": _steps_param(), "end_step": _end_step_param(), **_COMMON}
 
     def value(self, t: float) -> float:
-        p = self.progress(t)
-        return self.config["end"] + (self.config["start"] - self.config["end"]) * 0.5 * (1.0 + math.cos(math.pi * p))
+        # c goes from exactly 1 (p = 0) to exactly 0 (p = 1, cos(pi) == -1.0), so the ends are exact.
+        c = 0.5 * (1.0 + math.cos(math.pi * self.progress(t)))
+        return c * self.config["start"] + (1.0 - c) * self.config["end"]
 
 
 class Exponential(Schedule):
@@ -158,10 +166,7 @@ class Exponential(Schedule):
               "rate": Param.positive(doc="factor per step (below 1 decays)"), **_COMMON}
 
     def value(self, t: float) -> float:
-        try:
-            return self.config["start"] * self.config["rate"] ** t
-        except OverflowError:
-            return math.copysign(math.inf, self.config["start"])
+        return _times_power(self.config["start"], self.config["rate"], t)
 
 
 class Step(Schedule):
@@ -173,10 +178,19 @@ class Step(Schedule):
               "every": Param.positive(doc="steps between stairs"), **_COMMON}
 
     def value(self, t: float) -> float:
-        try:
-            return self.config["start"] * self.config["factor"] ** math.floor(t / self.config["every"])
-        except OverflowError:
-            return math.copysign(math.inf, self.config["start"])
+        return _times_power(self.config["start"], self.config["factor"], math.floor(t / self.config["every"]))
+
+
+def _times_power(start: float, base: float, exponent: float) -> float:
+    """``start * base ** exponent``, saturating to a signed infinity where the power overflows."""
+    if start == 0.0:
+        return 0.0
+    try:
+        return start * base ** exponent
+    except OverflowError:
+        # Only |base| > 1 overflows; a negative base comes with an integer exponent (Step).
+        negative = (start < 0) != (base < 0 and int(exponent) % 2 == 1)
+        return -math.inf if negative else math.inf
 
 
 def _check_points(v: Any) -> list[list[float]]:
@@ -184,8 +198,7 @@ def _check_points(v: Any) -> list[list[float]]:
         raise ValueError("a non-empty list of [step, value] pairs")
     points = []
     for p in v:
-        if (not isinstance(p, (list, tuple)) or len(p) != 2
-                or any(isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) for x in p)):
+        if not isinstance(p, (list, tuple)) or len(p) != 2 or not all(is_finite_number(x) for x in p):
             raise ValueError("a non-empty list of [step, value] pairs of finite numbers")
         points.append([float(p[0]), float(p[1])])
     steps = [p[0] for p in points]
@@ -232,13 +245,13 @@ def make_schedule(spec: Any, *, path: str = "weight", source: str | None = None)
     if isinstance(spec, Schedule):
         return spec
     if isinstance(spec, (int, float)) and not isinstance(spec, bool):
-        if not math.isfinite(spec):
+        if not is_finite_number(spec):
             raise ConfigError(f"expected a finite number or a schedule, got {describe(spec)}", source=source, path=path)
         return Constant(value=float(spec), start_step=0, min=None, max=None)
     if not isinstance(spec, Mapping):
         raise ConfigError(f"expected a number or a mapping with 'schedule', got {describe(spec)}", source=source, path=path)
     kind = spec.get("schedule")
-    if kind not in SCHEDULES:
+    if not isinstance(kind, str) or kind not in SCHEDULES:
         raise ConfigError(
             f"expected one of {', '.join(SCHEDULES)}, got {describe(kind)}", source=source, path=f"{path}.schedule"
         )

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from ..base import Array, BaseReward, PerEnvState
 from ..params import Param
 from ..registry import register
-from ._numeric import overflow_ok, saturate
+from ._numeric import FLOAT_MAX, overflow_ok, saturate
 
 
 @register("ema_delta")
@@ -73,3 +73,29 @@ class EmaDelta(BaseReward):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self._state.load_state_dict(state)
+
+    def scalar_fn(self) -> Callable[..., float]:
+        """Plain-float version of :meth:`compute` (same order of operations) for the scalar path."""
+        state, a, eps, sqrt = self._state, self.ema_alpha, self.eps, math.sqrt
+        big = FLOAT_MAX
+
+        def one_env(value: float, terminated: bool, truncated: bool) -> float:
+            s = state.scalar_slots()  # [mean, var, started]
+            if s[2] == 0.0:
+                s[0], s[1], s[2] = float(value), 0.0, 1.0
+                return 0.0
+            d = value - s[0]
+            d = big if d > big else (-big if d < -big else d)
+            std = sqrt(s[1])
+            if std > eps:
+                delta = d / (std + eps)
+                delta = big if delta > big else (-big if delta < -big else delta)
+            else:
+                delta = 0.0
+            mean = (1.0 - a) * s[0] + a * value
+            var = (1.0 - a) * s[1] + a * (d * d)
+            s[0] = big if mean > big else (-big if mean < -big else mean)
+            s[1] = big if var > big else var
+            return delta
+
+        return one_env

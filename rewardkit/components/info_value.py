@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -38,3 +38,12 @@ class InfoValue(BaseReward):
             return np.array(x["value"], dtype=np.float64)  # a copy: callers may modify the result
         # Without the input the batch size comes from the (n_envs,) episode flags.
         return np.full(len(terminated), self.default, dtype=np.float64)
+
+    def scalar_fn(self) -> Callable[..., float]:
+        """Plain-float version of :meth:`compute` for the composer's scalar path."""
+        default = self.default
+
+        def one_env(value: float | None, terminated: bool, truncated: bool) -> float:
+            return default if value is None else float(value)
+
+        return one_env

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
 from ..base import Array, BaseReward
 from ..params import Param
 from ..registry import register
-from ._numeric import overflow_ok, saturate
+from ._numeric import FLOAT_MAX, overflow_ok, saturate
 
 
 @register("linear")
@@ -41,3 +41,15 @@ class Linear(BaseReward):
         if self.clip is not None:
             out = np.clip(out, self.clip[0], self.clip[1])
         return out
+
+    def scalar_fn(self) -> Callable[..., float]:
+        """Plain-float version of :meth:`compute` for the composer's scalar path."""
+        scale = self.scale
+        low, high = self.clip if self.clip is not None else (-FLOAT_MAX, FLOAT_MAX)
+        low, high = max(low, -FLOAT_MAX), min(high, FLOAT_MAX)
+
+        def one_env(value: float, terminated: bool, truncated: bool) -> float:
+            out = scale * value
+            return low if out < low else (high if out > high else out)
+
+        return one_env

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
 from ..base import Array, BaseReward
 from ..registry import register
-from ._numeric import overflow_ok, saturate
+from ._numeric import FLOAT_MAX, overflow_ok, saturate
 
 
 @register("littles_law_latency")
@@ -38,3 +38,15 @@ class LittlesLawLatency(BaseReward):
                 )
         with overflow_ok():
             return saturate(x["in_system"] * x["dt"])
+
+    def scalar_fn(self) -> Callable[..., float]:
+        """Plain-float version of :meth:`compute` for the composer's scalar path."""
+        compute = self.compute
+
+        def one_env(in_system: float, dt: float, terminated: bool, truncated: bool) -> float:
+            if in_system < 0 or dt < 0:  # the array path raises the explanatory error
+                compute({"in_system": np.array([in_system]), "dt": np.array([dt])}, np.zeros(1, bool), np.zeros(1, bool))
+            out = in_system * dt
+            return FLOAT_MAX if out > FLOAT_MAX else out
+
+        return one_env

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
 from ..base import Array, BaseReward
 from ..params import Param
 from ..registry import register
-from ._numeric import overflow_ok, saturate
+from ._numeric import FLOAT_MAX, overflow_ok, saturate
 
 STATISTICS = ("var", "std", "cv", "range", "max_over_mean")
 
@@ -67,3 +67,59 @@ class LoadImbalance(BaseReward):
                     ratio = unit[:, -1] / safe_mean - 1.0
                 out = np.where(mean_u > 0, ratio, 0.0)
         return out
+
+    def scalar_fn(self) -> Callable[..., float]:
+        """Plain-float version of :meth:`compute` for the scalar path (same summation order as NumPy)."""
+        statistic, compute, sqrt, big = self.statistic, self.compute, math.sqrt, FLOAT_MAX
+        no = np.zeros(1, dtype=bool)
+
+        def one_env(replica_loads: Array, terminated: bool, truncated: bool) -> float:
+            loads = sorted(replica_loads.tolist())
+            n = len(loads)
+            if n > _PAIRWISE_BLOCK or n == 0 or (statistic in ("cv", "max_over_mean") and loads[0] < 0):
+                return float(compute({"replica_loads": replica_loads[None]}, no, no)[0])
+            low, high = loads[0], loads[-1]
+            if low == high:
+                return 0.0
+            scale = max(abs(low), abs(high))
+            scale = scale if scale > 0 else 1.0
+            unit = [v / scale for v in loads]
+            mean_u = _numpy_sum(unit) / n
+            std_u = sqrt(_numpy_sum([(u - mean_u) ** 2 for u in unit]) / n)
+            if statistic == "std":
+                out = scale * std_u
+            elif statistic == "var":
+                out = scale * std_u * std_u * scale
+            elif statistic == "range":
+                out = high - low
+            elif mean_u > 0:
+                out = std_u / mean_u if statistic == "cv" else unit[-1] / mean_u - 1.0
+            else:
+                out = 0.0
+            out = big if out > big else out
+            return out if out > 0.0 else 0.0
+
+        return one_env
+
+
+_PAIRWISE_BLOCK = 128
+
+
+def _numpy_sum(values: list[float]) -> float:
+    """Sum in the order NumPy's pairwise summation uses for up to 128 values (bit-identical)."""
+    n = len(values)
+    if n < 8:
+        total = 0.0
+        for v in values:
+            total += v
+        return total
+    r = values[:8]
+    i = 8
+    while i < n - n % 8:
+        for j in range(8):
+            r[j] += values[i + j]
+        i += 8
+    total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    for v in values[i:]:
+        total += v
+    return total

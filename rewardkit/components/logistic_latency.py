@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+import math
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -33,3 +34,14 @@ class LogisticLatency(BaseReward):
         with overflow_ok():  # a huge (latency - threshold) / sigma becomes +-inf, clipped below
             z = (x["latency"] - self.threshold) / self.sigma
         return 1.0 / (1.0 + np.exp(-np.clip(z, -700.0, 700.0)))
+
+    def scalar_fn(self) -> Callable[..., float]:
+        """Plain-float version of :meth:`compute` for the composer's scalar path."""
+        threshold, sigma, exp = self.threshold, self.sigma, math.exp
+
+        def one_env(latency: float, terminated: bool, truncated: bool) -> float:
+            z = (latency - threshold) / sigma
+            z = 700.0 if z > 700.0 else (-700.0 if z < -700.0 else z)
+            return 1.0 / (1.0 + exp(-z))
+
+        return one_env

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from ..base import Array, BaseReward, PerEnvState
 from ..params import Param
 from ..registry import register
-from ._numeric import overflow_ok, saturate
+from ._numeric import FLOAT_MAX, overflow_ok, saturate
 
 
 @register("potential_shaping")
@@ -57,3 +57,22 @@ class PotentialShaping(BaseReward):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self._state.load_state_dict(state)
+
+    def scalar_fn(self) -> Callable[..., float]:
+        """Plain-float version of :meth:`compute` for the scalar path."""
+        state, gamma, big = self._state, self.gamma, FLOAT_MAX
+
+        def one_env(potential: float, terminated: bool, truncated: bool) -> float:
+            s = state.scalar_slots()  # [phi, started]
+            phi_next = 0.0 if terminated else float(potential)
+            if s[1] != 0.0:
+                out = gamma * phi_next - s[0]
+                out = big if out > big else (-big if out < -big else out)
+                s[0] = phi_next
+            else:
+                out = 0.0
+                s[0] = float(potential)
+            s[1] = 1.0
+            return out
+
+        return one_env

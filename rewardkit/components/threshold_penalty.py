@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -34,3 +34,15 @@ class ThresholdPenalty(BaseReward):
             # clip first so that slope == 0 gives 0, not 0 * inf
             excess = np.clip(x["latency"] - self.threshold, 0.0, FLOAT_MAX)
             return saturate(self.slope * excess)
+
+    def scalar_fn(self) -> Callable[..., float]:
+        """Plain-float version of :meth:`compute` for the composer's scalar path."""
+        threshold, slope = self.threshold, self.slope
+
+        def one_env(latency: float, terminated: bool, truncated: bool) -> float:
+            excess = latency - threshold
+            excess = 0.0 if excess < 0.0 else (FLOAT_MAX if excess > FLOAT_MAX else excess)
+            out = slope * excess
+            return FLOAT_MAX if out > FLOAT_MAX else out
+
+        return one_env

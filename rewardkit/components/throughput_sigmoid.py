@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+import math
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -27,3 +28,14 @@ class ThroughputSigmoid(BaseReward):
         z = (x["throughput"] - self.target) / self.scale
         # exp of a large positive argument overflows; the clipped form is exact to float64 precision.
         return 1.0 / (1.0 + np.exp(-np.clip(z, -700.0, 700.0)))
+
+    def scalar_fn(self) -> Callable[..., float]:
+        """Plain-float version of :meth:`compute` for the composer's scalar path."""
+        target, scale, exp = self.target, self.scale, math.exp
+
+        def one_env(throughput: float, terminated: bool, truncated: bool) -> float:
+            z = (throughput - target) / scale
+            z = 700.0 if z > 700.0 else (-700.0 if z < -700.0 else z)
+            return 1.0 / (1.0 + exp(-z))
+
+        return one_env

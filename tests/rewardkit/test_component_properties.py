@@ -198,7 +198,8 @@ def test_scalar_fn_agrees_with_compute(name: str, data: st.DataObject) -> None:
     params, steps = data.draw(episodes(name, max_envs=1))
     cls = CASES[name].cls
     batched = [float(out[0]) for out in play(cls(name="x", **params), steps)]
-    assert play_scalar(cls(name="x", **params), steps) == batched
+    # NumPy's vectorized exp may differ from libm's in the last bit: agree to rounding, not bits.
+    assert play_scalar(cls(name="x", **params), steps) == pytest.approx(batched, rel=1e-12, abs=1e-300)
 
 
 # ---- monotone direction ---------------------------------------------------------------------

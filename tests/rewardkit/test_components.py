@@ -406,6 +406,22 @@ ALL_TERMS = {
 }
 
 
+@pytest.fixture
+def vidur_context():
+    """Factory of random Vidur-like contexts with a leading environment axis of ``n_envs``."""
+
+    def make(rng: np.random.Generator, n_envs: int) -> dict:
+        return {
+            "throughput": rng.uniform(0.0, 0.2, n_envs),
+            "latency": rng.uniform(0.0, 12.0, n_envs),
+            "replica_loads": rng.integers(0, 20, size=(n_envs, 3)).astype(float),
+            "in_system": rng.integers(0, 50, n_envs).astype(float),
+            "dt": rng.uniform(0.0, 1.0, n_envs),
+        }
+
+    return make
+
+
 def test_new_components_in_a_composer_batched_equals_scalar(vidur_context) -> None:
     """Every new component through the composer: the batched path equals one scalar composer per env."""
     from rewardkit import RewardComposer
