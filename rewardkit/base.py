@@ -70,8 +70,8 @@ class BaseReward:
     def scalar_fn(self) -> Callable[..., float]:
         """A function ``f(*inputs, terminated, truncated) -> float`` for one environment.
 
-        Inputs come positionally in the order of ``input_keys`` (floats, or arrays for vector
-        inputs; ``None`` for an absent optional input). The default wraps :meth:`compute`;
+        Inputs come positionally in the order of ``input_keys`` (floats, or lists of floats for
+        vector inputs; ``None`` for an absent optional input). The default wraps :meth:`compute`;
         components override it with plain-float maths for speed, and the property tests check
         both paths agree.
         """

@@ -202,7 +202,7 @@ class RewardComposer:
     # the flat tuple of (raw, normalized, weight, contribution) per term in pre-order.
     def _compile_scalar(self) -> Any:
         env: dict[str, Any] = {"_NotScalar": _NotScalar, "_isfinite": math.isfinite, "_S": _SCALAR_TYPES,
-                               "_nonfinite": self._nonfinite, "_np": np, "_as_vec": _as_vec}
+                               "_nonfinite": self._nonfinite, "_np": np, "_as_list": _as_list}
         lines = ["def _scalar(ctx, step, terminated, truncated):", "    done = terminated or truncated"]
         var_of_key: dict[tuple[str, int], str] = {}
         for key, readers in self._readers.items():
@@ -219,10 +219,11 @@ class RewardComposer:
                     if not self.allow_nonfinite:
                         lines.append(f"    if {guard}not _isfinite({v}): _nonfinite({key!r}, {v})")
                 else:
-                    lines.append(f"    if {guard}True: {v} = _as_vec({v}, {nd})")
+                    # vector inputs reach scalar_fn as lists of floats (fast to read from Python)
+                    lines.append(f"    if {guard}True: {v} = _as_list({v}, {nd})")
                     if not self.allow_nonfinite:
-                        # the sum of finite values is finite unless it overflows: check properly then
-                        lines.append(f"    if {guard}not _isfinite({v}.sum()) and not _np.isfinite({v}).all(): "
+                        # the sum of finite values is finite unless it overflows: check each then
+                        lines.append(f"    if {guard}not _isfinite(sum({v})) and not all(map(_isfinite, {v})): "
                                      f"_nonfinite({key!r}, {v})")
         out_vars: list[str] = []
         weight_vars: dict[str, str] = {}  # identical schedules are evaluated once per call
@@ -409,9 +410,13 @@ def _flags(value: Any, n: int, what: str) -> Array:
     return arr
 
 
-def _as_vec(value: Any, nd: int) -> Array:
-    """Per-environment array input on the scalar path; more axes mean a batch."""
+def _as_list(value: Any, nd: int) -> list:
+    """A one-environment vector input on the scalar path, as a list; more axes mean a batch."""
+    if value.__class__ is list:
+        if value and value[0].__class__ is list:
+            raise _NotScalar
+        return value
     arr = value if isinstance(value, np.ndarray) else np.asarray(value, dtype=np.float64)
-    if arr.ndim != nd:
+    if arr.ndim != nd or nd != 1:
         raise _NotScalar
-    return arr
+    return arr.tolist()

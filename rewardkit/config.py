@@ -9,7 +9,7 @@ Schema (``version: 1``)::
         params: {...}             # validated against the component's declared params
         weight: 1.0               # a number or {schedule: linear, ...}
         inputs: {local: ctx_key}  # optional remapping of input names to context keys
-        normalize: running_zscore # optional: name or {type: ..., params}
+        normalize: running_zscore # optional: a name or {type: name, <param>: value, ...}
         transforms: [...]         # optional: [{scale: k}, {clip: [lo, hi]}, tanh]
     total:
       transforms: [...]
@@ -41,6 +41,7 @@ TOP_KEYS = {"version", "components", "total", "description"}
 TERM_KEYS = {"type", "params", "weight", "inputs", "normalize", "transforms", "description"}
 GROUP_KEYS = {"type", "components", "weight", "normalize", "transforms", "description"}
 TOTAL_KEYS = {"transforms"}
+_MISSING = object()  # marks an absent key, so that errors can tell it from an explicit null
 
 
 @dataclass
@@ -123,19 +124,32 @@ def parse_yaml(text: str, *, source: str = "<string>") -> Any:
 def parse_config(data: Any, *, source: str | None = None) -> RewardSpec:
     """Validate a config mapping and build its tree of components."""
     if not isinstance(data, Mapping):
-        raise ConfigError(f"expected a mapping at the top level, got {describe(data)}", source=source)
+        got = "an empty document" if data is None else describe(data)
+        raise ConfigError(f"expected a mapping with 'version' and 'components' at the top level, got {got}",
+                          source=source)
     _check_keys(data, TOP_KEYS, "", source)
-    version = data.get("version")
-    if version != SCHEMA_VERSION:
+    if "version" not in data:
+        raise ConfigError(f"expected {SCHEMA_VERSION}, got nothing (the key is missing)", source=source, path="version")
+    version = data["version"]
+    if isinstance(version, bool) or not isinstance(version, int) or version != SCHEMA_VERSION:
         raise ConfigError(f"expected {SCHEMA_VERSION}, got {describe(version)}", source=source, path="version")
-    nodes = _parse_components(data.get("components"), "components", "", source)
-    total = data.get("total") or {}
+    nodes = _parse_components(data.get("components", _MISSING), "components", "", source)
+    total = data.get("total")
+    total = {} if total is None else total
     if not isinstance(total, Mapping):
         raise ConfigError(f"expected a mapping with 'transforms', got {describe(total)}", source=source, path="total")
     _check_keys(total, TOTAL_KEYS, "total", source)
     total_transforms = make_transforms(total.get("transforms"), path="total.transforms", source=source)
-    description = data.get("description")
-    return RewardSpec(nodes, total_transforms, description if isinstance(description, str) else None)
+    return RewardSpec(nodes, total_transforms, _description(data, "", source))
+
+
+def _description(d: Mapping, path: str, source: str | None) -> str | None:
+    """The optional free-text ``description`` of a config or an entry."""
+    text = d.get("description")
+    if text is not None and not isinstance(text, str):
+        raise ConfigError(f"expected a string, got {describe(text)}", source=source,
+                          path=f"{path}.description" if path else "description")
+    return text
 
 
 def _check_keys(d: Mapping, allowed: set[str], path: str, source: str | None) -> None:
@@ -147,7 +161,8 @@ def _check_keys(d: Mapping, allowed: set[str], path: str, source: str | None) ->
 
 def _parse_components(spec: Any, path: str, prefix: str, source: str | None) -> list[TermNode | GroupNode]:
     if not isinstance(spec, Mapping) or not spec:
-        raise ConfigError(f"expected a non-empty mapping of component name to settings, got {describe(spec)}",
+        got = "nothing (the key is missing)" if spec is _MISSING else describe(spec)
+        raise ConfigError(f"expected a non-empty mapping of component name to settings, got {got}",
                           source=source, path=path)
     nodes: list[TermNode | GroupNode] = []
     for name, entry in spec.items():
@@ -161,24 +176,26 @@ def _parse_components(spec: Any, path: str, prefix: str, source: str | None) -> 
 def _parse_node(name: str, entry: Any, path: str, prefix: str, source: str | None) -> TermNode | GroupNode:
     if not isinstance(entry, Mapping):
         raise ConfigError(f"expected a mapping with 'type', got {describe(entry)}", source=source, path=path)
-    kind = entry.get("type")
+    kind = entry.get("type", _MISSING)
     if not isinstance(kind, str):
-        raise ConfigError(f"expected a component type (string), got {describe(kind)}", source=source, path=f"{path}.type")
+        got = "nothing (the key is missing)" if kind is _MISSING else describe(kind)
+        raise ConfigError(f"expected a component type (a registered name or 'group'), got {got}",
+                          source=source, path=f"{path}.type")
     full_name = f"{prefix}{name}"
+    _check_keys(entry, GROUP_KEYS if kind == "group" else TERM_KEYS, path, source)
     weight = make_schedule(entry.get("weight", 1.0), path=f"{path}.weight", source=source)
     normalizer = make_normalizer(entry.get("normalize"), path=f"{path}.normalize", source=source)
     transforms = make_transforms(entry.get("transforms"), path=f"{path}.transforms", source=source)
-    description = entry.get("description")
+    description = _description(entry, path, source)
     if kind == "group":
-        _check_keys(entry, GROUP_KEYS, path, source)
-        children = _parse_components(entry.get("components"), f"{path}.components", f"{full_name}/", source)
+        children = _parse_components(entry.get("components", _MISSING), f"{path}.components", f"{full_name}/", source)
         return GroupNode(full_name, children, weight, normalizer, transforms, description)
-    _check_keys(entry, TERM_KEYS, path, source)
     try:
         cls = get_component_class(kind)
     except ConfigError as exc:
         raise exc.within(source, f"{path}.type") from None
-    params = entry.get("params") or {}
+    params = entry.get("params")
+    params = {} if params is None else params
     if not isinstance(params, Mapping):
         raise ConfigError(f"expected a mapping of parameters, got {describe(params)}", source=source, path=f"{path}.params")
     try:

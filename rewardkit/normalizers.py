@@ -238,7 +238,7 @@ def make_normalizer(spec: Any, *, path: str, source: str | None = None) -> Norma
         given = {k: v for k, v in spec.items() if k != "type"}
     else:
         raise ConfigError(f"expected a normalizer name or a mapping with 'type', got {describe(spec)}", source=source, path=path)
-    if kind not in NORMALIZERS:
+    if not isinstance(kind, str) or kind not in NORMALIZERS:
         where = path if isinstance(spec, str) else f"{path}.type"
         raise ConfigError(f"expected one of {', '.join(NORMALIZERS)}, got {describe(kind)}", source=source, path=where)
     cls = NORMALIZERS[kind]

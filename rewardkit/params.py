@@ -20,6 +20,30 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def is_finite_number(value: Any) -> bool:
+    """True for an int or float (not a bool) that is finite as a float.
+
+    Integers too large for a float (YAML reads ``1000...0`` with 400 digits as an int) count as
+    not finite instead of raising ``OverflowError``.
+    """
+    if not _is_number(value):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def is_number_or_inf(value: Any) -> bool:
+    """True for an int or float (not a bool) that is not NaN (infinities allowed)."""
+    if not _is_number(value):
+        return False
+    try:
+        return not math.isnan(value)
+    except OverflowError:
+        return False
+
+
 @dataclass(frozen=True)
 class Param:
     """One parameter: its default (or required), a one-line doc and a checker.
@@ -43,7 +67,7 @@ class Param:
         """Any finite real number."""
 
         def check(v: Any) -> float:
-            if not _is_number(v) or not math.isfinite(v):
+            if not is_finite_number(v):
                 raise ValueError("a finite number")
             return float(v)
 
@@ -54,7 +78,7 @@ class Param:
         """A finite number > 0."""
 
         def check(v: Any) -> float:
-            if not _is_number(v) or not math.isfinite(v) or v <= 0:
+            if not is_finite_number(v) or v <= 0:
                 raise ValueError("a positive number")
             return float(v)
 
@@ -65,7 +89,7 @@ class Param:
         """A finite number >= 0."""
 
         def check(v: Any) -> float:
-            if not _is_number(v) or not math.isfinite(v) or v < 0:
+            if not is_finite_number(v) or v < 0:
                 raise ValueError("a non-negative number")
             return float(v)
 
@@ -77,7 +101,7 @@ class Param:
         expected = "a number in (0, 1]" if open_low else "a number in [0, 1]"
 
         def check(v: Any) -> float:
-            if not _is_number(v) or not math.isfinite(v) or v > 1 or v < 0 or (open_low and v == 0):
+            if not is_finite_number(v) or v > 1 or v < 0 or (open_low and v == 0):
                 raise ValueError(expected)
             return float(v)
 
@@ -118,7 +142,7 @@ class Param:
             low, high = v
             low = -math.inf if low is None else low
             high = math.inf if high is None else high
-            if not (_is_number(low) and _is_number(high)) or math.isnan(low) or math.isnan(high):
+            if not (is_number_or_inf(low) and is_number_or_inf(high)):
                 raise ValueError("a list [low, high] of numbers or nulls")
             if not low < high:
                 raise ValueError("a list [low, high] with low < high")
@@ -129,7 +153,10 @@ class Param:
 
 def describe(value: Any) -> str:
     """Short, readable rendering of a bad value for error messages."""
-    text = repr(value)
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # ints beyond str()'s digit limit, very deep nesting
+        text = f"<{type(value).__name__}>"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -145,7 +172,7 @@ def validate_params(
         given = {}
     if not isinstance(given, Mapping):
         raise ConfigError(f"expected a mapping of parameters, got {describe(given)}", source=source, path=path)
-    unknown = sorted(set(given) - set(spec))
+    unknown = sorted(set(given) - set(spec), key=str)
     if unknown:
         known = ", ".join(sorted(spec)) or "none"
         raise ConfigError(

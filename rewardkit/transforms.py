@@ -54,6 +54,8 @@ class Clip(Transform):
     def __call__(self, x: Any) -> Any:
         if isinstance(x, np.ndarray):
             return np.clip(x, self.low, self.high)
+        if x != x:  # NaN passes through, as with np.clip (min/max would turn it into a bound)
+            return x
         return min(self.high, max(self.low, x))
 
     def to_spec(self) -> Any:

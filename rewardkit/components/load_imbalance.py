@@ -73,11 +73,11 @@ class LoadImbalance(BaseReward):
         statistic, compute, sqrt, big = self.statistic, self.compute, math.sqrt, FLOAT_MAX
         no = np.zeros(1, dtype=bool)
 
-        def one_env(replica_loads: Array, terminated: bool, truncated: bool) -> float:
-            loads = sorted(replica_loads.tolist())
+        def one_env(replica_loads: list[float] | Array, terminated: bool, truncated: bool) -> float:
+            loads = sorted(replica_loads.tolist() if isinstance(replica_loads, np.ndarray) else replica_loads)
             n = len(loads)
             if n > _PAIRWISE_BLOCK or n == 0 or (statistic in ("cv", "max_over_mean") and loads[0] < 0):
-                return float(compute({"replica_loads": replica_loads[None]}, no, no)[0])
+                return float(compute({"replica_loads": np.asarray(replica_loads, dtype=np.float64)[None]}, no, no)[0])
             low, high = loads[0], loads[-1]
             if low == high:
                 return 0.0

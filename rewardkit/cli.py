@@ -1,0 +1,304 @@
+"""The ``rewardkit`` command: validate and explain reward configs, list and document components.
+
+Core subcommands: ``validate``, ``explain``, ``components`` and ``docs``. Other packages add
+subcommands through the entry-point group ``rewardkit.commands``: each entry point loads a
+function ``add(subparsers)`` that adds its parser and sets ``func=callable(args) -> int``.
+A plugin is imported only when its subcommand runs (so ``validate`` never pays for torch), and
+one that fails to import is reported, with exit code 2, only when that subcommand is invoked.
+
+Exit codes: 0 success, 1 bad config or context, 2 usage error or unavailable plugin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from . import __version__
+from .composer import RewardComposer, RewardOutput
+from .docgen import components_markdown, components_text
+from .errors import ConfigError, RewardKitError
+
+PLUGIN_GROUP = "rewardkit.commands"
+CORE_COMMANDS = ("validate", "explain", "components", "docs")
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+class ContextError(RewardKitError):
+    """A context file for ``explain`` is missing, malformed or lacks keys."""
+
+
+# ---- validate ------------------------------------------------------------------------------
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Build each config; print ``<path>: OK`` or the ConfigError. Exit 1 if any failed."""
+    failed = 0
+    for path in args.configs:
+        try:
+            composer = RewardComposer.from_yaml(path)
+        except ConfigError as exc:
+            failed += 1
+            print(str(exc) if exc.source else f"{path}: {exc}", file=sys.stderr)
+            continue
+        keys = ", ".join(sorted(composer.context_keys()))
+        n = len(composer.term_names)
+        print(f"{path}: OK ({n} term{'s' if n != 1 else ''}; context keys: {keys})")
+    return EXIT_ERROR if failed else EXIT_OK
+
+
+# ---- explain -------------------------------------------------------------------------------
+def load_contexts(path: str) -> list[dict[str, Any]]:
+    """Read ``path`` as one context (a JSON object) or a sequence of them (a JSON list).
+
+    Numbers stay floats; lists become float arrays (per-replica vectors). Errors name the file
+    and the key.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ContextError(f"{path}: expected an existing JSON file, got a missing path") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ContextError(f"{path}: expected a readable UTF-8 file: {exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ContextError(f"{path}: expected valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    items = data if isinstance(data, list) else [data]
+    if not items:
+        raise ContextError(f"{path}: expected a JSON object (or a non-empty list of them), got an empty list")
+    contexts = []
+    for n, item in enumerate(items):
+        where = f"[{n}]" if isinstance(data, list) else ""
+        if not isinstance(item, dict):
+            raise ContextError(f"{path}{where}: expected a JSON object mapping signal names to numbers, "
+                               f"got {type(item).__name__}")
+        ctx: dict[str, Any] = {}
+        for key, value in item.items():
+            ctx[key] = _context_value(value, f"{path}{where}: key {key!r}")
+        contexts.append(ctx)
+    return contexts
+
+
+def _context_value(value: Any, where: str) -> Any:
+    if isinstance(value, bool) or value is None or isinstance(value, (str, dict)):
+        raise ContextError(f"{where}: expected a number or a list of numbers, got {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ContextError(f"{where}: expected a number or a (nested) list of numbers, got {value!r}") from None
+    return arr
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return "[" + ", ".join(_fmt(float(v)) for v in value.reshape(-1)) + "]"
+    v = float(value)
+    if v == 0.0:
+        return "0"
+    return f"{v:.6g}"
+
+
+def explain_table(composer: RewardComposer, out: RewardOutput) -> str:
+    """Rows ``term raw normalized weight contribution`` for every term, then the total."""
+    header = ("term", "raw", "normalized", "weight", "contribution")
+    rows = []
+    for name in composer.term_names:
+        t = out.terms[name]
+        depth = name.count("/")
+        rows.append(("  " * depth + name, _fmt(t.raw), _fmt(t.normalized), _fmt(t.weight), _fmt(t.contribution)))
+    top = [n for n in composer.term_names if "/" not in n]
+    contrib_sum = sum((out.terms[n].contribution for n in top), 0.0)
+    has_total_transforms = bool(composer.spec.total_transforms)
+    if has_total_transforms:
+        rows.append(("sum of top-level", "", "", "", _fmt(contrib_sum)))
+    rows.append(("total", "", "", "", _fmt(out.total)))
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(5)]
+
+    def line(r: Sequence[str]) -> str:
+        return "  ".join([r[0].ljust(widths[0])] + [r[i].rjust(widths[i]) for i in range(1, 5)]).rstrip()
+
+    sep = "-" * len(line(header))
+    body = [line(r) for r in rows]
+    return "\n".join([line(header), sep] + body[:-1 - has_total_transforms] + [sep] + body[-1 - has_total_transforms:])
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """Evaluate a config on the context(s) of a JSON file and print the per-term breakdown."""
+    composer = RewardComposer.from_yaml(args.config)
+    contexts = load_contexts(args.context)
+    required = composer.required_context_keys()
+    for n, ctx in enumerate(contexts):
+        missing = sorted(required - set(ctx))
+        if missing:
+            where = f"{args.context}[{n}]" if len(contexts) > 1 else args.context
+            raise ContextError(
+                f"{where}: missing context key{'s' if len(missing) > 1 else ''} "
+                + ", ".join(repr(k) for k in missing) + f" that {args.config} reads; "
+                + f"the context has: {', '.join(sorted(ctx)) or 'nothing'}")
+    for n, ctx in enumerate(contexts):
+        step = args.step if n == 0 else None
+        used_step = composer.step if step is None else step
+        try:
+            out = composer(ctx, step=step)
+        except (RewardKitError, ValueError) as exc:
+            # non-finite or missing values, shape mismatches, negative inputs a component refuses
+            raise ContextError(f"{args.context}: {exc}") from None
+        title = f"{args.config} at step {used_step}"
+        if len(contexts) > 1:
+            title = f"context {n + 1}/{len(contexts)}: " + title
+            if n:
+                print()
+        print(title)
+        print(explain_table(composer, out))
+    return EXIT_OK
+
+
+# ---- components / docs ---------------------------------------------------------------------
+def cmd_components(args: argparse.Namespace) -> int:
+    """Print every registered component with its summary, params and inputs."""
+    print(components_text(), end="")
+    return EXIT_OK
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    """Write (or, with --check, compare against) the generated Markdown component reference."""
+    text = components_markdown()
+    if args.out is None:
+        print(text, end="")
+        return EXIT_OK
+    out = Path(args.out)
+    if args.check:
+        current = out.read_text(encoding="utf-8") if out.exists() else None
+        if current != text:
+            print(f"{out}: out of date; run `rewardkit docs --out {out}`", file=sys.stderr)
+            return EXIT_ERROR
+        print(f"{out}: up to date")
+        return EXIT_OK
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out} ({text.count(chr(10))} lines)")
+    return EXIT_OK
+
+
+# ---- plugins --------------------------------------------------------------------------------
+def plugin_entry_points() -> list[metadata.EntryPoint]:
+    """Entry points of the ``rewardkit.commands`` group, first one of each name, by name."""
+    seen: dict[str, metadata.EntryPoint] = {}
+    for ep in metadata.entry_points(group=PLUGIN_GROUP):
+        seen.setdefault(ep.name, ep)
+    return [seen[name] for name in sorted(seen)]
+
+
+def _unavailable(name: str, target: str, exc: BaseException) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        print(f"rewardkit {name}: command unavailable: loading {target} failed: "
+              f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+    return run
+
+
+def _add_stub(subparsers: Any, name: str, help_text: str, func: Callable[[argparse.Namespace], int]) -> None:
+    """A parser that accepts any arguments and runs ``func`` (help listing or error report)."""
+    if name in subparsers.choices:  # the plugin added its parser, then failed
+        subparsers.choices[name].set_defaults(func=func, accepts_any_arguments=True)
+        return
+    parser = subparsers.add_parser(name, help=help_text, add_help=False)
+    parser.set_defaults(func=func, accepts_any_arguments=True)
+
+
+def add_plugin(subparsers: Any, ep: metadata.EntryPoint) -> None:
+    """Load ``ep`` and let it add its subcommand; on failure add a stub that reports why."""
+    try:
+        add = ep.load()
+        add(subparsers)
+    except Exception as exc:  # noqa: BLE001 - any failure of a plugin must not break the CLI
+        _add_stub(subparsers, ep.name, f"(unavailable: {type(exc).__name__})", _unavailable(ep.name, ep.value, exc))
+        return
+    if ep.name not in subparsers.choices:
+        exc = RuntimeError(f"{ep.value} did not add a subcommand named {ep.name!r}")
+        _add_stub(subparsers, ep.name, "(unavailable)", _unavailable(ep.name, ep.value, exc))
+
+
+# ---- parser and entry point -----------------------------------------------------------------
+def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser; plugin ``load_plugin`` is imported, others only listed."""
+    parser = argparse.ArgumentParser(
+        prog="rewardkit", description="Compose, check and explain reinforcement-learning rewards.")
+    parser.add_argument("--version", action="version", version=f"rewardkit {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("validate", help="check reward configs; print OK or the error per file",
+                       description="Build each config and report OK or the first error (file, key path, expected).")
+    p.add_argument("configs", nargs="+", metavar="CONFIG", help="YAML reward config(s)")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("explain", help="evaluate a config on a context and print each term",
+                       description="Print raw, normalized, weight and contribution of every term, and the total.")
+    p.add_argument("config", metavar="CONFIG", help="YAML reward config")
+    p.add_argument("--context", required=True, metavar="CTX_JSON",
+                   help="JSON object of context signals (or a list of them, evaluated in order)")
+    p.add_argument("--step", type=int, default=None, metavar="N",
+                   help="global step for weight schedules (default 0)")
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("components", help="list registered components with params and inputs")
+    p.set_defaults(func=cmd_components)
+
+    p = sub.add_parser("docs", help="generate the Markdown component reference",
+                       description="Generate the component reference from the registry.")
+    p.add_argument("--out", default=None, metavar="PATH", help="file to write (default: print it)")
+    p.add_argument("--check", action="store_true", help="exit 1 if PATH differs from the generated text")
+    p.set_defaults(func=cmd_docs)
+
+    for ep in plugin_entry_points():
+        if ep.name in CORE_COMMANDS:
+            continue
+        if ep.name == load_plugin:
+            add_plugin(sub, ep)
+        else:
+            _add_stub(sub, ep.name, f"(plugin {ep.value})", lambda args: EXIT_USAGE)
+    return parser
+
+
+def _command_name(argv: Sequence[str]) -> str | None:
+    for token in argv:
+        if not token.startswith("-"):
+            return token
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``rewardkit`` command line; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(load_plugin=_command_name(argv))
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if extra and not getattr(args, "accepts_any_arguments", False):
+            parser.error("unrecognized arguments: " + " ".join(extra))
+    except SystemExit as exc:  # --help, --version or a usage error (argparse printed it)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    if getattr(args, "func", None) is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        code = args.func(args)
+    except RewardKitError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return EXIT_OK if code is None else int(code)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
