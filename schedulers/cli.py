@@ -1,0 +1,97 @@
+"""``rewardkit train`` and ``rewardkit evaluate``: the scheduler's subcommands of the rewardkit CLI.
+
+They are plugged into rewardkit's CLI through the entry-point group ``rewardkit.commands``
+(see pyproject.toml), so rewardkit itself never imports this package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from rewardkit.errors import ConfigError
+
+DEFAULT_BASELINES = "round_robin,random,lor,jsq,least_kv,least_tokens,least_prefill,power_of_two"
+DEFAULT_ENV = "configs/envs/codellama34b_tp2_4r.yaml"
+EVAL_SEEDS = (101, 102, 103, 104, 105)
+
+
+def add_train_command(subparsers: Any) -> None:
+    """Add ``train``: PPO training of the Vidur router from a config YAML."""
+    from .train import add_train_arguments, train_command
+
+    parser = subparsers.add_parser("train", help="train the PPO request router in Vidur",
+                                   description="Train the PPO request router (resumes an interrupted run).")
+    add_train_arguments(parser)
+    parser.add_argument("--config", dest="config_opt", default=None, help="training config YAML (same as CONFIG)")
+
+    def run(args: argparse.Namespace) -> int:
+        if args.config_opt:
+            args.config = args.config_opt
+        return train_command(args)
+
+    parser.set_defaults(func=run)
+
+
+def evaluation_seeds(spec: str) -> list[int]:
+    """``5`` -> the first five evaluation seeds (101..105, then onwards); ``1,7,9`` -> those seeds."""
+    if "," in spec:
+        return [int(s) for s in spec.split(",") if s.strip()]
+    k = int(spec)
+    if k < 1:
+        raise ValueError(f"--seeds: expected a positive count or a comma-separated list, got {spec!r}")
+    return [EVAL_SEEDS[0] + i for i in range(k)]
+
+
+def add_evaluate_command(subparsers: Any) -> None:
+    """Add ``evaluate``: every policy on the same seeds and arrivals, table and plots."""
+    parser = subparsers.add_parser(
+        "evaluate", help="compare a PPO checkpoint with routing heuristics in Vidur",
+        description="Run every policy on the same seeds and arrivals; print a table, write CSV/JSON/PNG.")
+    parser.add_argument("--checkpoint", default=None, help="PPO checkpoint or policy.pt (omit: heuristics only)")
+    parser.add_argument("--baselines", default=DEFAULT_BASELINES, help="comma-separated heuristic names")
+    parser.add_argument("--seeds", default="5", help="a count K (seeds 101..100+K) or a comma-separated list")
+    parser.add_argument("--env", default=DEFAULT_ENV, help="environment YAML (cluster and workload)")
+    parser.add_argument("--qps", type=float, default=None, help="override the Poisson arrival rate")
+    parser.add_argument("--replicas", type=int, default=None, help="override the number of replicas")
+    parser.add_argument("--trace", default=None, help="override the request-length trace CSV")
+    parser.add_argument("--requests", type=int, default=None, help="override requests per episode")
+    parser.add_argument("--out", default=None, help="folder for results (default: runs/eval-<env name>)")
+    parser.set_defaults(func=evaluate_command)
+
+
+def evaluate_command(args: argparse.Namespace) -> int:
+    """Run the comparison from parsed arguments; return an exit code."""
+    from .env_config import load_env_config
+    from .evaluate import evaluate_policies
+    from .routers import HeuristicRouter
+
+    overrides: dict[str, Any] = {}
+    if args.qps is not None:
+        overrides["qps"] = args.qps
+    if args.replicas is not None:
+        overrides["num_replicas"] = args.replicas
+    if args.trace is not None:
+        overrides["trace_file"] = args.trace
+    if args.requests is not None:
+        overrides["requests_per_episode"] = args.requests
+    try:
+        seeds = evaluation_seeds(args.seeds)
+        cfg = load_env_config(args.env, overrides)
+        routers: dict[str, Any] = {}
+        for name in [b.strip() for b in args.baselines.split(",") if b.strip()]:
+            routers[name] = HeuristicRouter(name)
+        if args.checkpoint:
+            from .ppo_router import PPORouter
+
+            routers["ppo"] = PPORouter.from_checkpoint(args.checkpoint)
+        out = Path(args.out) if args.out else Path("runs") / f"eval-{cfg.name}"
+        results = evaluate_policies(cfg, routers, seeds, out_dir=out)
+    except (ConfigError, ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(results.format_table())
+    print(f"results and plots in {out}/")
+    return 0
