@@ -1,0 +1,312 @@
+"""Training loop on the toy env: PPO beats random, BC warm start, resume, artifacts, config errors."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from rewardkit.errors import ConfigError
+from schedulers.ppo_router import PPORouter
+from schedulers.train import latest_checkpoint, load_checkpoint, load_config, train
+
+sys.path.insert(0, str(Path(__file__).parent))
+from toy_env import ToyRoutingEnv  # noqa: E402
+
+torch.set_num_threads(1)
+ROOT = Path(__file__).resolve().parents[2]
+EVAL_SEEDS = range(101, 109)
+
+
+def toy_config(**sections) -> dict:
+    """A small, fast config; sections override (merged one level deep)."""
+    cfg = {
+        "seeds": {"torch": 0, "train_start": 1000},
+        "ppo": {"total_timesteps": 4096, "n_envs": 2, "n_steps": 64, "n_epochs": 4, "minibatch_size": 64,
+                "learning_rate": 3e-3, "gamma": 0.95},
+        "entropy": {"coef": 0.0},
+        "bc": {"enabled": False},
+        "kl_ref": {"coef": 0.0},
+        "logging": {"tensorboard": False, "plots": False, "progress": False, "checkpoint_every": 100},
+    }
+    for key, value in sections.items():
+        cfg[key] = {**cfg.get(key, {}), **value} if isinstance(value, dict) else value
+    return cfg
+
+
+def mean_return(act, seeds=EVAL_SEEDS) -> float:
+    """Mean episode return of a router ``act(obs, env) -> int`` on the toy env over fixed seeds."""
+    env = ToyRoutingEnv()
+    returns = []
+    for seed in seeds:
+        obs, _ = env.reset(seed=seed)
+        total, done = 0.0, False
+        while not done:
+            obs, reward, terminated, truncated, _ = env.step(act(obs, env))
+            total += reward
+            done = terminated or truncated
+        returns.append(total)
+    return float(np.mean(returns))
+
+
+def random_return() -> float:
+    rng = np.random.default_rng(0)
+    return mean_return(lambda obs, env: int(rng.integers(env.num_replicas)))
+
+
+# ---- end to end --------------------------------------------------------------------------------
+def test_ppo_from_scratch_beats_random_on_toy_env(tmp_path) -> None:
+    result = train(toy_config(), tmp_path, env_factory=ToyRoutingEnv, resume=False)
+    assert result.updates == 32 and result.global_step == 4096
+    trained = mean_return(PPORouter.from_checkpoint(result.policy_path).act)
+    rand = random_return()
+    best = mean_return(lambda obs, env: env.heuristic_action("least_work"))
+    print(f"toy env mean return over seeds 101-108: random {rand:.1f}, PPO {trained:.1f}, least_work {best:.1f}")
+    # Random routing is ~40% worse than least-work here; PPO must close most of that gap.
+    assert trained > rand + 0.7 * (best - rand)
+    first, last = result.metrics[0], result.metrics[-1]
+    assert last["entropy_norm"] < first["entropy_norm"]
+    assert last["explained_variance"] > 0.3
+
+
+def test_behaviour_cloning_then_ppo_with_kl_and_entropy_target(tmp_path) -> None:
+    cfg = toy_config(
+        ppo={"total_timesteps": 1024},
+        bc={"enabled": True, "heuristics": ["least_work", "jsq"], "demo_steps": 1200, "epochs": 8},
+        kl_ref={"coef": {"schedule": "linear", "start": 0.5, "end": 0.0, "steps": 1024}},
+        entropy={"coef": 0.01, "target": 0.5, "controller": "temperature", "rate": 0.2},
+        logging={"plots": True},
+    )
+    result = train(cfg, tmp_path, env_factory=ToyRoutingEnv, resume=False)
+    bc = result.bc_metrics
+    assert len(bc) == 8 and bc[-1]["ce_loss"] < bc[0]["ce_loss"] and bc[-1]["accuracy"] > 0.8
+    bc_return = mean_return(PPORouter.from_checkpoint(tmp_path / "bc_policy.pt").act)
+    assert bc_return > random_return() + 30  # the clone already routes far better than random
+    rows = result.metrics
+    assert rows[0]["kl_coef"] == pytest.approx(0.5) and rows[-1]["kl_coef"] < rows[0]["kl_coef"]
+    assert all(r["kl_ref"] >= 0 for r in rows)
+    # After each update the controller scales the temperature by exp(rate * (target - H/log N) / target).
+    previous = 1.0
+    for r in rows:
+        factor = np.exp(0.2 * (0.5 - r["entropy_norm"]) / 0.5)
+        assert r["temperature"] == pytest.approx(previous * factor, rel=1e-5)
+        previous = r["temperature"]
+    assert len({round(r["temperature"], 6) for r in rows}) == len(rows)
+    assert (tmp_path / "learning_curves.png").stat().st_size > 10_000
+    assert (tmp_path / "bc_metrics.csv").exists()
+
+
+def test_metrics_csv_and_checkpoint_contents(tmp_path) -> None:
+    cfg = toy_config(ppo={"total_timesteps": 512}, logging={"checkpoint_every": 2, "keep_checkpoints": 2})
+    train(cfg, tmp_path, env_factory=ToyRoutingEnv, resume=False)
+    with open(tmp_path / "metrics.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [int(r["update"]) for r in rows] == [1, 2, 3, 4]
+    for column in ("approx_kl", "clip_fraction", "entropy", "explained_variance", "policy_loss", "value_loss",
+                   "episode_return_mean", "wall_time", "env_steps_per_s", "time_share_policy", "time_share_env",
+                   "action_share/0", "action_share/3", "reward_terms/time_in_system", "reward_terms/completed",
+                   "learning_rate", "ent_coef"):
+        assert column in rows[0], column
+    shares = [float(rows[-1][f"action_share/{i}"]) for i in range(4)]
+    assert sum(shares) == pytest.approx(1.0)
+    # Learning rate anneals linearly to zero over the run.
+    assert float(rows[0]["learning_rate"]) == pytest.approx(3e-3) and float(rows[-1]["learning_rate"]) == pytest.approx(3e-3 / 4)
+    kept = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert kept == ["update_000002.pt", "update_000004.pt"]  # older ones pruned, no temp files left
+    ckpt = load_checkpoint(latest_checkpoint(tmp_path))
+    assert ckpt["update"] == 4 and ckpt["global_step"] == 512
+    assert ckpt["reward_composers"] == [{"step": 256}, {"step": 256}]
+    assert ckpt["config"]["ppo"]["total_timesteps"] == 512
+    assert yaml.safe_load((tmp_path / "config.yaml").read_text())["ppo"]["n_steps"] == 64
+
+
+# ---- resume --------------------------------------------------------------------------------------
+class Interrupt(Exception):
+    pass
+
+
+def test_interrupted_run_resumes_to_the_same_result(tmp_path) -> None:
+    # Episodes (64 requests) end exactly at rollout boundaries, so a resumed run replays the same
+    # seeds and, with RNG, optimizer, scaler, reference and composer states restored, must end
+    # with bit-identical weights.
+    cfg = toy_config(
+        ppo={"total_timesteps": 512},
+        bc={"enabled": True, "heuristics": ["least_work"], "demo_steps": 256, "epochs": 2},
+        kl_ref={"coef": 0.2},
+        entropy={"coef": 0.01, "target": 0.6},
+        logging={"checkpoint_every": 1},
+    )
+    straight = train(cfg, tmp_path / "straight", env_factory=ToyRoutingEnv)
+
+    def stop_after_two(row: dict) -> None:
+        if row["update"] == 2:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        train(cfg, tmp_path / "resumed", env_factory=ToyRoutingEnv, callback=stop_after_two)
+    saved = load_checkpoint(latest_checkpoint(tmp_path / "resumed"))
+    assert saved["update"] == 2 and saved["global_step"] == 256 and saved["bc_done"]
+
+    seen: list[tuple[int, int]] = []
+    resumed = train(cfg, tmp_path / "resumed", env_factory=ToyRoutingEnv,
+                    callback=lambda row: seen.append((row["update"], row["global_step"])))
+    assert seen == [(3, 384), (4, 512)]  # counters continue; BC was not redone
+    assert resumed.updates == 4 and resumed.global_step == 512
+    a, b = load_checkpoint(straight.checkpoint_path), load_checkpoint(resumed.checkpoint_path)
+    for key, tensor in a["policy_state"].items():
+        assert torch.equal(tensor, b["policy_state"][key]), key
+    assert a["reward_composers"] == b["reward_composers"]
+    assert a["controller"] == b["controller"] and a["scaler"] == b["scaler"]
+    with open(tmp_path / "resumed" / "metrics.csv", newline="") as fh:
+        assert [int(r["update"]) for r in csv.DictReader(fh)] == [1, 2, 3, 4]
+    assert [r["update"] for r in resumed.metrics] == [1, 2, 3, 4]
+
+
+def test_resume_loads_saved_parameters_and_refuses_changed_settings(tmp_path) -> None:
+    cfg = toy_config(ppo={"total_timesteps": 256}, logging={"checkpoint_every": 1})
+    first = train(cfg, tmp_path, env_factory=ToyRoutingEnv)
+    saved = load_checkpoint(first.checkpoint_path)["policy_state"]
+
+    # Extending total_timesteps is allowed: training continues from update 2 with the saved weights.
+    loaded: list[dict] = []
+    longer = toy_config(ppo={"total_timesteps": 384}, logging={"checkpoint_every": 1})
+    ckpt_update = load_checkpoint(latest_checkpoint(tmp_path))["update"]
+    assert ckpt_update == 2
+    again = train(longer, tmp_path, env_factory=ToyRoutingEnv, callback=lambda row: loaded.append(row))
+    assert [r["update"] for r in loaded] == [3] and again.global_step == 384
+    upd2 = load_checkpoint(tmp_path / "checkpoints" / "update_000002.pt")["policy_state"]
+    for key in saved:
+        assert torch.equal(saved[key], upd2[key])
+
+    changed = toy_config(ppo={"total_timesteps": 384, "n_steps": 32})
+    with pytest.raises(ConfigError, match=r"ppo\.n_steps"):
+        train(changed, tmp_path, env_factory=ToyRoutingEnv)
+
+    # resume=False starts over (and clears the old checkpoints).
+    fresh = train(cfg, tmp_path, env_factory=ToyRoutingEnv, resume=False)
+    assert fresh.updates == 2
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir())[-1] == "update_000002.pt"
+
+
+# ---- config errors -------------------------------------------------------------------------------
+def test_shipped_config_loads() -> None:
+    cfg, source = load_config(ROOT / "configs" / "ppo_vidur.yaml")
+    assert source.endswith("ppo_vidur.yaml")
+    assert cfg["seeds"]["eval"] == [101, 102, 103, 104, 105]
+    assert cfg["seeds"]["train_start"] > max(cfg["seeds"]["eval"])
+    assert cfg["env"] == "configs/envs/codellama34b_tp2_4r.yaml"
+
+
+def write_config(tmp_path: Path, data: dict) -> Path:
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    "data, location, expected",
+    [
+        ({"ppo": {"lerning_rate": 1e-3}}, "ppo.lerning_rate", "did you mean 'learning_rate'"),
+        ({"polcy": {}}, "polcy", "unknown key"),
+        ({"ppo": {"n_envs": 0}}, "ppo.n_envs", "expected an integer >= 1, got 0"),
+        ({"ppo": {"gamma": 1.5}}, "ppo.gamma", "expected a number in [0, 1], got 1.5"),
+        ({"ppo": {"anneal_lr": "yes"}}, "ppo.anneal_lr", "expected true or false"),
+        ({"ppo": {"minibatch_size": 4096}}, "ppo.minibatch_size", "at most n_envs * n_steps"),
+        ({"seeds": {"train_start": 103}}, "seeds.train_start", "above every evaluation seed"),
+        ({"entropy": {"coef": {"schedule": "wobbly"}}}, "entropy.coef.schedule", "expected one of"),
+        ({"entropy": {"coef": {"schedule": "linear", "start": 0.1, "end": 0.0}}}, "entropy.coef", "steps"),
+        ({"entropy": {"target": 0}}, "entropy.target", "(0, 1]"),
+        ({"entropy": {"coef": {"schedule": "linear", "start": 0.01, "end": -0.01, "steps": 1000}}},
+         "entropy.coef", "expected a non-negative coefficient, got -0.01 at step 2000"),
+        ({"kl_ref": {"coef": 0.1}, "bc": {"enabled": False}}, "kl_ref.coef", "bc.enabled is false"),
+        ({"bc": {"heuristics": []}}, "bc.heuristics", "non-empty list"),
+        ({"version": 2}, "version", "expected 1"),
+        ({"ppo": []}, "ppo", "expected a mapping"),
+    ],
+)
+def test_bad_config_keys_name_file_and_path(tmp_path, data, location, expected) -> None:
+    path = write_config(tmp_path, data)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: {location}"), message
+    assert expected in message, message
+
+
+def test_missing_file_bad_yaml_and_unknown_heuristic(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="file not found"):
+        load_config(tmp_path / "nope.yaml")
+    bad = tmp_path / "broken.yaml"
+    bad.write_text("ppo: [1, 2\n")
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load_config(bad)
+    cfg = toy_config(bc={"enabled": True, "heuristics": ["psychic"], "demo_steps": 128, "epochs": 1})
+    with pytest.raises(ConfigError, match=r"bc\.heuristics: expected a heuristic the env knows, got 'psychic'"):
+        train(cfg, tmp_path / "run", env_factory=ToyRoutingEnv)
+
+
+def test_missing_env_file_is_reported_with_key(tmp_path) -> None:
+    path = write_config(tmp_path, {"env": "configs/envs/does_not_exist.yaml"})
+    with pytest.raises(ConfigError, match=r"bad\.yaml: env: expected an existing file"):
+        train(path, tmp_path / "run")
+
+
+def test_env_contract_violations_are_clear(tmp_path) -> None:
+    class NanEnv(ToyRoutingEnv):
+        def step(self, action):
+            obs, reward, terminated, truncated, info = super().step(action)
+            return obs, float("nan"), terminated, truncated, info
+
+    with pytest.raises(FloatingPointError, match="non-finite reward"):
+        train(toy_config(ppo={"total_timesteps": 128}), tmp_path / "nan", env_factory=NanEnv)
+
+    import gymnasium as gym
+
+    class FlatEnv(ToyRoutingEnv):
+        def __init__(self):
+            super().__init__()
+            self.observation_space = gym.spaces.Box(0, 1, shape=(12,))
+
+    with pytest.raises(TypeError, match="2-D Box"):
+        train(toy_config(), tmp_path / "flat", env_factory=FlatEnv)
+
+
+def test_train_command_reports_config_errors(tmp_path, capsys) -> None:
+    import argparse
+
+    from schedulers.train import add_train_arguments, train_command
+
+    parser = argparse.ArgumentParser()
+    add_train_arguments(parser)
+    path = write_config(tmp_path, {"ppo": {"clip_coef": -1}})
+    assert train_command(parser.parse_args([str(path), "--out", str(tmp_path / "run")])) == 2
+    assert "ppo.clip_coef: expected a positive number, got -1" in capsys.readouterr().err
+
+
+def test_tensorboard_scalars_when_available(tmp_path, monkeypatch) -> None:
+    import types
+
+    calls: list[tuple] = []
+
+    class FakeWriter:
+        def __init__(self, log_dir, purge_step=None):
+            calls.append(("init", log_dir, purge_step))
+
+        def add_scalar(self, key, value, step):
+            calls.append((key, value, step))
+
+        def close(self):
+            calls.append(("close",))
+
+    fake = types.ModuleType("torch.utils.tensorboard")
+    fake.SummaryWriter = FakeWriter
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", fake)
+    train(toy_config(ppo={"total_timesteps": 256}, logging={"tensorboard": True}), tmp_path, env_factory=ToyRoutingEnv)
+    assert calls[0] == ("init", str(tmp_path / "tensorboard"), None)
+    assert [c[2] for c in calls if c[0] == "approx_kl"] == [128, 256]
+    assert any(c[0] == "action_share/2" for c in calls) and calls[-1] == ("close",)
