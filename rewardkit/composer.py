@@ -171,7 +171,7 @@ class RewardComposer:
         self.training = bool(state.get("training", True))
         by_name = {n.name: n for n in self._order}
         for name, s in state.get("components", {}).items():
-            if name not in by_name:
+            if not isinstance(by_name.get(name), TermNode):
                 raise KeyError(f"state has component {name!r} that this composer does not have")
             by_name[name].component.load_state_dict(s)
         for name, s in state.get("normalizers", {}).items():

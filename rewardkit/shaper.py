@@ -22,7 +22,9 @@ class RewardShaper:
         """Replace the weight of ``name`` with a number or a schedule spec."""
         if name not in self._schedules:
             raise KeyError(f"no term named {name!r}; terms: {', '.join(self._schedules)}")
-        self._schedules[name] = make_schedule(spec, path=f"weight of {name}")
+        # errors name the key path the weight has in a config: components.<group>.components.<term>.weight
+        path = "components." + ".components.".join(name.split("/")) + ".weight"
+        self._schedules[name] = make_schedule(spec, path=path)
         for listener in self._listeners:
             listener()
 

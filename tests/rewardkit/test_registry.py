@@ -1,0 +1,170 @@
+"""The component registry: custom and entry-point components, duplicates, errors, light imports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from importlib import metadata
+from pathlib import Path
+from typing import Iterator, Mapping
+
+import numpy as np
+import pytest
+
+import rewardkit.registry as registry
+from rewardkit import BaseReward, ConfigError, Param, RewardComposer, get_component_class, register, registered
+from rewardkit.components import Linear
+
+
+class Doubler(BaseReward):
+    """factor*x: a test component."""
+
+    inputs = {"x": 0}
+    params = {"factor": Param.positive(2.0, "multiplier")}
+
+    def compute(self, x: Mapping[str, np.ndarray], terminated: np.ndarray, truncated: np.ndarray) -> np.ndarray:
+        return self.factor * x["x"]
+
+
+@pytest.fixture
+def doubler() -> Iterator[type[BaseReward]]:
+    """``Doubler`` registered as ``test_doubler`` for the duration of a test."""
+    register("test_doubler")(Doubler)
+    try:
+        yield Doubler
+    finally:
+        registry._REGISTRY.pop("test_doubler", None)
+
+
+def test_custom_component_in_a_config(doubler):
+    assert "test_doubler" in registered()
+    assert get_component_class("test_doubler") is doubler
+    c = RewardComposer.from_dict({"version": 1, "components": {
+        "twice": {"type": "test_doubler", "params": {"factor": 3}, "weight": 0.5, "inputs": {"x": "signal"}},
+    }})
+    assert c({"signal": 2.0}).total == 3.0
+    np.testing.assert_array_equal(c({"signal": np.array([1.0, -1.0])}).total, [1.5, -1.5])
+    assert c.to_dict()["components"]["twice"] == {"type": "test_doubler", "params": {"factor": 3.0},
+                                                  "inputs": {"x": "signal"}, "weight": 0.5}
+    with pytest.raises(ConfigError) as info:
+        RewardComposer.from_dict({"version": 1, "components": {"t": {"type": "test_doubler",
+                                                                     "params": {"factor": -1}}}})
+    assert str(info.value) == "<dict>: components.t.params.factor: expected a positive number, got -1"
+
+
+def test_registration_is_removed_after_the_fixture():
+    assert "test_doubler" not in registered()
+
+
+def test_duplicate_name_raises(doubler):
+    class Other(Doubler):
+        """another."""
+
+    with pytest.raises(ValueError, match="component name 'test_doubler' is already registered to Doubler"):
+        register("test_doubler")(Other)
+    with pytest.raises(ValueError, match="component name 'linear' is already registered to Linear"):
+        register("linear")(Other)
+    assert get_component_class("linear") is Linear
+    register("test_doubler")(Doubler)  # the same class again is harmless
+    register("test_doubler", replace=True)(Other)
+    assert get_component_class("test_doubler") is Other
+
+
+@pytest.mark.parametrize("name", ["", "group", None])
+def test_reserved_or_empty_names_raise(name):
+    with pytest.raises(ValueError, match="component name must be a non-empty string other than 'group'"):
+        register(name)
+
+
+def test_only_base_reward_subclasses_register():
+    with pytest.raises(TypeError, match=r"@register\('x_not_a_reward'\) needs a BaseReward subclass"):
+        register("x_not_a_reward")(dict)
+    assert "x_not_a_reward" not in registry._REGISTRY
+
+
+def test_unknown_type_lists_registered_names(doubler):
+    with pytest.raises(ConfigError) as info:
+        get_component_class("nope")
+    names = registered()
+    assert "test_doubler" in names and "logistic_latency" in names
+    assert str(info.value) == "expected a registered component type, got 'nope'; registered: " + ", ".join(names)
+    with pytest.raises(ConfigError) as info:
+        RewardComposer.from_dict({"version": 1, "components": {"a": {"type": "nope"}}})
+    assert str(info.value).startswith("<dict>: components.a.type: expected a registered component type, got 'nope'; "
+                                      "registered: ")
+    assert str(info.value).endswith(", ".join(names))
+
+
+PLUGIN = '''
+import numpy as np
+from rewardkit import BaseReward, Param
+
+
+class Offset(BaseReward):
+    """x + offset: a component shipped by another package."""
+
+    inputs = {"x": 0}
+    params = {"offset": Param.number(1.0, "added to x")}
+
+    def compute(self, x, terminated, truncated):
+        return x["x"] + self.offset
+'''
+
+
+@pytest.fixture
+def plugin_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """A package on sys.path that declares ``plugin_offset`` through the entry-point group."""
+    module = "rk_test_plugin_pkg"
+    (tmp_path / f"{module}.py").write_text(textwrap.dedent(PLUGIN), encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    calls: list[str] = []
+    real = metadata.entry_points
+
+    def fake_entry_points(**kwargs):
+        group = kwargs.get("group")
+        calls.append(group)
+        if group != registry.ENTRY_POINT_GROUP:
+            return real(**kwargs)
+        return metadata.EntryPoints([
+            metadata.EntryPoint(name="plugin_offset", value=f"{module}:Offset", group=group),
+            # a name that is already registered is left alone (built-ins win)
+            metadata.EntryPoint(name="linear", value=f"{module}:Offset", group=group),
+        ])
+
+    monkeypatch.setattr(registry.metadata, "entry_points", fake_entry_points)
+    monkeypatch.setattr(registry, "_entry_points_loaded", False)
+    try:
+        yield calls
+    finally:
+        registry._REGISTRY.pop("plugin_offset", None)
+        sys.modules.pop(module, None)
+
+
+def test_entry_point_component_is_discovered(plugin_entry_point):
+    assert "plugin_offset" not in registry._REGISTRY
+    cls = get_component_class("plugin_offset")
+    assert plugin_entry_point == [registry.ENTRY_POINT_GROUP]
+    assert cls.__name__ == "Offset" and cls.type_name == "plugin_offset"
+    assert get_component_class("linear") is Linear
+    assert "plugin_offset" in registered()
+    assert plugin_entry_point == [registry.ENTRY_POINT_GROUP]  # entry points are read once
+    c = RewardComposer.from_dict({"version": 1, "components": {
+        "o": {"type": "plugin_offset", "params": {"offset": 0.5}}}})
+    assert c({"x": 2.0}).total == 2.5
+
+
+def test_entry_points_are_read_for_a_config_naming_a_plugin(plugin_entry_point):
+    c = RewardComposer.from_dict({"version": 1, "components": {"o": {"type": "plugin_offset"}}})
+    assert c({"x": 1.0}).total == 2.0
+    assert plugin_entry_point == [registry.ENTRY_POINT_GROUP]
+
+
+def test_import_rewardkit_stays_light():
+    code = ("import sys, rewardkit, rewardkit.composer, rewardkit.config, rewardkit.schedules; "
+            "heavy = ('torch', 'optuna', 'gymnasium', 'vidur', 'pandas', 'matplotlib'); "
+            "print(','.join(m for m in heavy if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                            cwd=Path(__file__).resolve().parents[2])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ""
