@@ -1,0 +1,336 @@
+"""VidurRoutingEnv: Gymnasium conformance, determinism, fidelity to Vidur, rewards and config errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import warnings
+
+import numpy as np
+import pytest
+from rewardkit.errors import ConfigError
+
+
+def run_episode(env, policy="jsq", seed=0):
+    """Route a whole episode with a heuristic; return observations, rewards, infos."""
+    obs, info = env.reset(seed=seed)
+    observations, rewards, infos = [obs], [], [info]
+    while True:
+        obs, reward, terminated, truncated, info = env.step(env.heuristic_action(policy))
+        observations.append(obs)
+        rewards.append(reward)
+        infos.append(info)
+        assert terminated is False
+        if truncated:
+            return observations, rewards, infos
+
+
+# ---- conformance --------------------------------------------------------------------------------
+def test_passes_gymnasium_env_checker(make_tiny_env):
+    from gymnasium.utils.env_checker import check_env
+
+    env = make_tiny_env()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any checker warning fails the test
+        check_env(env, skip_render_check=True)
+
+
+def test_spaces_and_feature_names(make_tiny_env, tiny_config):
+    env = make_tiny_env()
+    assert env.action_space.n == tiny_config.num_replicas
+    assert env.observation_space.shape == (tiny_config.num_replicas, len(env.feature_names))
+    assert env.observation_space.dtype == np.float32
+    assert "req_prompt_tokens" in env.feature_names and "outstanding_tokens" in env.feature_names
+    obs, _ = env.reset(seed=3)
+    assert env.observation_space.contains(obs)
+    # request features are the same on every row; replica features are per row
+    req = [env.feature_names.index(n) for n in ("req_prompt_tokens", "req_prompt_kv_frac")]
+    assert np.all(obs[:, req] == obs[0, req])
+    assert obs[0, env.feature_names.index("req_prompt_tokens")] == pytest.approx(
+        env.pending_prompt_tokens / tiny_config.observation.token_scale
+    )
+
+
+def test_gym_make_registered_id(tiny_config, vidur_predictor, composer):
+    import gymnasium as gym
+
+    env = gym.make("rewardkit/VidurRouting-v0", env_config=tiny_config, reward_composer=composer)
+    obs, _ = env.reset(seed=1)
+    action = env.unwrapped.heuristic_action("least_tokens")
+    assert 0 <= action < tiny_config.num_replicas
+    _, reward, _, _, info = env.step(action)
+    assert "reward_terms" in info and np.isfinite(reward)
+    env.close()
+
+
+# ---- episodes ------------------------------------------------------------------------------------
+def test_same_seed_same_episode_across_instances(make_tiny_env):
+    obs_a, rew_a, _ = run_episode(make_tiny_env(), "power_of_two", seed=11)
+    env_b = make_tiny_env()
+    run_episode(env_b, "jsq", seed=5)  # something else first, in the same process
+    obs_b, rew_b, _ = run_episode(env_b, "power_of_two", seed=11)
+    assert len(obs_a) == len(obs_b)
+    for a, b in zip(obs_a, obs_b):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(rew_a, rew_b)
+    obs_c, _, _ = run_episode(env_b, "power_of_two", seed=12)
+    assert not all(np.array_equal(a, c) for a, c in zip(obs_a, obs_c))
+
+
+def test_unseeded_resets_follow_the_first_seed(make_tiny_env):
+    env_a, env_b = make_tiny_env(), make_tiny_env()
+    env_a.reset(seed=99)
+    env_b.reset(seed=99)
+    seeds_a = [env_a.reset()[1]["episode_seed"] for _ in range(3)]
+    seeds_b = [env_b.reset()[1]["episode_seed"] for _ in range(3)]
+    assert seeds_a == seeds_b and len(set(seeds_a)) == 3
+
+
+def test_many_episodes_in_one_process_and_truncation(make_tiny_env, tiny_config):
+    env = make_tiny_env()
+    for seed in (1, 2, 3):
+        _, rewards, infos = run_episode(env, "round_robin", seed=seed)
+        assert len(rewards) == tiny_config.requests_per_episode
+        assert infos[-1]["decisions"] == tiny_config.requests_per_episode
+        replica_ids = sorted(r.id for r in env._scheduler._replica_schedulers)
+        assert replica_ids == list(range(tiny_config.num_replicas))
+        metrics = env.episode_metrics()
+        assert metrics.num_routed == tiny_config.requests_per_episode
+        assert list(metrics.routed_per_replica) == [40, 40]  # round robin splits evenly
+        assert not metrics.complete  # not evaluating: requests still in flight at truncation
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step(0)
+
+
+def test_evaluate_mode_drains_and_measures(make_tiny_env, tiny_config):
+    env = make_tiny_env(evaluate=True)
+    run_episode(env, "least_tokens", seed=4)
+    m = env.episode_metrics()
+    assert m.complete and m.num_completed == tiny_config.requests_per_episode
+    assert np.all(m.ttft > 0) and np.all(m.e2e >= m.ttft) and np.all(m.scheduling_delay >= 0)
+    assert np.all(m.scheduling_delay <= m.ttft)
+    summary = m.summary()
+    assert summary["e2e_p50"] <= summary["e2e_p99"]
+    assert 0 < summary["throughput"] < tiny_config.qps * 1.5
+    assert summary["throughput"] == pytest.approx(m.num_completed / m.makespan)
+
+
+def test_matches_vidur_simulator_exactly(make_tiny_env, tiny_config):
+    """Same arrivals and per-request latencies as Vidur's own Simulator (its generator, its loop)."""
+    from vidur.simulator import Simulator
+
+    from schedulers.env import reset_vidur_ids
+    from schedulers.env_config import to_simulation_config
+
+    env = make_tiny_env(evaluate=True, compute_reward=False)
+    for policy in ("round_robin", "least_tokens"):  # Vidur built-in, and ours registered into Vidur
+        reset_vidur_ids()
+        py_state, np_state = random.getstate(), np.random.get_state()
+        try:
+            sim = Simulator(to_simulation_config(tiny_config, global_scheduler=policy, seed=21))
+            vidur_requests = sorted((e._request for _, e in sim._event_queue), key=lambda r: r.id)
+            sim.run()
+        finally:
+            random.setstate(py_state)
+            np.random.set_state(np_state)
+        run_episode(env, policy, seed=21)
+        ours = env._ep.requests
+        assert [r.arrived_at for r in ours] == [r.arrived_at for r in vidur_requests]
+        assert [r.num_prefill_tokens for r in ours] == [r.num_prefill_tokens for r in vidur_requests]
+        assert [r.num_decode_tokens for r in ours] == [r.num_decode_tokens for r in vidur_requests]
+        np.testing.assert_array_equal(env.episode_metrics().e2e, [r.e2e_time for r in vidur_requests])
+
+
+def test_observation_never_sees_future_output_length(make_tiny_env, monkeypatch):
+    """Until a request completes, longer future outputs must leave observations unchanged."""
+    import schedulers.env as env_module
+
+    baseline = make_tiny_env()
+    obs_a, _, infos_a = run_episode(baseline, "least_tokens", seed=8)
+    first_completion_a = next(i for i, c in enumerate(baseline.composer.contexts) if c["completed"] > 0)
+
+    original = env_module.sample_arrivals
+
+    def longer_outputs(cfg, seed):
+        arrivals = original(cfg, seed)
+        return dataclasses.replace(arrivals, decode_tokens=arrivals.decode_tokens + 7)
+
+    monkeypatch.setattr(env_module, "sample_arrivals", longer_outputs)
+    changed = make_tiny_env()
+    obs_b, _, _ = run_episode(changed, "least_tokens", seed=8)
+    assert [r.num_decode_tokens for r in changed._ep.requests][:3] != [
+        r.num_decode_tokens for r in baseline._ep.requests
+    ][:3]
+    first_completion_b = next(i for i, c in enumerate(changed.composer.contexts) if c["completed"] > 0)
+    horizon = min(first_completion_a, first_completion_b)  # obs_x[k + 1] follows step k
+    assert horizon >= 3
+    for k in range(horizon + 1):
+        np.testing.assert_array_equal(obs_a[k], obs_b[k])
+
+
+# ---- rewards ---------------------------------------------------------------------------------------
+def test_reward_context_and_littles_law(make_tiny_env, tiny_config):
+    from schedulers.env import CONTEXT_KEYS
+
+    env = make_tiny_env()
+    _, rewards, infos = run_episode(env, "jsq", seed=6)
+    contexts = env.composer.contexts
+    assert env.composer.resets == 1
+    assert len(contexts) == tiny_config.requests_per_episode
+    for ctx in contexts:
+        assert set(ctx) == CONTEXT_KEYS
+        assert ctx["replica_loads"].shape == (tiny_config.num_replicas,)
+        assert all(np.all(np.isfinite(v)) for v in ctx.values())
+        assert ctx["dt"] >= 0 and ctx["in_system"] >= 0
+    assert contexts[-1]["dt"] == 0.0
+    assert [c["truncated"] for c in env.composer.calls] == [False] * (len(contexts) - 1) + [True]
+    assert infos[1]["reward_terms"]["littles_law/contribution"] == rewards[0]
+    # sum of in_system * dt is exactly the request-seconds spent up to the last decision
+    end = env.sim_time
+    exact = sum(min(r.completed_at if r.completed else end, end) - r.arrived_at for r in env._ep.requests)
+    assert sum(c["in_system"] * c["dt"] for c in contexts) == pytest.approx(exact, rel=1e-9)
+    assert sum(c["completed"] for c in contexts) == sum(r.completed for r in env._ep.requests)
+    assert any(c["throughput"] > 0 for c in contexts) and any(c["latency"] > 0 for c in contexts)
+
+
+def test_composer_needing_unknown_context_key_is_rejected(tiny_config, vidur_predictor, composer):
+    from schedulers.env import VidurRoutingEnv
+
+    composer.context_keys = lambda: {"throughput", "bogus_signal"}
+    with pytest.raises(ConfigError, match="bogus_signal"):
+        VidurRoutingEnv(tiny_config, composer)
+
+
+def test_missing_reward_config_file_is_reported(tiny_config, vidur_predictor):
+    from schedulers.env import VidurRoutingEnv
+
+    cfg = dataclasses.replace(tiny_config, reward_config="configs/rewards/does_not_exist.yaml")
+    with pytest.raises(ConfigError, match=r"reward_config: .*does_not_exist\.yaml"):
+        VidurRoutingEnv(cfg)
+
+
+def test_bad_actions_and_heuristic_names(make_tiny_env):
+    env = make_tiny_env()
+    env.reset(seed=0)
+    for bad in (2, -1, 0.5, "x"):
+        with pytest.raises(ValueError, match="replica index"):
+            env.step(bad)
+    with pytest.raises(ValueError, match="unknown heuristic 'nope'"):
+        env.heuristic_action("nope")
+    env.step(np.int64(1))  # numpy integers are fine
+
+
+# ---- env config errors -------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("num_replicas: -1\n", r"bad\.yaml: num_replicas: expected a positive integer, got -1"),
+        ("qsp: 3\n", r"bad\.yaml: qsp: unknown key \(did you mean 'qps'\?\)"),
+        ("qps: fast\n", r"bad\.yaml: qps: expected a positive number, got 'fast'"),
+        ("observation:\n  token_scale: 0\n", r"bad\.yaml: observation\.token_scale: expected a positive number, got 0"),
+        ("observation:\n  windw: 3\n", r"bad\.yaml: observation\.windw: unknown key"),
+        ("predictor:\n  max_depth: [16, 0]\n", r"bad\.yaml: predictor\.max_depth: expected a positive integer or a non-empty list"),
+        ("replica_scheduler: fifo\n", r"bad\.yaml: replica_scheduler: expected one of 'sarathi', 'vllm', 'orca', got 'fifo'"),
+        ("max_tokens: 8192\n", r"bad\.yaml: max_tokens: expected at most predictor\.prediction_max_tokens_per_request \(4096\)"),
+        ("compute_profile: justaname\n", r"bad\.yaml: compute_profile: expected a dataset id '<org>/<name>'"),
+        ("- 1\n- 2\n", r"bad\.yaml: expected a mapping of env settings"),
+        ("qps: [1,\n", r"bad\.yaml: expected valid YAML"),
+    ],
+)
+def test_bad_env_config_names_file_and_key(tmp_path, text, message):
+    from schedulers.env_config import load_env_config
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_env_config(path)
+
+
+def test_env_config_overrides_and_missing_trace(tmp_path, tiny_config):
+    from schedulers.env_config import load_env_config, resolved_trace_file, with_overrides
+
+    cfg = with_overrides(tiny_config, qps=3.5, num_replicas=3, trace_file=None)
+    assert (cfg.qps, cfg.num_replicas, cfg.trace_file) == (3.5, 3, tiny_config.trace_file)
+    assert with_overrides(tiny_config, {"observation.token_scale": 1024}).observation.token_scale == 1024.0
+    with pytest.raises(ConfigError, match=r"override: qps: expected a positive number, got -2"):
+        with_overrides(tiny_config, qps=-2)
+    with pytest.raises(ConfigError, match=r"override: observation\.nope: unknown key"):
+        with_overrides(tiny_config, {"observation.nope": 1})
+    missing = with_overrides(tiny_config, trace_file="no/such/trace.csv")
+    with pytest.raises(ConfigError, match=r"tiny\.yaml: trace_file: expected an existing CSV file"):
+        resolved_trace_file(missing)
+    with pytest.raises(ConfigError, match="env config file not found"):
+        load_env_config(tmp_path / "absent.yaml")
+    assert load_env_config(tiny_config.source) == tiny_config
+
+
+# ---- with rewardkit's composer and inside Vidur -----------------------------------------------------
+@pytest.mark.parametrize("preset", ["vidur_hybrid", "vidur_instant", "vidur_delta", "vidur_littles_law"])
+def test_reward_presets_run_on_the_env(tiny_config, vidur_predictor, preset):
+    from rewardkit import RewardComposer
+
+    from schedulers.env import CONTEXT_KEYS, VidurRoutingEnv
+
+    env = VidurRoutingEnv(tiny_config, f"configs/rewards/{preset}.yaml")
+    assert isinstance(env.composer, RewardComposer)
+    assert env.composer.context_keys() <= CONTEXT_KEYS
+    env.reset(seed=2)
+    for _ in range(20):
+        _, reward, _, _, info = env.step(env.heuristic_action("jsq"))
+        assert np.isfinite(reward)
+        assert info["reward_terms"] and all(k.count("/") >= 1 or k == "total" for k in info["reward_terms"])
+
+
+def test_default_reward_is_the_env_configs(tiny_config, vidur_predictor):
+    from schedulers.env import VidurRoutingEnv
+
+    env = VidurRoutingEnv(tiny_config)
+    assert env.reward_source.endswith("configs/rewards/vidur_hybrid.yaml")
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(0)
+    assert "absolute/throughput/raw" in info["reward_terms"]
+
+
+def test_ppo_scheduler_inside_vidur_sees_the_env_observations(tiny_config, make_tiny_env, monkeypatch):
+    """Vidur's registered ``ppo`` scheduler builds the same observations as the env, decision by decision."""
+    from vidur.simulator import Simulator
+
+    from schedulers import routers
+    from schedulers.env import FEATURE_NAMES, reset_vidur_ids
+    from schedulers.env_config import to_simulation_config
+
+    column = FEATURE_NAMES.index("outstanding_tokens")
+
+    class Probe:
+        name = "probe"
+
+        def __init__(self, log):
+            self.log = log
+
+        def reset(self, seed=None):
+            pass
+
+        def act(self, obs, env):
+            self.log.append(obs.copy())
+            return int(np.argmin(obs[:, column]))
+
+    seen_in_vidur, seen_in_env = [], []
+    monkeypatch.setitem(routers._FACTORIES, "ppo", lambda checkpoint: Probe(seen_in_vidur))
+    reset_vidur_ids()
+    py_state, np_state = random.getstate(), np.random.get_state()
+    try:
+        config = to_simulation_config(tiny_config, global_scheduler="ppo", global_scheduler_options={"checkpoint": "probe"}, seed=5)
+        Simulator(config).run()
+    finally:
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+    env = make_tiny_env()
+    probe = Probe(seen_in_env)
+    obs, _ = env.reset(seed=5)
+    while True:
+        obs, _, _, truncated, _ = env.step(probe.act(obs, env))
+        if truncated:
+            break
+    assert len(seen_in_vidur) == len(seen_in_env) == tiny_config.requests_per_episode
+    for a, b in zip(seen_in_vidur, seen_in_env):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-7)
