@@ -89,7 +89,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
             routers["ppo"] = PPORouter.from_checkpoint(args.checkpoint)
         out = Path(args.out) if args.out else Path("runs") / f"eval-{cfg.name}"
         results = evaluate_policies(cfg, routers, seeds, out_dir=out)
-    except (ConfigError, ValueError, FileNotFoundError) as exc:
+    except (ConfigError, ValueError, FileNotFoundError, RuntimeError) as exc:  # RuntimeError: VidurSetupError
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(results.format_table())

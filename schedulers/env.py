@@ -335,7 +335,6 @@ class _Episode:
         self.decisions = 0
         self.last_decision_time = 0.0
         self.done = False
-        self.drained = False
         self.snapshot: ReplicaSnapshot | None = None
         self.latency = 0.0
         self.ttft_recent_mean = 0.0
@@ -524,7 +523,6 @@ class VidurRoutingEnv(gym.Env):
         if sched._request_queue:
             raise RuntimeError(f"{len(sched._request_queue)} requests arrived but were never routed")
         self._tracker.sync(ep.time)
-        ep.drained = True
         ep.snapshot = None
 
     def episode_metrics(self) -> EpisodeMetrics:

@@ -250,19 +250,32 @@ def _install_dataset(dataset: ProfileDataset, kind: str, names: tuple[str, ...],
     snapshot = repo_dir / "snapshots" / revision
     ref_file = repo_dir / "refs" / "main"
     previous = ref_file.read_text().strip() if ref_file.is_file() else None
-    if previous == revision and all((snapshot / n).is_file() for n in files):
+
+    def complete() -> bool:
+        return all((snapshot / n).is_file() for n in files)
+
+    if previous == revision and complete():
         return snapshot, False
-    tmp = repo_dir / "snapshots" / f".tmp-{revision}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for target, source in files.items():
-        if target.endswith(".xz") and not source.name.endswith(".xz"):
-            with open(source, "rb") as src, lzma.open(tmp / target, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-        else:
-            shutil.copyfile(source, tmp / target)
-    shutil.rmtree(snapshot, ignore_errors=True)
-    tmp.rename(snapshot)
+    if not complete():
+        # Build aside and rename: snapshots are content-addressed, so when another process
+        # wins the race its snapshot is identical and ours is dropped.
+        tmp = repo_dir / "snapshots" / f".tmp-{revision}-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for target, source in files.items():
+            if target.endswith(".xz") and not source.name.endswith(".xz"):
+                with open(source, "rb") as src, lzma.open(tmp / target, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+            else:
+                shutil.copyfile(source, tmp / target)
+        try:
+            tmp.rename(snapshot)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not complete():
+                raise VidurSetupError(
+                    f"{snapshot}: exists but lacks some of {', '.join(sorted(files))}; delete it and retry"
+                ) from None
     ref_file.parent.mkdir(parents=True, exist_ok=True)
     ref_tmp = ref_file.with_name(f".main-{os.getpid()}")
     ref_tmp.write_text(revision)
@@ -335,6 +348,27 @@ def predictor_key(sim_config: Any) -> tuple:
     )
 
 
+def _seeded_random_forest_class() -> type:
+    """Vidur's random-forest predictor with seeded forests, so training is reproducible.
+
+    Vidur 0.0.26 builds ``RandomForestRegressor()`` without a seed; with one, a fresh cache on
+    another machine reproduces the same execution times (same scikit-learn version).
+    """
+    from sklearn.ensemble import RandomForestRegressor
+    from vidur.execution_time_predictor.random_forrest_execution_time_predictor import (
+        RandomForrestExecutionTimePredictor,
+    )
+    from vidur.types import ExecutionTimePredictorType
+
+    class SeededRandomForrestExecutionTimePredictor(RandomForrestExecutionTimePredictor):
+        predictor_type = ExecutionTimePredictorType.RANDOM_FORREST
+
+        def _get_estimator(self) -> Any:
+            return RandomForestRegressor(random_state=0)
+
+    return SeededRandomForrestExecutionTimePredictor
+
+
 def get_predictor(sim_config: Any, log: Callable[[str], None] | None = None) -> Any:
     """The execution-time predictor for ``sim_config``, built once per process.
 
@@ -354,8 +388,10 @@ def get_predictor(sim_config: Any, log: Callable[[str], None] | None = None) -> 
         log(f"[vidur] training the execution-time predictor into {p.cache_dir} (once; about a minute)...")
     start = time.perf_counter()
     try:
-        predictor = ExecutionTimePredictorRegistry.get(
-            p.get_type(),
+        predictor_cls = _seeded_random_forest_class()
+        if p.get_type() != predictor_cls.predictor_type:
+            predictor_cls = ExecutionTimePredictorRegistry.get_class(p.get_type())
+        predictor = predictor_cls(
             predictor_config=p,
             replica_config=sim_config.cluster_config.replica_config,
             cache_config=sim_config.cluster_config.cache_config,

@@ -262,6 +262,9 @@ def test_env_config_overrides_and_missing_trace(tmp_path, tiny_config):
     with pytest.raises(ConfigError, match="env config file not found"):
         load_env_config(tmp_path / "absent.yaml")
     assert load_env_config(tiny_config.source) == tiny_config
+    from schedulers.env_config import env_config_from_dict
+
+    assert env_config_from_dict(tiny_config.to_dict()) == tiny_config  # plain-data round trip
 
 
 # ---- with rewardkit's composer and inside Vidur -----------------------------------------------------
