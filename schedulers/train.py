@@ -1069,10 +1069,11 @@ def add_train_arguments(parser: Any) -> None:
 
 def train_command(args: Any) -> int:
     """Run :func:`train` from parsed arguments; print where the policy went; return an exit code."""
+    from .vidur_profiles import VidurSetupError
     out = args.out or str(Path("runs") / Path(args.config).stem)
     try:
         result = train(args.config, out, resume=not args.no_resume)
-    except ConfigError as exc:
+    except (ConfigError, VidurSetupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"trained {result.updates} updates, {result.global_step} env steps; policy: {result.policy_path}")
