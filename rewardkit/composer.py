@@ -14,6 +14,8 @@ evaluated with NumPy and every output gets that axis. Both give the same numbers
 from __future__ import annotations
 
 import math
+import operator
+from functools import reduce
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -41,22 +43,33 @@ class TermOutput:
 
 
 class RewardOutput:
-    """The total reward and, built on first access, the per-term breakdown."""
+    """The total reward and, built on first access, the per-term breakdown.
 
-    __slots__ = ("total", "_values", "_names", "_terms")
+    In batched calls every breakdown value has the environment axis; weights (one number per
+    step) are broadcast to it when the breakdown is read, not on the hot path.
+    """
 
-    def __init__(self, total: Any, values: tuple | list, names: tuple[str, ...]) -> None:
+    __slots__ = ("total", "_values", "_names", "_terms", "_n_envs")
+
+    def __init__(self, total: Any, values: tuple | list, names: tuple[str, ...], n_envs: int | None = None) -> None:
         self.total = total
         self._values = values
         self._names = names
         self._terms: dict[str, TermOutput] | None = None
+        self._n_envs = n_envs
+
+    def _weight(self, i: int) -> Any:
+        w = self._values[4 * i + 2]
+        if self._n_envs is not None and not isinstance(w, np.ndarray):
+            return np.full(self._n_envs, w)
+        return w
 
     @property
     def terms(self) -> dict[str, TermOutput]:
         """Term name (``group/child`` for nested terms) -> :class:`TermOutput`."""
         if self._terms is None:
             v = self._values
-            self._terms = {name: TermOutput(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3])
+            self._terms = {name: TermOutput(v[4 * i], v[4 * i + 1], self._weight(i), v[4 * i + 3])
                            for i, name in enumerate(self._names)}
         return self._terms
 
@@ -67,7 +80,7 @@ class RewardOutput:
         for i, name in enumerate(self._names):
             out[f"{name}/raw"] = v[4 * i]
             out[f"{name}/normalized"] = v[4 * i + 1]
-            out[f"{name}/weight"] = v[4 * i + 2]
+            out[f"{name}/weight"] = self._weight(i)
             out[f"{name}/contribution"] = v[4 * i + 3]
         out["total"] = self.total
         return out
@@ -101,6 +114,7 @@ class RewardComposer:
         self.training = True
         self._order = list(_walk(spec.nodes))
         self._names = tuple(node.name for node in self._order)
+        self._index = {id(node): i for i, node in enumerate(self._order)}
         self._leaves = [n for n in self._order if isinstance(n, TermNode)]
         self._stateful = [n.component for n in self._leaves if n.component.stateful]
         self._normalizers = [n.normalizer for n in self._order if n.normalizer is not None]
@@ -187,14 +201,17 @@ class RewardComposer:
         if step is None:
             step = self.step
         try:
-            total, values = self._scalar_fn(ctx, step, _scalar_flag(terminated), _scalar_flag(truncated))
-            n = 1
+            total, values = self._scalar_fn(ctx, step, False if terminated is None else _scalar_flag(terminated),
+                                            False if truncated is None else _scalar_flag(truncated))
         except _NotScalar:
-            total, values, n = self._call_vector(ctx, step, terminated, truncated)
+            total, values, batch = self._call_vector(ctx, step, terminated, truncated)
+            if self.training:
+                self.step = step + (batch or 1)
+            return RewardOutput(total, values, self._names, batch)
         except KeyError as exc:
             self._raise_missing(ctx, exc)
         if self.training:
-            self.step = step + n
+            self.step = step + 1
         return RewardOutput(total, values, self._names)
 
     # The scalar path is a function generated from the config: inputs read once, finiteness and
@@ -324,7 +341,7 @@ class RewardComposer:
         raise exc
 
     def _call_vector(self, ctx: Mapping[str, Any], step: int, terminated: Any, truncated: Any
-                     ) -> tuple[Any, list[Any], int]:
+                     ) -> tuple[Any, list[Any], int | None]:
         arrays: dict[tuple[str, int], Array] = {}
         batch: int | None = None
         for key, readers in self._readers.items():
@@ -357,7 +374,7 @@ class RewardComposer:
         trunc = _flags(truncated, n, "truncated")
         done = term | trunc
         values: list[Any] = [None] * (4 * len(self._order))
-        index = {id(node): i for i, node in enumerate(self._order)}
+        index = self._index
 
         def evaluate(node: TermNode | GroupNode) -> Array:
             i = index[id(node)]
@@ -367,7 +384,7 @@ class RewardComposer:
                      if (key, comp.inputs[local]) in arrays}
                 raw = np.asarray(comp.compute(x, term, trunc), dtype=np.float64)
             else:
-                raw = sum((evaluate(child) for child in node.children), np.zeros(n))
+                raw = reduce(operator.add, [evaluate(child) for child in node.children])
             val = raw
             if node.normalizer is not None:
                 val = node.normalizer(val, done, self.training)
@@ -375,10 +392,10 @@ class RewardComposer:
                 val = t(val)
             w = self.shaper.weight(node.name, step)
             contribution = w * val
-            values[4 * i:4 * i + 4] = [raw, val, np.full(n, w) if batch is not None else w, contribution]
+            values[4 * i:4 * i + 4] = [raw, val, w, contribution]
             return contribution
 
-        total = sum((evaluate(node) for node in self.spec.nodes), np.zeros(n))
+        total = reduce(operator.add, [evaluate(node) for node in self.spec.nodes])
         for t in self.spec.total_transforms:
             total = t(total)
         if done.any():
@@ -386,7 +403,7 @@ class RewardComposer:
                 comp.reset(done)
         if batch is None:
             values = [float(v[0]) if isinstance(v, np.ndarray) else v for v in values]
-            return float(total[0]), values, 1
+            return float(total[0]), values, None
         return total, values, n
 
 

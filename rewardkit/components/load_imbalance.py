@@ -21,10 +21,11 @@ class LoadImbalance(BaseReward):
 
     ``var`` and ``std`` are population statistics, ``cv = std/mean``, ``range = max - min`` and
     ``max_over_mean = max/mean - 1``. The two ratios need non-negative loads (``ValueError``
-    otherwise) and are 0 when the mean is 0 (all loads 0). The value is invariant to the order of
-    replicas: loads are sorted before reducing, so it is bit-identical under any permutation.
-    It is exactly 0 whenever all loads are equal (``var`` also underflows to 0 for loads below
-    about 1e-154). Give it a negative weight.
+    otherwise) and are 0 when the mean is 0 (all loads 0). The value does not depend on the order
+    of replicas (to floating-point rounding of the sums: a permutation may move the last bit),
+    and it is exactly 0 whenever all loads are equal (``var`` also underflows to 0 for loads below
+    about 1e-154). Loads beyond 1e150 in magnitude are rescaled first so squares cannot overflow.
+    Give it a negative weight.
     """
 
     inputs = {"replica_loads": 1}
@@ -35,18 +36,48 @@ class LoadImbalance(BaseReward):
     monotone: dict[str, str] = {}
 
     def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
-        loads = np.sort(x["replica_loads"], axis=-1)
+        loads = x["replica_loads"]
         if loads.shape[-1] == 0:
             raise ValueError(f"{self.name} (load_imbalance): input 'replica_loads' needs at least one replica")
-        low, high = loads[:, 0], loads[:, -1]
+        low, high = loads.min(axis=-1), loads.max(axis=-1)
         if self.statistic in ("cv", "max_over_mean") and np.any(low < 0):
             raise ValueError(
                 f"{self.name} (load_imbalance): statistic {self.statistic!r} needs non-negative "
                 f"'replica_loads', got {float(low[low < 0][0])!r}"
             )
-        # Work on loads divided by the largest magnitude, so squares cannot overflow and ratios do
-        # not depend on the scale. Equal loads become exactly +-1 (or 0), so every statistic is
-        # exactly 0 for them; and the largest scaled load is exactly 1 >= its computed mean.
+        if self.statistic == "range":
+            with overflow_ok():
+                return saturate(high - low)
+        # Rows with loads beyond _MODERATE are computed on rescaled loads (squares would overflow);
+        # the choice is per row, so a row's value never depends on the other environments.
+        huge = np.maximum(-low, high) > _MODERATE
+        if huge.any():
+            out = np.empty(len(loads))
+            ok = ~huge
+            out[ok] = self._compute_direct(loads[ok], low[ok], high[ok])
+            out[huge] = self._compute_rescaled(loads[huge], low[huge], high[huge])
+            return out
+        return self._compute_direct(loads, low, high)
+
+    def _compute_direct(self, loads: Array, low: Array, high: Array) -> Array:
+        """The statistics on loads of moderate magnitude (no overflow possible)."""
+        mean = loads.mean(axis=-1)
+        if self.statistic == "max_over_mean":
+            out = np.where(mean > 0, high / np.where(mean > 0, mean, 1.0) - 1.0, 0.0)
+        else:
+            dev = loads - mean[:, None]
+            var = (dev * dev).mean(axis=-1)
+            if self.statistic == "var":
+                out = var
+            elif self.statistic == "std":
+                out = np.sqrt(var)
+            else:
+                out = np.where(mean > 0, np.sqrt(var) / np.where(mean > 0, mean, 1.0), 0.0)
+        # Equal loads give exactly 0 (rounding in the mean could leave a trace); never below 0.
+        return np.where(low == high, 0.0, np.maximum(out, 0.0))
+
+    def _compute_rescaled(self, loads: Array, low: Array, high: Array) -> Array:
+        """The same statistics on loads divided by their largest magnitude (no overflow)."""
         scale = np.maximum(np.abs(low), np.abs(high))
         scale = np.where(scale > 0, scale, 1.0)
         unit = loads / scale[:, None]
@@ -57,16 +88,11 @@ class LoadImbalance(BaseReward):
                 out = saturate(scale * std_u)
             elif self.statistic == "var":
                 out = saturate(scale * std_u * std_u * scale)
-            elif self.statistic == "range":
-                out = saturate(high - low)
             else:
                 safe_mean = np.where(mean_u > 0, mean_u, 1.0)
-                if self.statistic == "cv":
-                    ratio = std_u / safe_mean
-                else:
-                    ratio = unit[:, -1] / safe_mean - 1.0
+                ratio = std_u / safe_mean if self.statistic == "cv" else high / scale / safe_mean - 1.0
                 out = np.where(mean_u > 0, ratio, 0.0)
-        return out
+        return np.where(low == high, 0.0, np.maximum(out, 0.0))
 
     def scalar_fn(self) -> Callable[..., float]:
         """Plain-float version of :meth:`compute` for the scalar path (same summation order as NumPy)."""
@@ -74,35 +100,39 @@ class LoadImbalance(BaseReward):
         no = np.zeros(1, dtype=bool)
 
         def one_env(replica_loads: list[float] | Array, terminated: bool, truncated: bool) -> float:
-            loads = sorted(replica_loads.tolist() if isinstance(replica_loads, np.ndarray) else replica_loads)
+            loads = replica_loads.tolist() if isinstance(replica_loads, np.ndarray) else replica_loads
             n = len(loads)
-            if n > _PAIRWISE_BLOCK or n == 0 or (statistic in ("cv", "max_over_mean") and loads[0] < 0):
-                return float(compute({"replica_loads": np.asarray(replica_loads, dtype=np.float64)[None]}, no, no)[0])
-            low, high = loads[0], loads[-1]
+            if n == 0 or n > _PAIRWISE_BLOCK:
+                return float(compute({"replica_loads": np.asarray(loads, dtype=np.float64)[None]}, no, no)[0])
+            low, high = min(loads), max(loads)
+            if statistic in ("cv", "max_over_mean") and low < 0:
+                compute({"replica_loads": np.asarray(loads, dtype=np.float64)[None]}, no, no)  # raises
             if low == high:
                 return 0.0
-            scale = max(abs(low), abs(high))
-            scale = scale if scale > 0 else 1.0
-            unit = [v / scale for v in loads]
-            mean_u = _numpy_sum(unit) / n
-            std_u = sqrt(_numpy_sum([(u - mean_u) ** 2 for u in unit]) / n)
-            if statistic == "std":
-                out = scale * std_u
-            elif statistic == "var":
-                out = scale * std_u * std_u * scale
-            elif statistic == "range":
+            if statistic == "range":
                 out = high - low
-            elif mean_u > 0:
-                out = std_u / mean_u if statistic == "cv" else unit[-1] / mean_u - 1.0
+                return big if out > big else out
+            if -low > _MODERATE or high > _MODERATE:
+                return float(compute({"replica_loads": np.asarray(loads, dtype=np.float64)[None]}, no, no)[0])
+            mean = _numpy_sum(loads) / n
+            if statistic == "max_over_mean":
+                out = high / mean - 1.0 if mean > 0 else 0.0
             else:
-                out = 0.0
-            out = big if out > big else out
+                var = _numpy_sum([(v - mean) * (v - mean) for v in loads]) / n
+                if statistic == "var":
+                    out = var
+                elif statistic == "std":
+                    out = sqrt(var)
+                else:
+                    out = sqrt(var) / mean if mean > 0 else 0.0
             return out if out > 0.0 else 0.0
 
         return one_env
 
 
 _PAIRWISE_BLOCK = 128
+#: loads up to this magnitude are reduced directly; beyond it they are rescaled first.
+_MODERATE = 1e150
 
 
 def _numpy_sum(values: list[float]) -> float:

@@ -320,7 +320,8 @@ def test_load_imbalance_invariant_to_permutation_of_replicas(statistic: str, loa
     permuted = data.draw(st.permutations(loads))
     batch = np.array([loads, permuted])
     out = comp.compute({"replica_loads": batch}, np.zeros(2, bool), np.zeros(2, bool))
-    assert out[0] == out[1]
+    # the order of summation may move the last bit; nothing more
+    assert out[0] == pytest.approx(out[1], rel=1e-12, abs=0.0)
 
 
 @FAST
