@@ -85,6 +85,16 @@ class BaseReward:
 
         return one_env
 
+    def scalar_source(self, args: list[str], env: dict[str, Any], tag: str) -> str | None:
+        """Optional Python expression of the one-environment output, inlined by the composer.
+
+        ``args`` are the variable names holding the inputs (in ``input_keys`` order); names the
+        expression needs can be added to ``env``; ``tag`` makes temporaries unique. Stateless
+        components may return one to skip a function call per step; ``None`` (the default) uses
+        :meth:`scalar_fn`. Tests check it equals :meth:`scalar_fn`.
+        """
+        return None
+
     def reset(self, mask: Array | None = None) -> None:
         """Forget per-environment state where ``mask`` is true (everywhere when ``None``)."""
 

@@ -251,10 +251,14 @@ class RewardComposer:
             raw = f"r{i}"
             if isinstance(node, TermNode):
                 comp = node.component
-                fn = f"_c{i}"
-                env[fn] = comp.scalar_fn()
                 args = [var_of_key[(key, comp.inputs[local])] for local, key in comp.input_keys.items()]
-                lines.append(f"    {raw} = {fn}({', '.join(args + ['terminated', 'truncated'])})")
+                inline = comp.scalar_source(args, env, str(i))
+                if inline is not None:
+                    lines.append(f"    {raw} = {inline}")
+                else:
+                    fn = f"_c{i}"
+                    env[fn] = comp.scalar_fn()
+                    lines.append(f"    {raw} = {fn}({', '.join(args + ['terminated', 'truncated'])})")
             else:
                 parts = [emit(child, self._order.index(child)) for child in node.children]
                 lines.append(f"    {raw} = {' + '.join(parts)}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -47,3 +47,8 @@ class InfoValue(BaseReward):
             return default if value is None else float(value)
 
         return one_env
+
+    def scalar_source(self, args: list[str], env: dict[str, Any], tag: str) -> str | None:
+        """Inlined form of :meth:`scalar_fn` for the composer's compiled scalar path."""
+        env["_float"] = float
+        return f"({self.default!r} if {args[0]} is None else _float({args[0]}))"

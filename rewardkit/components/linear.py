@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -53,3 +53,10 @@ class Linear(BaseReward):
             return low if out < low else (high if out > high else out)
 
         return one_env
+
+    def scalar_source(self, args: list[str], env: dict[str, Any], tag: str) -> str | None:
+        """Inlined form of :meth:`scalar_fn` for the composer's compiled scalar path."""
+        low, high = self.clip if self.clip is not None else (-FLOAT_MAX, FLOAT_MAX)
+        low, high = max(low, -FLOAT_MAX), min(high, FLOAT_MAX)
+        o = f"_o{tag}"
+        return f"({low!r} if ({o} := {self.scale!r} * {args[0]}) < {low!r} else ({high!r} if {o} > {high!r} else {o}))"

@@ -114,11 +114,12 @@ class LoadImbalance(BaseReward):
                 return big if out > big else out
             if -low > _MODERATE or high > _MODERATE:
                 return float(compute({"replica_loads": np.asarray(loads, dtype=np.float64)[None]}, no, no)[0])
-            mean = _numpy_sum(loads) / n
+            add = _numpy_sum if n >= 8 else sum  # NumPy adds fewer than 8 values in order, like sum()
+            mean = add(loads) / n
             if statistic == "max_over_mean":
                 out = high / mean - 1.0 if mean > 0 else 0.0
             else:
-                var = _numpy_sum([(v - mean) * (v - mean) for v in loads]) / n
+                var = add([(v - mean) * (v - mean) for v in loads]) / n
                 if statistic == "var":
                     out = var
                 elif statistic == "std":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -46,3 +46,10 @@ class ThresholdPenalty(BaseReward):
             return FLOAT_MAX if out > FLOAT_MAX else out
 
         return one_env
+
+    def scalar_source(self, args: list[str], env: dict[str, Any], tag: str) -> str | None:
+        """Inlined form of :meth:`scalar_fn` for the composer's compiled scalar path."""
+        env["_FLOAT_MAX"] = FLOAT_MAX
+        e, o = f"_e{tag}", f"_o{tag}"
+        excess = f"(0.0 if ({e} := {args[0]} - {self.threshold!r}) < 0.0 else (_FLOAT_MAX if {e} > _FLOAT_MAX else {e}))"
+        return f"(_FLOAT_MAX if ({o} := {self.slope!r} * {excess}) > _FLOAT_MAX else {o})"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -39,3 +39,10 @@ class ThroughputSigmoid(BaseReward):
             return 1.0 / (1.0 + exp(-z))
 
         return one_env
+
+    def scalar_source(self, args: list[str], env: dict[str, Any], tag: str) -> str | None:
+        """Inlined form of :meth:`scalar_fn` for the composer's compiled scalar path."""
+        env["_exp"] = math.exp
+        z = f"_z{tag}"
+        return (f"(1.0 / (1.0 + _exp(-(700.0 if ({z} := ({args[0]} - {self.target!r}) / {self.scale!r}) > 700.0 "
+                f"else (-700.0 if {z} < -700.0 else {z})))))")

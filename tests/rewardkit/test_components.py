@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import rewardkit.components as components
 from rewardkit.base import BaseReward
@@ -448,3 +450,32 @@ def test_new_components_in_a_composer_batched_equals_scalar(vidur_context) -> No
         if step == 3:  # env 1 restarted after step 2
             assert out.terms["tp_delta"].raw[1] == 0.0 and out.terms["shaping"].raw[1] == 0.0
             assert out.terms["shaping"].raw[0] != 0.0
+
+
+# ---- inlined scalar expressions -------------------------------------------------------------
+
+INLINE_CASES = {
+    "throughput_sigmoid": ({"target": 0.05, "scale": 0.05}, "throughput"),
+    "logistic_latency": ({"threshold": 6.0, "sigma": 2.0}, "latency"),
+    "threshold_penalty": ({"threshold": 6.0, "slope": 0.5}, "latency"),
+    "linear": ({"scale": -2.0, "clip": [-3.0, None]}, "value"),
+    "info_value": ({"key": "q", "default": 4.0}, "value"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INLINE_CASES))
+@settings(max_examples=60, deadline=None)
+@given(value=st.floats(-1e300, 1e300, allow_nan=False) | st.sampled_from([0.0, 6.0, 0.05, -1e308, 1e308]))
+def test_inlined_scalar_source_equals_scalar_fn(name: str, value: float) -> None:
+    """The expression the composer inlines computes exactly what scalar_fn computes."""
+    from rewardkit.registry import get_component_class
+
+    params, _ = INLINE_CASES[name]
+    comp = get_component_class(name)(name="x", **params)
+    env: dict = {}
+    source = comp.scalar_source(["v"], env, "0")
+    assert source is not None
+    inlined = eval(f"lambda v: {source}", env)  # noqa: S307 - our own generated expression
+    assert inlined(value) == comp.scalar_fn()(value, False, False)
+    if name == "info_value":
+        assert inlined(None) == comp.scalar_fn()(None, False, False) == 4.0
