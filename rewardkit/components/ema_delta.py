@@ -51,18 +51,24 @@ class EmaDelta(BaseReward):
         s = self._state.ensure(len(value))
         first = s["started"] == 0.0
         a = self.ema_alpha
+        mean, var = s["mean"], s["var"]
         with overflow_ok():
-            d = saturate(value - s["mean"])
-            std = np.sqrt(s["var"])
-            scored = std > self.eps
-            delta = np.where(
-                first | ~scored, 0.0, saturate(d / np.where(scored, std + self.eps, 1.0))
-            )
-            new_mean = saturate((1.0 - a) * s["mean"] + a * value)
-            new_var = saturate((1.0 - a) * s["var"] + a * (d * d))
-        s["mean"][...] = np.where(first, value, new_mean)
-        s["var"][...] = np.where(first, 0.0, new_var)
-        s["started"][...] = 1.0
+            d = value - mean
+            std = np.sqrt(var)
+            scored = (std > self.eps) & ~first
+            delta = np.where(scored, d / (std + self.eps), 0.0)
+            new_mean = (1.0 - a) * mean + a * value
+            new_var = (1.0 - a) * var + a * (d * d)
+        if not (np.isfinite(delta).all() and np.isfinite(new_mean).all() and np.isfinite(new_var).all()):
+            # Values beyond the float64 range: the same steps with every result saturated.
+            d = saturate(d)
+            with overflow_ok():
+                delta = np.where(scored, saturate(d / (std + self.eps)), 0.0)
+                new_mean = saturate((1.0 - a) * mean + a * value)
+                new_var = saturate((1.0 - a) * var + a * (d * d))
+        mean[...] = np.where(first, value, new_mean)
+        var[...] = np.where(first, 0.0, new_var)
+        s["started"].fill(1.0)
         return delta
 
     def reset(self, mask: Array | None = None) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 from ..base import Array, BaseReward
 from ..params import Param
 from ..registry import register
-from ._numeric import FLOAT_MAX, overflow_ok, saturate
+from ._numeric import FEW_COLUMNS, FLOAT_MAX, overflow_ok, row_min_max, row_sum, saturate
 
 STATISTICS = ("var", "std", "cv", "range", "max_over_mean")
 
@@ -39,7 +39,7 @@ class LoadImbalance(BaseReward):
         loads = x["replica_loads"]
         if loads.shape[-1] == 0:
             raise ValueError(f"{self.name} (load_imbalance): input 'replica_loads' needs at least one replica")
-        low, high = loads.min(axis=-1), loads.max(axis=-1)
+        low, high = row_min_max(loads)
         if self.statistic in ("cv", "max_over_mean") and np.any(low < 0):
             raise ValueError(
                 f"{self.name} (load_imbalance): statistic {self.statistic!r} needs non-negative "
@@ -61,12 +61,13 @@ class LoadImbalance(BaseReward):
 
     def _compute_direct(self, loads: Array, low: Array, high: Array) -> Array:
         """The statistics on loads of moderate magnitude (no overflow possible)."""
-        mean = loads.mean(axis=-1)
+        n = loads.shape[-1]
+        mean = row_sum(loads) / n
         if self.statistic == "max_over_mean":
             out = np.where(mean > 0, high / np.where(mean > 0, mean, 1.0) - 1.0, 0.0)
         else:
             dev = loads - mean[:, None]
-            var = (dev * dev).mean(axis=-1)
+            var = row_sum(dev * dev) / n
             if self.statistic == "var":
                 out = var
             elif self.statistic == "std":
@@ -95,14 +96,14 @@ class LoadImbalance(BaseReward):
         return np.where(low == high, 0.0, np.maximum(out, 0.0))
 
     def scalar_fn(self) -> Callable[..., float]:
-        """Plain-float version of :meth:`compute` for the scalar path (same summation order as NumPy)."""
+        """Plain-float version of :meth:`compute` for the scalar path (same order of additions)."""
         statistic, compute, sqrt, big = self.statistic, self.compute, math.sqrt, FLOAT_MAX
         no = np.zeros(1, dtype=bool)
 
         def one_env(replica_loads: list[float] | Array, terminated: bool, truncated: bool) -> float:
             loads = replica_loads.tolist() if isinstance(replica_loads, np.ndarray) else replica_loads
             n = len(loads)
-            if n == 0 or n > _PAIRWISE_BLOCK:
+            if n == 0 or n > FEW_COLUMNS:
                 return float(compute({"replica_loads": np.asarray(loads, dtype=np.float64)[None]}, no, no)[0])
             low, high = min(loads), max(loads)
             if statistic in ("cv", "max_over_mean") and low < 0:
@@ -114,12 +115,11 @@ class LoadImbalance(BaseReward):
                 return big if out > big else out
             if -low > _MODERATE or high > _MODERATE:
                 return float(compute({"replica_loads": np.asarray(loads, dtype=np.float64)[None]}, no, no)[0])
-            add = _numpy_sum if n >= 8 else sum  # NumPy adds fewer than 8 values in order, like sum()
-            mean = add(loads) / n
+            mean = sum(loads) / n  # left to right, as row_sum adds on the batched path
             if statistic == "max_over_mean":
                 out = high / mean - 1.0 if mean > 0 else 0.0
             else:
-                var = add([(v - mean) * (v - mean) for v in loads]) / n
+                var = sum([(v - mean) * (v - mean) for v in loads]) / n
                 if statistic == "var":
                     out = var
                 elif statistic == "std":
@@ -131,26 +131,5 @@ class LoadImbalance(BaseReward):
         return one_env
 
 
-_PAIRWISE_BLOCK = 128
 #: loads up to this magnitude are reduced directly; beyond it they are rescaled first.
 _MODERATE = 1e150
-
-
-def _numpy_sum(values: list[float]) -> float:
-    """Sum in the order NumPy's pairwise summation uses for up to 128 values (bit-identical)."""
-    n = len(values)
-    if n < 8:
-        total = 0.0
-        for v in values:
-            total += v
-        return total
-    r = values[:8]
-    i = 8
-    while i < n - n % 8:
-        for j in range(8):
-            r[j] += values[i + j]
-        i += 8
-    total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
-    for v in values[i:]:
-        total += v
-    return total

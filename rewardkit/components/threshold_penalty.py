@@ -30,8 +30,12 @@ class ThresholdPenalty(BaseReward):
     monotone = {"latency": "increasing"}
 
     def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
+        with np.errstate(over="ignore", invalid="ignore"):  # inf or 0 * inf: redone below
+            out = self.slope * np.maximum(x["latency"] - self.threshold, 0.0)
+        if np.isfinite(out).all():
+            return out
         with overflow_ok():
-            # clip first so that slope == 0 gives 0, not 0 * inf
+            # beyond the float64 range: clip first so that slope == 0 gives 0, not 0 * inf
             excess = np.clip(x["latency"] - self.threshold, 0.0, FLOAT_MAX)
             return saturate(self.slope * excess)
 
