@@ -115,6 +115,7 @@ class RewardComposer:
         self._order = list(_walk(spec.nodes))
         self._names = tuple(node.name for node in self._order)
         self._index = {id(node): i for i, node in enumerate(self._order)}
+        self._false_flags: dict[int, Array] = {}
         self._leaves = [n for n in self._order if isinstance(n, TermNode)]
         self._stateful = [n.component for n in self._leaves if n.component.stateful]
         self._normalizers = [n.normalizer for n in self._order if n.normalizer is not None]
@@ -313,6 +314,15 @@ class RewardComposer:
         env[f"_w{i}"] = sched
         return f"_w{i}(step)"
 
+    def _no_flags(self, n: int) -> Array:
+        """A read-only all-False flag array of length ``n``, shared between calls."""
+        flags = self._false_flags.get(n)
+        if flags is None:
+            flags = np.zeros(n, dtype=bool)
+            flags.flags.writeable = False
+            self._false_flags[n] = flags
+        return flags
+
     def _on_weight_change(self) -> None:
         self._scalar_fn = self._compile_scalar()
 
@@ -374,9 +384,12 @@ class RewardComposer:
         for (key, nd), arr in arrays.items():
             if arr.ndim == nd:
                 arrays[(key, nd)] = np.broadcast_to(arr, (n,) + arr.shape)
-        term = _flags(terminated, n, "terminated")
-        trunc = _flags(truncated, n, "truncated")
-        done = term | trunc
+        if terminated is None and truncated is None:
+            term = trunc = done = self._no_flags(n)
+        else:
+            term = _flags(terminated, n, "terminated")
+            trunc = _flags(truncated, n, "truncated")
+            done = term | trunc
         values: list[Any] = [None] * (4 * len(self._order))
         index = self._index
 
@@ -402,7 +415,7 @@ class RewardComposer:
         total = reduce(operator.add, [evaluate(node) for node in self.spec.nodes])
         for t in self.spec.total_transforms:
             total = t(total)
-        if done.any():
+        if done is not term or done.any():
             for comp in self._stateful:
                 comp.reset(done)
         if batch is None:

@@ -59,7 +59,9 @@ class EmaDelta(BaseReward):
             delta = np.where(scored, d / (std + self.eps), 0.0)
             new_mean = (1.0 - a) * mean + a * value
             new_var = (1.0 - a) * var + a * (d * d)
-        if not (np.isfinite(delta).all() and np.isfinite(new_mean).all() and np.isfinite(new_var).all()):
+            # A sum is finite iff every term is (or it overflowed: the exact path is then merely redundant).
+            finite = math.isfinite(float(delta.sum()) + float(new_mean.sum()) + float(new_var.sum()))
+        if not finite:
             # Values beyond the float64 range: the same steps with every result saturated.
             d = saturate(d)
             with overflow_ok():

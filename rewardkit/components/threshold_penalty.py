@@ -32,7 +32,8 @@ class ThresholdPenalty(BaseReward):
     def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
         with np.errstate(over="ignore", invalid="ignore"):  # inf or 0 * inf: redone below
             out = self.slope * np.maximum(x["latency"] - self.threshold, 0.0)
-        if np.isfinite(out).all():
+            finite = math.isfinite(float(out.sum()))  # every term finite (an overflowing sum: exact path)
+        if finite:
             return out
         with overflow_ok():
             # beyond the float64 range: clip first so that slope == 0 gives 0, not 0 * inf
