@@ -95,6 +95,14 @@ class BaseReward:
         """
         return None
 
+    def scalar_block(self, args: list[str], env: dict[str, Any], tag: str) -> tuple[list[str], str] | None:
+        """Optional statements plus a result expression, inlined by the composer (for stateful ones).
+
+        Like :meth:`scalar_source`, but the statements may read and write state; they run at one
+        level of indentation, in order, before the result expression is read.
+        """
+        return None
+
     def reset(self, mask: Array | None = None) -> None:
         """Forget per-environment state where ``mask`` is true (everywhere when ``None``)."""
 

@@ -202,8 +202,8 @@ class RewardComposer:
         if step is None:
             step = self.step
         try:
-            total, values = self._scalar_fn(ctx, step, False if terminated is None else _scalar_flag(terminated),
-                                            False if truncated is None else _scalar_flag(truncated))
+            return self._scalar_fn(ctx, step, False if terminated is None else _scalar_flag(terminated),
+                                   False if truncated is None else _scalar_flag(truncated))
         except _NotScalar:
             total, values, batch = self._call_vector(ctx, step, terminated, truncated)
             if self.training:
@@ -211,16 +211,16 @@ class RewardComposer:
             return RewardOutput(total, values, self._names, batch)
         except KeyError as exc:
             self._raise_missing(ctx, exc)
-        if self.training:
-            self.step = step + 1
-        return RewardOutput(total, values, self._names)
+            raise  # _raise_missing always raises; this line keeps type checkers informed
 
     # The scalar path is a function generated from the config: inputs read once, finiteness and
     # type checked inline, constant weights and linear schedules inlined. It returns the total and
     # the flat tuple of (raw, normalized, weight, contribution) per term in pre-order.
     def _compile_scalar(self) -> Any:
         env: dict[str, Any] = {"_NotScalar": _NotScalar, "_isfinite": math.isfinite, "_S": _SCALAR_TYPES,
-                               "_nonfinite": self._nonfinite, "_np": np, "_as_list": _as_list}
+                               "_nonfinite": self._nonfinite, "_np": np, "_as_list": _as_list,
+                               "_ndarray": np.ndarray, "_new": object.__new__, "_RO": RewardOutput,
+                               "_names": self._names}
         lines = ["def _scalar(ctx, step, terminated, truncated):", "    done = terminated or truncated"]
         var_of_key: dict[tuple[str, int], str] = {}
         for key, readers in self._readers.items():
@@ -238,7 +238,8 @@ class RewardComposer:
                         lines.append(f"    if {guard}not _isfinite({v}): _nonfinite({key!r}, {v})")
                 else:
                     # vector inputs reach scalar_fn as lists of floats (fast to read from Python)
-                    lines.append(f"    if {guard}True: {v} = _as_list({v}, {nd})")
+                    lines.append(f"    if {guard}{v}.__class__ is not list: {v} = "
+                                 f"{v}.tolist() if {v}.__class__ is _ndarray and {v}.ndim == 1 else _as_list({v}, {nd})")
                     if not self.allow_nonfinite:
                         # the sum of finite values is finite unless it overflows: check each then
                         lines.append(f"    if {guard}not _isfinite(sum({v})) and not all(map(_isfinite, {v})): "
@@ -254,8 +255,15 @@ class RewardComposer:
                 comp = node.component
                 args = [var_of_key[(key, comp.inputs[local])] for local, key in comp.input_keys.items()]
                 inline = comp.scalar_source(args, env, str(i))
+                block = comp.scalar_block(args, env, str(i)) if inline is None else None
                 if inline is not None:
                     lines.append(f"    {raw} = {inline}")
+                elif block is not None:
+                    lines.extend(f"    {line}" for line in block[0])
+                    if block[1].isidentifier():
+                        raw = block[1]  # the block's result variable serves as the raw value
+                    else:
+                        lines.append(f"    {raw} = {block[1]}")
                 else:
                     fn = f"_c{i}"
                     env[fn] = comp.scalar_fn()
@@ -273,7 +281,9 @@ class RewardComposer:
                 lines.append(f"    m{i} = _t{i}_{k}({val})")
                 val = f"m{i}"
             expr = self._weight_source(node, i, env)
-            if expr in weight_vars:
+            if _is_literal(expr):
+                w = expr  # a constant weight is used in place
+            elif expr in weight_vars:
                 w = weight_vars[expr]
             else:
                 w = weight_vars[expr] = f"w{i}"
@@ -297,7 +307,14 @@ class RewardComposer:
             if isinstance(node, TermNode) and node.component.stateful:
                 env[f"_s{i}"] = node.component
                 lines.append(f"    if done: _s{i}.reset(None)")
-        lines.append(f"    return total, ({', '.join(flat)},)")
+        # Build the output without a call to __init__ and count the step here: this is the hot path.
+        lines.append("    out = _new(_RO)")
+        lines.append("    out.total = total")
+        lines.append(f"    out._values = ({', '.join(flat)},)")
+        lines.append("    out._names = _names")
+        lines.append("    out._terms = out._n_envs = None")
+        lines.append("    if _self.training: _self.step = step + 1")
+        lines.append("    return out")
         env["_self"] = self
         source = "\n".join(lines)
         namespace: dict[str, Any] = {}
@@ -422,6 +439,15 @@ class RewardComposer:
             values = [float(v[0]) if isinstance(v, np.ndarray) else v for v in values]
             return float(total[0]), values, None
         return total, values, n
+
+
+def _is_literal(expr: str) -> bool:
+    """Whether a generated weight expression is a plain number literal (a constant weight)."""
+    try:
+        float(expr)
+    except ValueError:
+        return False
+    return True
 
 
 def _scalar_flag(value: Any) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -97,38 +97,73 @@ class LoadImbalance(BaseReward):
 
     def scalar_fn(self) -> Callable[..., float]:
         """Plain-float version of :meth:`compute` for the scalar path (same order of additions)."""
-        statistic, compute, sqrt, big = self.statistic, self.compute, math.sqrt, FLOAT_MAX
+        statistic, compute, sqrt = self.statistic, self.compute, math.sqrt
         no = np.zeros(1, dtype=bool)
+        needs_non_negative = statistic in ("cv", "max_over_mean")
+        moderate = _MODERATE
+
+        def exact(loads: list[float]) -> float:
+            return float(compute({"replica_loads": np.asarray(loads, dtype=np.float64)[None]}, no, no)[0])
 
         def one_env(replica_loads: list[float] | Array, terminated: bool, truncated: bool) -> float:
-            loads = replica_loads.tolist() if isinstance(replica_loads, np.ndarray) else replica_loads
+            loads = replica_loads if replica_loads.__class__ is list else np.asarray(replica_loads).tolist()
             n = len(loads)
             if n == 0 or n > FEW_COLUMNS:
-                return float(compute({"replica_loads": np.asarray(loads, dtype=np.float64)[None]}, no, no)[0])
-            low, high = min(loads), max(loads)
-            if statistic in ("cv", "max_over_mean") and low < 0:
-                compute({"replica_loads": np.asarray(loads, dtype=np.float64)[None]}, no, no)  # raises
+                return exact(loads)
+            ordered = sorted(loads)
+            low, high = ordered[0], ordered[-1]
             if low == high:
-                return 0.0
+                return 0.0 if not (needs_non_negative and low < 0) else exact(loads)  # exact() raises
+            if low < -moderate or high > moderate or (needs_non_negative and low < 0):
+                return exact(loads)
             if statistic == "range":
-                out = high - low
-                return big if out > big else out
-            if -low > _MODERATE or high > _MODERATE:
-                return float(compute({"replica_loads": np.asarray(loads, dtype=np.float64)[None]}, no, no)[0])
+                return high - low
             mean = sum(loads) / n  # left to right, as row_sum adds on the batched path
             if statistic == "max_over_mean":
                 out = high / mean - 1.0 if mean > 0 else 0.0
             else:
-                var = sum([(v - mean) * (v - mean) for v in loads]) / n
-                if statistic == "var":
-                    out = var
+                var = 0.0
+                for v in loads:
+                    d = v - mean
+                    var += d * d
+                var /= n
+                if statistic == "cv":
+                    out = sqrt(var) / mean if mean > 0 else 0.0
                 elif statistic == "std":
                     out = sqrt(var)
                 else:
-                    out = sqrt(var) / mean if mean > 0 else 0.0
+                    out = var
             return out if out > 0.0 else 0.0
 
         return one_env
+
+
+    def scalar_block(self, args: list[str], env: dict[str, Any], tag: str) -> tuple[list[str], str] | None:
+        """:meth:`scalar_fn` as inline statements specialised to the statistic (same operations)."""
+        fn, loads, r = f"_lb_fn{tag}", args[0], f"_lb_r{tag}"
+        env[fn], env["_sorted"], env["_sqrt"], env["_sum"] = self.scalar_fn(), sorted, math.sqrt, sum
+        o, n, m, v = f"_lb_o{tag}", f"_lb_n{tag}", f"_lb_m{tag}", f"_lb_v{tag}"
+        if self.statistic in ("range", "max_over_mean"):
+            return [], f"{fn}({loads}, False, False)"
+        unsafe = f"{o}[0] < 0.0 or " if self.statistic == "cv" else f"{o}[0] < {-_MODERATE!r} or "
+        result = {"var": v, "std": f"_sqrt({v})", "cv": f"(_sqrt({v}) / {m} if {m} > 0 else 0.0)"}[self.statistic]
+        return [
+            f"{n} = len({loads})",
+            f"if {n} == 0 or {n} > {FEW_COLUMNS}: {r} = {fn}({loads}, False, False)",
+            "else:",
+            f"    {o} = _sorted({loads})",
+            f"    if {o}[0] == {o}[-1] and {o}[0] >= 0.0: {r} = 0.0",
+            f"    elif {unsafe}{o}[0] == {o}[-1] or {o}[-1] > {_MODERATE!r}: {r} = {fn}({loads}, False, False)",
+            "    else:",
+            f"        {m} = _sum({loads}) / {n}",
+            f"        {v} = 0.0",
+            f"        for _lb_q{tag} in {loads}:",
+            f"            _lb_e{tag} = _lb_q{tag} - {m}",
+            f"            {v} += _lb_e{tag} * _lb_e{tag}",
+            f"        {v} /= {n}",
+            f"        {r} = {result}",
+            f"        {r} = {r} if {r} > 0.0 else 0.0",
+        ], r
 
 
 #: loads up to this magnitude are reduced directly; beyond it they are rescaled first.

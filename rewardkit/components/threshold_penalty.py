@@ -53,8 +53,17 @@ class ThresholdPenalty(BaseReward):
         return one_env
 
     def scalar_source(self, args: list[str], env: dict[str, Any], tag: str) -> str | None:
-        """Inlined form of :meth:`scalar_fn` for the composer's compiled scalar path."""
+        """Inlined form of :meth:`scalar_fn` for the composer's compiled scalar path.
+
+        Clamps that cannot trigger are left out: with ``threshold >= 0`` the excess of a finite
+        latency cannot overflow, and with ``slope <= 1`` neither can the product.
+        """
         env["_FLOAT_MAX"] = FLOAT_MAX
         e, o = f"_e{tag}", f"_o{tag}"
-        excess = f"(0.0 if ({e} := {args[0]} - {self.threshold!r}) < 0.0 else (_FLOAT_MAX if {e} > _FLOAT_MAX else {e}))"
+        if self.threshold >= 0:
+            excess = f"(0.0 if ({e} := {args[0]} - {self.threshold!r}) < 0.0 else {e})"
+        else:
+            excess = f"(0.0 if ({e} := {args[0]} - {self.threshold!r}) < 0.0 else (_FLOAT_MAX if {e} > _FLOAT_MAX else {e}))"
+        if self.slope <= 1.0:
+            return f"({self.slope!r} * {excess})"
         return f"(_FLOAT_MAX if ({o} := {self.slope!r} * {excess}) > _FLOAT_MAX else {o})"

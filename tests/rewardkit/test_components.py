@@ -455,27 +455,51 @@ def test_new_components_in_a_composer_batched_equals_scalar(vidur_context) -> No
 # ---- inlined scalar expressions -------------------------------------------------------------
 
 INLINE_CASES = {
-    "throughput_sigmoid": ({"target": 0.05, "scale": 0.05}, "throughput"),
-    "logistic_latency": ({"threshold": 6.0, "sigma": 2.0}, "latency"),
-    "threshold_penalty": ({"threshold": 6.0, "slope": 0.5}, "latency"),
-    "linear": ({"scale": -2.0, "clip": [-3.0, None]}, "value"),
-    "info_value": ({"key": "q", "default": 4.0}, "value"),
+    "throughput_sigmoid": {"target": 0.05, "scale": 0.05},
+    "logistic_latency": {"threshold": 6.0, "sigma": 2.0},
+    "threshold_penalty": {"threshold": 6.0, "slope": 0.5},
+    "threshold_penalty/negative_threshold_steep": {"threshold": -1e308, "slope": 3.0},
+    "threshold_penalty/zero_slope": {"threshold": -5.0, "slope": 0.0},
+    "linear": {"scale": -2.0, "clip": [-3.0, None]},
+    "info_value": {"key": "q", "default": 4.0},
 }
 
 
-@pytest.mark.parametrize("name", sorted(INLINE_CASES))
+@pytest.mark.parametrize("case", sorted(INLINE_CASES))
 @settings(max_examples=60, deadline=None)
-@given(value=st.floats(-1e300, 1e300, allow_nan=False) | st.sampled_from([0.0, 6.0, 0.05, -1e308, 1e308]))
-def test_inlined_scalar_source_equals_scalar_fn(name: str, value: float) -> None:
+@given(value=st.floats(-1.7e308, 1.7e308, allow_nan=False) | st.sampled_from([0.0, 6.0, 0.05, -1e308, 1e308]))
+def test_inlined_scalar_source_equals_scalar_fn(case: str, value: float) -> None:
     """The expression the composer inlines computes exactly what scalar_fn computes."""
     from rewardkit.registry import get_component_class
 
-    params, _ = INLINE_CASES[name]
-    comp = get_component_class(name)(name="x", **params)
+    comp = get_component_class(case.split("/")[0])(name="x", **INLINE_CASES[case])
     env: dict = {}
     source = comp.scalar_source(["v"], env, "0")
     assert source is not None
     inlined = eval(f"lambda v: {source}", env)  # noqa: S307 - our own generated expression
     assert inlined(value) == comp.scalar_fn()(value, False, False)
-    if name == "info_value":
+    if case == "info_value":
         assert inlined(None) == comp.scalar_fn()(None, False, False) == 4.0
+
+
+@pytest.mark.parametrize("statistic", ["var", "std", "cv", "range", "max_over_mean"])
+@settings(max_examples=60, deadline=None)
+@given(loads=st.lists(st.floats(0.0, 1e200) | st.sampled_from([0.0, 1.0, 3.0]), min_size=1, max_size=20))
+def test_inlined_blocks_equal_scalar_fn(statistic: str, loads: list) -> None:
+    """Components inlined as statement blocks (load_imbalance, ema_delta) match their scalar_fn."""
+    comp = LoadImbalance(name="x", statistic=statistic)
+    env: dict = {}
+    lines, result = comp.scalar_block(["v"], env, "0")
+    namespace: dict = {}
+    body = "\n".join("    " + line for line in lines)
+    exec(f"def f(v):\n{body}\n    return {result}", env, namespace)  # noqa: S102 - generated here
+    assert namespace["f"](list(loads)) == comp.scalar_fn()(list(loads), False, False)
+
+    ema_block, ema_plain = EmaDelta(name="e", signal="s", ema_alpha=0.3), EmaDelta(name="e", signal="s", ema_alpha=0.3)
+    env = {}
+    lines, result = ema_block.scalar_block(["v"], env, "1")
+    namespace = {}
+    body = "\n".join("    " + line for line in lines)
+    exec(f"def g(v):\n{body}\n    return {result}", env, namespace)  # noqa: S102 - generated here
+    plain = ema_plain.scalar_fn()
+    assert [namespace["g"](v) for v in loads] == [plain(v, False, False) for v in loads]
