@@ -422,11 +422,24 @@ def _progress(text: str, enabled: bool) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
+def _fmt_return(value: float) -> str:
+    """Mean episode return for the progress line; '-' when no episode ended during the update."""
+    return "-" if value != value else f"{value:.4g}"
+
+
 def _fmt_duration(seconds: float) -> str:
     if not math.isfinite(seconds):
         return "?"
     seconds = int(seconds)
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def _series_label(key: str) -> str:
+    """Legend label of a metrics column: the term name for reward terms (``absolute/latency``)."""
+    if key.startswith("reward_terms/"):
+        name = key[len("reward_terms/"):]
+        return name.rsplit("/", 1)[0] if name.endswith("/contribution") else name
+    return key.split("/")[-1] if "/" in key else key
 
 
 def _reward_term_keys(columns: Any) -> list[str]:
@@ -479,7 +492,7 @@ def plot_learning_curves(csv_path: str | os.PathLike, png_path: str | os.PathLik
             if title.startswith("coefficients"):
                 xs, ys = [x for x, y in zip(xs, ys) if y > 0], [y for y in ys if y > 0]
             if xs:
-                ax.plot(xs, ys, label=key.split("/")[-1] if "/" in key else key)
+                ax.plot(xs, ys, label=_series_label(key))
         if title.startswith("coefficients") and ax.lines:
             ax.set_yscale("log")
         ax.set_title(title)
@@ -959,7 +972,7 @@ class Trainer:
             eta = (time.perf_counter() - t_run) / done_here * (self.num_updates - self.update)
             _progress(
                 f"[ppo] update {self.update}/{self.num_updates} step {self.global_step} "
-                f"return {row['episode_return_mean']:.4g} entropy {row['entropy_norm']:.3f} kl {row['approx_kl']:.4f} "
+                f"return {_fmt_return(row['episode_return_mean'])} entropy {row['entropy_norm']:.3f} kl {row['approx_kl']:.4f} "
                 f"clip {row['clip_fraction']:.3f} ev {row['explained_variance']:.3f} sps {row['env_steps_per_s']:.0f} "
                 f"eta {_fmt_duration(eta)}",
                 self.progress_on,
