@@ -99,37 +99,27 @@ class EvaluationResults:
         return rows
 
     def format_table(self) -> str:
-        """Plain-text table for the terminal."""
+        """Plain-text tables for the terminal: the metrics, then ratios and paired wins."""
         rows = self.table()
-        head = ["router"] + [label for _, label, _ in METRICS] + [
-            f"e2e/{self.baseline}",
-            f"TTFTp99/{self.baseline}",
-            "e2e/best",
-            "TTFTp99/best",
-            f"wins e2e vs {self.baseline}",
-            f"wins TTFTp99 vs {self.baseline}",
-            "wins e2e vs best",
-            "wins TTFTp99 vs best",
-        ]
         n = len(self.seeds)
-        body = []
-        for row in rows:
-            cells = [row["router"]] + [f"{row[k]:.3f}" for k, _, _ in METRICS]
-            cells += [
-                f"{row['e2e_mean_vs_' + self.baseline]:.3f}",
-                f"{row['ttft_p99_vs_' + self.baseline]:.3f}",
-                f"{row.get('e2e_mean_vs_best_heuristic', math.nan):.3f}",
-                f"{row.get('ttft_p99_vs_best_heuristic', math.nan):.3f}",
-                f"{row['e2e_mean_wins_vs_baseline']}/{n}",
-                f"{row['ttft_p99_wins_vs_baseline']}/{n}",
-                f"{row.get('e2e_mean_wins_vs_best_heuristic', 0)}/{n}",
-                f"{row.get('ttft_p99_wins_vs_best_heuristic', 0)}/{n}",
-            ]
-            body.append(cells)
-        widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(head)]
-        lines = ["  ".join(h.ljust(w) for h, w in zip(head, widths))]
-        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in body]
+        metrics_head = ["router"] + [label for _, label, _ in METRICS]
+        metrics_body = [[row["router"]] + [f"{row[k]:.3f}" for k, _, _ in METRICS] for row in rows]
+        base = self.baseline
+        compare_head = ["router", f"e2e/{base}", f"TTFTp99/{base}", "e2e/best", "TTFTp99/best",
+                        f"wins e2e vs {base}", f"wins TTFTp99 vs {base}", "wins e2e vs best", "wins TTFTp99 vs best"]
+        compare_body = [[
+            row["router"],
+            f"{row['e2e_mean_vs_' + base]:.3f}",
+            f"{row['ttft_p99_vs_' + base]:.3f}",
+            f"{row.get('e2e_mean_vs_best_heuristic', math.nan):.3f}",
+            f"{row.get('ttft_p99_vs_best_heuristic', math.nan):.3f}",
+            f"{row['e2e_mean_wins_vs_baseline']}/{n}",
+            f"{row['ttft_p99_wins_vs_baseline']}/{n}",
+            f"{row.get('e2e_mean_wins_vs_best_heuristic', 0)}/{n}",
+            f"{row.get('ttft_p99_wins_vs_best_heuristic', 0)}/{n}",
+        ] for row in rows]
         best = {k: self.best_heuristic(k) for k in ("e2e_mean", "ttft_p99")}
+        lines = _aligned(metrics_head, metrics_body) + [""] + _aligned(compare_head, compare_body)
         lines.append(
             f"({self.env_name}; seeds {self.seeds}; means over seeds; 'best' = best heuristic per metric: "
             f"e2e {best['e2e_mean']}, TTFT p99 {best['ttft_p99']}; wins = seeds strictly better, paired)"
@@ -197,6 +187,12 @@ class EvaluationResults:
         fig.tight_layout()
         fig.savefig(path, dpi=120)
         plt.close(fig)
+
+
+def _aligned(head: list[str], body: list[list[str]]) -> list[str]:
+    """Rows of left-aligned columns, as wide as their widest cell."""
+    widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(head)]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [head, *body]]
 
 
 def _plain(value: Any) -> Any:
