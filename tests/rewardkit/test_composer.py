@@ -31,9 +31,14 @@ def make_vidur_context(rng: np.random.Generator, n_envs: int | None, n_replicas:
         "in_system": rng.uniform(0.0, 50.0, shape),
         "dt": rng.uniform(0.01, 2.0, shape),
     }
+    for key in sorted(_PRESET_KEYS - set(ctx)):  # other env signals a preset reads: non-negative floats
+        ctx[key] = rng.uniform(0.0, 20.0, shape)
     if n_envs is None:
         return {k: (v if k == "replica_loads" else float(v)) for k, v in ctx.items()}
     return ctx
+
+
+_PRESET_KEYS = set().union(*(RewardComposer.from_yaml(PRESET_DIR / name).context_keys() for name in PRESETS))
 
 
 def preset(name: str, **kwargs: Any) -> RewardComposer:

@@ -1,0 +1,52 @@
+"""Shared maths of the sigmoid components: ``1/(1+exp(-(x-center)/width))`` on one input.
+
+``throughput_sigmoid`` and ``logistic_latency`` differ only in the input they read and the names
+of their two params; both subclass :class:`ScaledSigmoid`. The logit is clipped to +-700, which
+keeps ``exp`` finite and changes the result by less than float64 resolution.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, ClassVar, Mapping
+
+import numpy as np
+
+from ..base import Array, BaseReward
+from ._numeric import overflow_ok
+
+
+class ScaledSigmoid(BaseReward):
+    """Base of the sigmoid components; subclasses name the input and the center/width params."""
+
+    center_param: ClassVar[str] = ""
+    width_param: ClassVar[str] = ""
+    output_range = (0.0, 1.0)
+
+    @property
+    def _input(self) -> str:
+        return next(iter(self.inputs))
+
+    def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
+        with overflow_ok():  # a huge (x - center) / width becomes +-inf, clipped below
+            z = (x[self._input] - getattr(self, self.center_param)) / getattr(self, self.width_param)
+        return 1.0 / (1.0 + np.exp(-np.clip(z, -700.0, 700.0)))
+
+    def scalar_fn(self) -> Callable[..., float]:
+        """Plain-float version of :meth:`compute` for the composer's scalar path."""
+        center, width, exp = getattr(self, self.center_param), getattr(self, self.width_param), math.exp
+
+        def one_env(value: float, terminated: bool, truncated: bool) -> float:
+            z = (value - center) / width
+            z = 700.0 if z > 700.0 else (-700.0 if z < -700.0 else z)
+            return 1.0 / (1.0 + exp(-z))
+
+        return one_env
+
+    def scalar_source(self, args: list[str], env: dict[str, Any], tag: str) -> str | None:
+        """Inlined form of :meth:`scalar_fn` for the composer's compiled scalar path."""
+        env["_exp"] = math.exp
+        z = f"_z{tag}"
+        center, width = getattr(self, self.center_param), getattr(self, self.width_param)
+        return (f"(1.0 / (1.0 + _exp(-(700.0 if ({z} := ({args[0]} - {center!r}) / {width!r}) > 700.0 "
+                f"else (-700.0 if {z} < -700.0 else {z})))))")
