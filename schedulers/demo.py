@@ -26,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     from .evaluate import evaluate_policies
     from .ppo_router import PPORouter
     from .routers import HeuristicRouter
-    from .train import load_config, train
+    from .train import train
+    from .train_config import load_config
 
     print(f"[demo] training with {args.config} into {args.out} (resumes if interrupted)", flush=True)
     result = train(args.config, args.out)

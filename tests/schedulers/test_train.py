@@ -13,7 +13,9 @@ import yaml
 
 from rewardkit.errors import ConfigError
 from schedulers.ppo_router import PPORouter
-from schedulers.train import latest_checkpoint, load_checkpoint, load_config, train
+from schedulers.checkpoints import latest_checkpoint, load_checkpoint
+from schedulers.train import train
+from schedulers.train_config import load_config
 
 sys.path.insert(0, str(Path(__file__).parent))
 from toy_env import ToyRoutingEnv  # noqa: E402

@@ -1,0 +1,77 @@
+"""Training checkpoints on disk: ``<out_dir>/checkpoints/update_NNNNNN.pt`` naming, atomic writes,
+pruning to the newest few, and loading (tensors and plain data only).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+_CKPT_RE = re.compile(r"^update_(\d{6,})\.pt$")
+
+
+def to_plain(obj: Any) -> Any:
+    """Convert numpy scalars/arrays inside nested containers to Python data (safe torch.load)."""
+    if isinstance(obj, Mapping):
+        return {k: to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_plain(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
+def atomic_save(obj: Any, path: Path) -> None:
+    """``torch.save`` to a temporary file in the same folder, then ``os.replace`` it into place."""
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def checkpoint_name(update: int) -> str:
+    """File name of the checkpoint written after ``update`` PPO updates."""
+    return f"update_{update:06d}.pt"
+
+
+def _numbered(folder: Path) -> list[tuple[int, Path]]:
+    """The checkpoints in ``folder`` with their update numbers, oldest first."""
+    return sorted((int(m.group(1)), p) for p in folder.iterdir() if (m := _CKPT_RE.match(p.name)))
+
+
+def save_checkpoint(state: dict[str, Any], out_dir: Path, update: int, keep: int) -> Path:
+    """Write ``state`` as ``out_dir/checkpoints/update_NNNNNN.pt``; keep only the ``keep`` newest."""
+    folder = out_dir / "checkpoints"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / checkpoint_name(update)
+    atomic_save(state, path)
+    for _, old in _numbered(folder)[:-keep]:
+        old.unlink()
+    return path
+
+
+def remove_checkpoints(out_dir: str | os.PathLike) -> None:
+    """Delete every numbered checkpoint in ``out_dir/checkpoints`` (a run that starts over)."""
+    for _, path in _numbered(Path(out_dir) / "checkpoints"):
+        path.unlink()
+
+
+def latest_checkpoint(out_dir: str | os.PathLike) -> Path | None:
+    """The highest-numbered ``checkpoints/update_*.pt`` in ``out_dir``, if any."""
+    folder = Path(out_dir) / "checkpoints"
+    if not folder.is_dir():
+        return None
+    found = _numbered(folder)
+    return found[-1][1] if found else None
+
+
+def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """Load a checkpoint written by the trainer (tensors and plain data only)."""
+    return torch.load(path, map_location="cpu", weights_only=True)
