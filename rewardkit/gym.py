@@ -68,6 +68,16 @@ def reset_envs(composer: RewardComposer, mask: np.ndarray) -> None:
             node.component.reset(mask)
 
 
+def _attach(wrapper: Any, composer: RewardComposer, context_fn: ContextFn, prime_on_reset: bool, info_key: str) -> None:
+    """The settings both wrappers share, checked once."""
+    if not callable(context_fn):
+        raise TypeError(f"context_fn must be callable, got {context_fn!r}")
+    wrapper.composer = composer
+    wrapper.context_fn = context_fn
+    wrapper.prime_on_reset = prime_on_reset
+    wrapper.info_key = info_key
+
+
 class RewardWrapper(gymnasium.Wrapper):
     """Replace a single environment's reward with ``composer(context_fn(...)).total``.
 
@@ -78,12 +88,7 @@ class RewardWrapper(gymnasium.Wrapper):
     def __init__(self, env: gymnasium.Env, composer: RewardComposer, context_fn: ContextFn, *,
                  prime_on_reset: bool = True, info_key: str = TERMS_KEY) -> None:
         super().__init__(env)
-        if not callable(context_fn):
-            raise TypeError(f"context_fn must be callable, got {context_fn!r}")
-        self.composer = composer
-        self.context_fn = context_fn
-        self.prime_on_reset = prime_on_reset
-        self.info_key = info_key
+        _attach(self, composer, context_fn, prime_on_reset, info_key)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Reset the environment and the composer's per-episode state (see the module docstring)."""
@@ -120,12 +125,7 @@ class VectorRewardWrapper(VectorWrapper):
     def __init__(self, env: VectorEnv, composer: RewardComposer, context_fn: ContextFn, *,
                  prime_on_reset: bool = True, info_key: str = TERMS_KEY) -> None:
         super().__init__(env)
-        if not callable(context_fn):
-            raise TypeError(f"context_fn must be callable, got {context_fn!r}")
-        self.composer = composer
-        self.context_fn = context_fn
-        self.prime_on_reset = prime_on_reset
-        self.info_key = info_key
+        _attach(self, composer, context_fn, prime_on_reset, info_key)
         mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
         self.autoreset_mode = mode if isinstance(mode, AutoresetMode) else AutoresetMode(mode)
         self._autoreset = np.zeros(self.num_envs, dtype=bool)
