@@ -164,12 +164,15 @@ class RewardComposer:
         self.training = False
         return self
 
-    def reset(self) -> None:
-        """Start new episodes everywhere: clears per-environment state, keeps statistics and step."""
+    def reset(self, mask: Any = None) -> None:
+        """Start new episodes: clears per-environment state (everywhere, or where the boolean
+        ``mask`` over environments is true); keeps normalizer statistics and the step."""
+        if mask is not None:
+            mask = np.asarray(mask, dtype=bool)
         for comp in self._stateful:
-            comp.reset(None)
+            comp.reset(mask)
         for norm in self._normalizers:
-            norm.reset()
+            norm.reset(mask)
 
     def state_dict(self) -> dict[str, Any]:
         """Plain data (JSON/YAML-safe) capturing the step, every component and normalizer state."""

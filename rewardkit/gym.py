@@ -24,8 +24,9 @@ Episode boundaries and stateful components (``potential_shaping``, ``ema_delta``
   next episode's first one (the final one is in ``info["final_obs"]``, which ``context_fn`` should
   read for ending environments). The composer's state for an ending environment is cleared after
   that step, so stateful components first see the new episode at its second observation.
-- ``AutoresetMode.DISABLED``: ``reset(options={"reset_mask": mask})`` clears the state of the
-  masked environments' components (no priming, as the other environments are mid-episode), so
+- ``AutoresetMode.DISABLED``: ``reset(options={"reset_mask": mask})`` calls
+  ``composer.reset(mask)``, which clears the masked environments' component state and
+  ``return_std`` returns (no priming, as the other environments are mid-episode), so
   as with ``SAME_STEP`` they first see the new episode at its first step.
 """
 
@@ -38,7 +39,6 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 from .composer import RewardComposer
-from .config import GroupNode, TermNode
 
 ContextFn = Callable[[Any, Any, Any, Any, Mapping[str, Any]], Mapping[str, Any]]
 
@@ -55,17 +55,6 @@ def _prime(composer: RewardComposer, ctx: Mapping[str, Any], terminated: Any, tr
     finally:
         if was_training:
             composer.train()
-
-
-def reset_envs(composer: RewardComposer, mask: np.ndarray) -> None:
-    """Clear the per-environment state of every stateful component where ``mask`` is true."""
-    pending: list[TermNode | GroupNode] = list(composer.spec.nodes)
-    while pending:
-        node = pending.pop()
-        if isinstance(node, GroupNode):
-            pending.extend(node.children)
-        elif node.component.stateful:
-            node.component.reset(mask)
 
 
 def _attach(wrapper: Any, composer: RewardComposer, context_fn: ContextFn, prime_on_reset: bool, info_key: str) -> None:
@@ -143,7 +132,7 @@ class VectorRewardWrapper(VectorWrapper):
                 flags = np.zeros(self.num_envs, dtype=bool)
                 _prime(self.composer, self.context_fn(obs, np.zeros(self.num_envs), flags, flags, info), flags, flags)
         else:
-            reset_envs(self.composer, mask)
+            self.composer.reset(mask)
             self._autoreset[mask] = False
         return obs, info
 

@@ -84,8 +84,8 @@ class Normalizer:
         """Single-environment path on floats (same numbers as the array path)."""
         return float(self(np.array([x]), np.array([done]), training)[0])
 
-    def reset(self) -> None:
-        """Forget per-environment state (not the statistics)."""
+    def reset(self, mask: Array | None = None) -> None:
+        """Forget per-environment state (not the statistics), where ``mask`` is true or everywhere."""
 
     def state_dict(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -203,8 +203,11 @@ class ReturnStd(Normalizer):
             out = min(self.clip, max(-self.clip, out))
         return out
 
-    def reset(self) -> None:
-        self.returns = None
+    def reset(self, mask: Array | None = None) -> None:
+        if mask is None or self.returns is None:
+            self.returns = None
+        elif self.returns.shape == mask.shape:
+            self.returns[mask] = 0.0
 
     def state_dict(self) -> dict[str, Any]:
         return {"moments": self.moments.state_dict(),

@@ -645,3 +645,21 @@ def test_set_weight_rejects_a_bad_spec_and_keeps_the_old_weight():
     c.shaper.set_weight("delta", {"schedule": "step", "start": 1.0, "factor": 0.5, "every": 2})
     assert not c.shaper.is_constant("delta")
     assert c(ctx, step=4).terms["delta"].weight == 0.25
+
+
+def test_masked_reset_clears_only_the_chosen_environments() -> None:
+    """reset(mask) restarts episodes where the mask is true: stateful terms and return_std returns."""
+    config = {"version": 1, "components": {
+        "delta": {"type": "ema_delta", "params": {"signal": "x"}},
+        "scaled": {"type": "linear", "inputs": {"value": "x"}, "normalize": {"type": "return_std", "gamma": 0.9}},
+    }}
+    c = RewardComposer.from_dict(config)
+    c({"x": np.array([1.0, 2.0, 3.0])})
+    c({"x": np.array([2.0, 4.0, 5.0])})
+    returns_before = c.spec.nodes[1].normalizer.returns.copy()
+    c.reset(np.array([False, True, False]))
+    returns = c.spec.nodes[1].normalizer.returns
+    assert returns[1] == 0.0 and returns[0] == returns_before[0] and returns[2] == returns_before[2]
+    out = c({"x": np.array([3.0, 9.0, 7.0])})
+    assert out.terms["delta"].raw[1] == 0.0  # env 1 is on the first step of a new episode
+    assert out.terms["delta"].raw[0] != 0.0 and out.terms["delta"].raw[2] != 0.0
