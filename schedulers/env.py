@@ -65,6 +65,17 @@ Reward context
     completed_latency_mean   mean e2e latency (s) of requests completed during the step (0 if none)
     completed_latency_max    max e2e latency (s) of requests completed during the step (0 if none)
     completed_latency_sum    sum of e2e latencies (s) of requests completed during the step
+    awaiting_first_token     time-averaged number of routed requests whose prefill has not
+                             completed (no first token yet) over the step, so the episode's sum of
+                             ``awaiting_first_token * dt`` is exactly the total time to first token
+                             spent up to the last decision (Little's law for TTFT); the count now
+                             if dt=0
+    awaiting_first_token_now routed requests without a first token now, plus the one(s) awaiting
+                             routing
+    awaiting_first_token_age time-averaged sum over those requests of their age (s since arrival),
+                             so the sum of ``awaiting_first_token_age * dt`` is sum(TTFT^2) / 2
+                             (penalises long waits superlinearly, for the TTFT tail); the sum of
+                             ages now if dt=0
     ttft_count               first tokens (prefill completions) during the step
     ttft_mean, ttft_max      time to first token (s) of those (0 if none)
     ttft_recent_mean         mean TTFT (s) of first tokens in the last recent_window_s (carried)
@@ -127,6 +138,9 @@ CONTEXT_KEYS = frozenset(
         "completed_latency_mean",
         "completed_latency_max",
         "completed_latency_sum",
+        "awaiting_first_token",
+        "awaiting_first_token_now",
+        "awaiting_first_token_age",
         "ttft_count",
         "ttft_mean",
         "ttft_max",
@@ -647,6 +661,8 @@ class VidurRoutingEnv(gym.Env):
             ep.ttft_recent_p99 = float(np.percentile(recent, 99))
         span = min(window, now)
         in_now = float(tracker.in_system + len(ep.pending))
+        awaiting_area, awaiting_age_area, awaiting_now, age_now = _awaiting_first_token(tracker, sync, now)
+        awaiting_now += len(ep.pending)  # requests awaiting routing arrived now: age 0
         return {
             "dt": float(sync.dt),
             "in_system": float(sync.in_system_area / sync.dt) if sync.dt > 0 else in_now,
@@ -658,6 +674,9 @@ class VidurRoutingEnv(gym.Env):
             "completed_latency_mean": float(np.mean(e2e)) if e2e else 0.0,
             "completed_latency_max": float(np.max(e2e)) if e2e else 0.0,
             "completed_latency_sum": float(np.sum(e2e)) if e2e else 0.0,
+            "awaiting_first_token": float(awaiting_area / sync.dt) if sync.dt > 0 else float(awaiting_now),
+            "awaiting_first_token_now": float(awaiting_now),
+            "awaiting_first_token_age": float(awaiting_age_area / sync.dt) if sync.dt > 0 else float(age_now),
             "ttft_count": float(len(ttft)),
             "ttft_mean": float(np.mean(ttft)) if ttft else 0.0,
             "ttft_max": float(np.max(ttft)) if ttft else 0.0,
@@ -668,6 +687,38 @@ class VidurRoutingEnv(gym.Env):
             "kv_util_mean": float(snap.kv_fraction.mean()),
             "queue_waiting": float(snap.waiting.sum()),
         }
+
+
+def _awaiting_first_token(tracker: Any, sync: Any, now: float) -> tuple[float, float, int, float]:
+    """Areas over the synced step ``(now - sync.dt, now]`` of requests still awaiting a first token.
+
+    Returns ``(count_area, age_area, count_now, age_sum_now)``: the integral over the step of the
+    number of routed requests without a first token, the integral of the sum of their ages, and
+    that number and age sum now. Every request whose first token came during the step is in
+    ``sync.first_tokens`` (even if it also completed), and every routed request still without one
+    is in the tracker's in-flight table, so the areas are exact.
+    """
+    t0 = now - sync.dt
+    count_area = age_area = 0.0
+
+    def add(arrived: float, end: float) -> None:
+        nonlocal count_area, age_area
+        start = max(t0, arrived)
+        if end > start:
+            count_area += end - start
+            age_area += 0.5 * ((end - arrived) ** 2 - (start - arrived) ** 2)
+
+    for req in sync.first_tokens:
+        add(req.arrived_at, min(req._prefill_completed_at, now))
+    count_now, age_now = 0, 0.0
+    for tracked in tracker.inflight:
+        for item in tracked.values():
+            if not item.first_token_seen:
+                req = item.request
+                add(req.arrived_at, now)
+                count_now += 1
+                age_now += max(now - req.arrived_at, 0.0)
+    return count_area, age_area, count_now, age_now
 
 
 def make_env(env_config: EnvConfig | str, **kwargs: Any) -> VidurRoutingEnv:

@@ -193,6 +193,30 @@ def test_reward_context_and_littles_law(make_tiny_env, tiny_config):
     assert any(c["throughput"] > 0 for c in contexts) and any(c["latency"] > 0 for c in contexts)
 
 
+def test_awaiting_first_token_sums_to_total_ttft(make_tiny_env, tiny_config):
+    """Little's law for TTFT: sum of awaiting_first_token * dt is the TTFT time spent, exactly."""
+    env = make_tiny_env()
+    run_episode(env, "round_robin", seed=7)
+    contexts = env.composer.contexts
+    end = env.sim_time
+    waits = np.array(
+        [min(r._prefill_completed_at if r._prefill_completed_at > 0 else end, end) - r.arrived_at for r in env._ep.requests]
+    )
+    assert np.all(waits >= 0) and waits.sum() > 0
+    assert sum(r._prefill_completed_at > 0 for r in env._ep.requests) > 0  # some first tokens came
+    assert sum(c["awaiting_first_token"] * c["dt"] for c in contexts) == pytest.approx(waits.sum(), rel=1e-9)
+    assert sum(c["awaiting_first_token_age"] * c["dt"] for c in contexts) == pytest.approx(
+        0.5 * np.sum(waits**2), rel=1e-9
+    )
+    for ctx in contexts:
+        assert 0 <= ctx["awaiting_first_token"] <= ctx["in_system"] + 1e-9
+        assert ctx["awaiting_first_token_age"] >= 0
+    assert all(c["awaiting_first_token_now"] >= 1 for c in contexts[:-1])  # the request being routed
+    # the last decision: no request is left to route, so the count now is the routed ones without a first token
+    unseen = sum(1 for r in env._ep.requests if not r._prefill_completed_at > 0)
+    assert contexts[-1]["awaiting_first_token_now"] == unseen
+
+
 def test_composer_needing_unknown_context_key_is_rejected(tiny_config, vidur_predictor, composer):
     from schedulers.env import VidurRoutingEnv
 
@@ -268,7 +292,7 @@ def test_env_config_overrides_and_missing_trace(tmp_path, tiny_config):
 
 
 # ---- with rewardkit's composer and inside Vidur -----------------------------------------------------
-@pytest.mark.parametrize("preset", ["vidur_hybrid", "vidur_instant", "vidur_delta", "vidur_littles_law"])
+@pytest.mark.parametrize("preset", ["vidur_hybrid", "vidur_instant", "vidur_delta", "vidur_littles_law", "vidur_ttft"])
 def test_reward_presets_run_on_the_env(tiny_config, vidur_predictor, preset):
     from rewardkit import RewardComposer
 
