@@ -14,10 +14,8 @@ evaluated with NumPy and every output gets that axis. Both give the same numbers
 from __future__ import annotations
 
 import math
-import operator
-from functools import reduce
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -122,7 +120,13 @@ class RewardComposer:
         self.shaper = RewardShaper({n.name: n.weight for n in self._order})
         self.shaper.on_change(self._on_weight_change)
         self._readers = self._collect_readers()
+        # one slot per (context key, per-env ndim): name, input and whether every reader is optional
+        self._input_slots = [(key, nd) for key, readers in self._readers.items()
+                             for nd in sorted({r[2] for r in readers})]
+        self._slot_info = [(key, nd, all(r[3] for r in self._readers[key] if r[2] == nd),
+                            next(r for r in self._readers[key] if r[2] == nd)) for key, nd in self._input_slots]
         self._scalar_fn = self._compile_scalar()
+        self._vector_fn = self._compile_vector()
 
     # ---- construction ----------------------------------------------------------------------
     @classmethod
@@ -202,12 +206,12 @@ class RewardComposer:
     def __call__(self, ctx: Mapping[str, Any], step: int | None = None,
                  terminated: Any = None, truncated: Any = None) -> RewardOutput:
         """Evaluate the reward on ``ctx``; see the module docstring for the arithmetic."""
-        if step is None:
-            step = self.step
         try:
-            return self._scalar_fn(ctx, step, False if terminated is None else _scalar_flag(terminated),
-                                   False if truncated is None else _scalar_flag(truncated))
+            # the compiled scalar path defaults the step and checks the flags itself (hot path)
+            return self._scalar_fn(ctx, step, terminated, truncated)
         except _NotScalar:
+            if step is None:
+                step = self.step
             total, values, batch = self._call_vector(ctx, step, terminated, truncated)
             if self.training:
                 self.step = step + (batch or 1)
@@ -222,9 +226,15 @@ class RewardComposer:
     def _compile_scalar(self) -> Any:
         env: dict[str, Any] = {"_NotScalar": _NotScalar, "_isfinite": math.isfinite, "_S": _SCALAR_TYPES,
                                "_nonfinite": self._nonfinite, "_np": np, "_as_list": _as_list,
-                               "_ndarray": np.ndarray, "_new": object.__new__, "_RO": RewardOutput,
+                               "_ndarray": np.ndarray, "_new": object.__new__, "_RO": RewardOutput, "_flag": _scalar_flag,
                                "_names": self._names}
-        lines = ["def _scalar(ctx, step, terminated, truncated):", "    done = terminated or truncated"]
+        lines = ["def _scalar(ctx, step, terminated, truncated):",
+                 "    if step is None: step = _self.step",
+                 "    if terminated is None: terminated = False",
+                 "    elif terminated.__class__ is not bool: terminated = _flag(terminated)",
+                 "    if truncated is None: truncated = False",
+                 "    elif truncated.__class__ is not bool: truncated = _flag(truncated)",
+                 "    done = terminated or truncated"]
         var_of_key: dict[tuple[str, int], str] = {}
         for key, readers in self._readers.items():
             ndims = {nd for _, _, nd, _ in readers}
@@ -247,61 +257,24 @@ class RewardComposer:
                         # the sum of finite values is finite unless it overflows: check each then
                         lines.append(f"    if {guard}not _isfinite(sum({v})) and not all(map(_isfinite, {v})): "
                                      f"_nonfinite({key!r}, {v})")
-        out_vars: list[str] = []
-        weight_vars: dict[str, str] = {}  # identical schedules are evaluated once per call
-
-        def emit(node: TermNode | GroupNode, idx: int) -> str:
-            """Emit code for ``node``; return the variable holding its contribution."""
-            i = idx
-            raw = f"r{i}"
-            if isinstance(node, TermNode):
-                comp = node.component
-                args = [var_of_key[(key, comp.inputs[local])] for local, key in comp.input_keys.items()]
-                inline = comp.scalar_source(args, env, str(i))
-                block = comp.scalar_block(args, env, str(i)) if inline is None else None
-                if inline is not None:
-                    lines.append(f"    {raw} = {inline}")
-                elif block is not None:
-                    lines.extend(f"    {line}" for line in block[0])
-                    if block[1].isidentifier():
-                        raw = block[1]  # the block's result variable serves as the raw value
-                    else:
-                        lines.append(f"    {raw} = {block[1]}")
-                else:
-                    fn = f"_c{i}"
-                    env[fn] = comp.scalar_fn()
-                    lines.append(f"    {raw} = {fn}({', '.join(args + ['terminated', 'truncated'])})")
+        def leaf(node: TermNode, i: int, raw: str) -> str:
+            comp = node.component
+            args = [var_of_key[(key, comp.inputs[local])] for local, key in comp.input_keys.items()]
+            inline = comp.scalar_source(args, env, str(i))
+            block = comp.scalar_block(args, env, str(i)) if inline is None else None
+            if inline is not None:
+                lines.append(f"    {raw} = {inline}")
+            elif block is not None:
+                lines.extend(f"    {line}" for line in block[0])
+                if block[1].isidentifier():
+                    return block[1]  # the block's result variable serves as the raw value
+                lines.append(f"    {raw} = {block[1]}")
             else:
-                parts = [emit(child, self._order.index(child)) for child in node.children]
-                lines.append(f"    {raw} = {' + '.join(parts)}")
-            val = raw
-            if node.normalizer is not None:
-                env[f"_n{i}"] = node.normalizer
-                lines.append(f"    m{i} = _n{i}.scalar({val}, done, _self.training)")
-                val = f"m{i}"
-            for k, t in enumerate(node.transforms):
-                env[f"_t{i}_{k}"] = t
-                lines.append(f"    m{i} = _t{i}_{k}({val})")
-                val = f"m{i}"
-            expr = self._weight_source(node, i, env)
-            if _is_literal(expr):
-                w = expr  # a constant weight is used in place
-            elif expr in weight_vars:
-                w = weight_vars[expr]
-            else:
-                w = weight_vars[expr] = f"w{i}"
-                lines.append(f"    {w} = {expr}")
-            lines.append(f"    c{i} = {w} * {val}")
-            out_vars.extend([raw, val, w, f"c{i}"])
-            return f"c{i}"
+                env[f"_c{i}"] = comp.scalar_fn()
+                lines.append(f"    {raw} = _c{i}({', '.join(args + ['terminated', 'truncated'])})")
+            return raw
 
-        top = [emit(node, self._order.index(node)) for node in self.spec.nodes]
-        # out_vars were appended in post-order for groups; reorder to pre-order by index.
-        per_node = {}
-        for j in range(0, len(out_vars), 4):
-            idx = int(out_vars[j + 3][1:])
-            per_node[idx] = out_vars[j:j + 4]
-        flat = [v for idx in range(len(self._order)) for v in per_node[idx]]
+        top, flat = self._emit_tree(lines, env, leaf, "scalar")
         lines.append(f"    total = {' + '.join(top)}")
         for k, t in enumerate(self.spec.total_transforms):
             env[f"_tt{k}"] = t
@@ -325,6 +298,82 @@ class RewardComposer:
         self._scalar_source = source
         return namespace["_scalar"]
 
+    def _emit_tree(self, lines: list[str], env: dict[str, Any], leaf: Callable[[TermNode, int, str], str],
+                   normalizer_call: str) -> tuple[list[str], list[str]]:
+        """Emit the arithmetic shared by both compiled paths; ``leaf`` emits one component's raw value.
+
+        ``normalizer_call`` is the normalizer method used: ``scalar`` (floats) or ``__call__``
+        (arrays). Returns the top-level contribution variables and the flat per-term outputs in
+        pre-order (raw, normalized, weight, contribution).
+        """
+        out_vars: dict[int, list[str]] = {}
+        weight_vars: dict[str, str] = {}  # identical schedules are evaluated once per call
+
+        def emit(node: TermNode | GroupNode) -> str:
+            i = self._index[id(node)]
+            raw = f"r{i}"
+            if isinstance(node, TermNode):
+                raw = leaf(node, i, raw)
+            else:
+                parts = [emit(child) for child in node.children]
+                lines.append(f"    {raw} = {' + '.join(parts)}")
+            val = raw
+            if node.normalizer is not None:
+                env[f"_n{i}"] = getattr(node.normalizer, normalizer_call)
+                lines.append(f"    m{i} = _n{i}({val}, done, _self.training)")
+                val = f"m{i}"
+            for k, t in enumerate(node.transforms):
+                env[f"_t{i}_{k}"] = t
+                lines.append(f"    m{i} = _t{i}_{k}({val})")
+                val = f"m{i}"
+            expr = self._weight_source(node, i, env)
+            if _is_literal(expr):
+                w = expr  # a constant weight is used in place
+            elif expr in weight_vars:
+                w = weight_vars[expr]
+            else:
+                w = weight_vars[expr] = f"w{i}"
+                lines.append(f"    {w} = {expr}")
+            lines.append(f"    c{i} = {w} * {val}")
+            out_vars[i] = [raw, val, w, f"c{i}"]
+            return f"c{i}"
+
+        top = [emit(node) for node in self.spec.nodes]
+        flat = [v for i in range(len(self._order)) for v in out_vars[i]]
+        return top, flat
+
+    # The batched path is compiled the same way: the Python loop in _call_vector checks and
+    # gathers the inputs, then this function calls each component's compute on them and does the
+    # weighting and sums without walking the tree.
+    def _compile_vector(self) -> Any:
+        env: dict[str, Any] = {"_self": self, "_arr": np.asarray, "_f64": np.float64}
+        slot = {key_nd: j for j, key_nd in enumerate(self._input_slots)}
+        lines = ["def _vector(a, step, terminated, truncated, done):"]
+
+        def leaf(node: TermNode, i: int, raw: str) -> str:
+            comp = node.component
+            env[f"_c{i}"] = comp.compute
+            pairs = [(local, f"a[{slot[(key, comp.inputs[local])]}]") for local, key in comp.input_keys.items()]
+            if any(local in comp.optional_inputs for local, _ in pairs):
+                items = ", ".join(f"({local!r}, {v})" for local, v in pairs)
+                x = f"{{k: v for k, v in ({items},) if v is not None}}"
+            else:
+                x = "{" + ", ".join(f"{local!r}: {v}" for local, v in pairs) + "}"
+            lines.append(f"    {raw} = _arr(_c{i}({x}, terminated, truncated), _f64)")  # third-party may return lists
+            return raw
+
+        top, flat = self._emit_tree(lines, env, leaf, "__call__")
+        lines.append(f"    total = {' + '.join(top)}")
+        for k, t in enumerate(self.spec.total_transforms):
+            env[f"_tt{k}"] = t
+            lines.append(f"    total = _tt{k}(total)")
+        lines.append(f"    return total, [{', '.join(flat)}]")
+        source = "\n".join(lines)
+        namespace: dict[str, Any] = {}
+        exec(compile(source, f"<rewardkit composer {self.source or ''} (batched)>", "exec"), env, namespace)  # noqa: S102
+        self._vector_source = source
+        return namespace["_vector"]
+
     def _weight_source(self, node: TermNode | GroupNode, i: int, env: dict[str, Any]) -> str:
         """Python expression of the node's weight at ``step``: a literal when constant."""
         sched = self.shaper.schedule(node.name)
@@ -345,6 +394,7 @@ class RewardComposer:
 
     def _on_weight_change(self) -> None:
         self._scalar_fn = self._compile_scalar()
+        self._vector_fn = self._compile_vector()
 
     def _nonfinite(self, key: str, value: Any) -> None:
         readers = ", ".join(sorted({name for name, _, _, _ in self._readers.get(key, [])}))
@@ -376,65 +426,39 @@ class RewardComposer:
 
     def _call_vector(self, ctx: Mapping[str, Any], step: int, terminated: Any, truncated: Any
                      ) -> tuple[Any, list[Any], int | None]:
-        arrays: dict[tuple[str, int], Array] = {}
+        inputs: list[Array | None] = []
         batch: int | None = None
-        for key, readers in self._readers.items():
-            for name, local, nd, optional in readers:
-                if (key, nd) in arrays:
-                    continue
-                if key not in ctx:
-                    if optional:
-                        continue
+        for key, nd, optional, (name, local, _, _) in self._slot_info:
+            if key not in ctx:
+                if not optional:
                     self._raise_missing(ctx, KeyError(key))
-                arr = np.asarray(ctx[key], dtype=np.float64)
-                if arr.ndim < nd or arr.ndim > nd + 1:
-                    raise ValueError(
-                        f"context key {key!r} (read by {name}, input {local!r}): expected {nd} axes per "
-                        f"environment plus an optional leading environment axis, got shape {arr.shape}")
-                if not self.allow_nonfinite and not np.isfinite(arr).all():
-                    self._nonfinite(key, arr)
-                if arr.ndim == nd + 1:
-                    if batch is None:
-                        batch = arr.shape[0]
-                    elif arr.shape[0] != batch:
-                        raise ValueError(f"context key {key!r}: expected {batch} environments on the leading "
-                                         f"axis like the other inputs, got shape {arr.shape}")
-                arrays[(key, nd)] = arr
+                inputs.append(None)
+                continue
+            arr = np.asarray(ctx[key], dtype=np.float64)
+            if arr.ndim < nd or arr.ndim > nd + 1:
+                raise ValueError(
+                    f"context key {key!r} (read by {name}, input {local!r}): expected {nd} axes per "
+                    f"environment plus an optional leading environment axis, got shape {arr.shape}")
+            if not self.allow_nonfinite and not np.isfinite(arr).all():
+                self._nonfinite(key, arr)
+            if arr.ndim == nd + 1:
+                if batch is None:
+                    batch = arr.shape[0]
+                elif arr.shape[0] != batch:
+                    raise ValueError(f"context key {key!r}: expected {batch} environments on the leading "
+                                     f"axis like the other inputs, got shape {arr.shape}")
+            inputs.append(arr)
         n = batch if batch is not None else 1
-        for (key, nd), arr in arrays.items():
-            if arr.ndim == nd:
-                arrays[(key, nd)] = np.broadcast_to(arr, (n,) + arr.shape)
+        for j, ((key, nd), arr) in enumerate(zip(self._input_slots, inputs)):
+            if arr is not None and arr.ndim == nd:
+                inputs[j] = np.broadcast_to(arr, (n,) + arr.shape)
         if terminated is None and truncated is None:
             term = trunc = done = self._no_flags(n)
         else:
             term = _flags(terminated, n, "terminated")
             trunc = _flags(truncated, n, "truncated")
             done = term | trunc
-        values: list[Any] = [None] * (4 * len(self._order))
-        index = self._index
-
-        def evaluate(node: TermNode | GroupNode) -> Array:
-            i = index[id(node)]
-            if isinstance(node, TermNode):
-                comp = node.component
-                x = {local: arrays[(key, comp.inputs[local])] for local, key in comp.input_keys.items()
-                     if (key, comp.inputs[local]) in arrays}
-                raw = np.asarray(comp.compute(x, term, trunc), dtype=np.float64)
-            else:
-                raw = reduce(operator.add, [evaluate(child) for child in node.children])
-            val = raw
-            if node.normalizer is not None:
-                val = node.normalizer(val, done, self.training)
-            for t in node.transforms:
-                val = t(val)
-            w = self.shaper.weight(node.name, step)
-            contribution = w * val
-            values[4 * i:4 * i + 4] = [raw, val, w, contribution]
-            return contribution
-
-        total = reduce(operator.add, [evaluate(node) for node in self.spec.nodes])
-        for t in self.spec.total_transforms:
-            total = t(total)
+        total, values = self._vector_fn(inputs, step, term, trunc, done)
         if done is not term or done.any():
             for comp in self._stateful:
                 comp.reset(done)
