@@ -99,7 +99,8 @@ class BaseReward:
         """Optional statements plus a result expression, inlined by the composer (for stateful ones).
 
         Like :meth:`scalar_source`, but the statements may read and write state; they run at one
-        level of indentation, in order, before the result expression is read.
+        level of indentation, in order, before the result expression is read. For a vector input
+        held in variable ``v`` (a list of floats), ``v_sum`` already holds ``sum(v)``.
         """
         return None
 

@@ -56,20 +56,24 @@ class RewardOutput:
         self._terms: dict[str, TermOutput] | None = None
         self._n_envs = n_envs
 
+    # The compiled scalar path creates outputs without __init__ and leaves _terms and _n_envs
+    # unset (a scalar call); both are read through getattr with a default.
     def _weight(self, i: int) -> Any:
         w = self._values[4 * i + 2]
-        if self._n_envs is not None and not isinstance(w, np.ndarray):
-            return np.full(self._n_envs, w)
+        n_envs = getattr(self, "_n_envs", None)
+        if n_envs is not None and not isinstance(w, np.ndarray):
+            return np.full(n_envs, w)
         return w
 
     @property
     def terms(self) -> dict[str, TermOutput]:
         """Term name (``group/child`` for nested terms) -> :class:`TermOutput`."""
-        if self._terms is None:
+        terms = getattr(self, "_terms", None)
+        if terms is None:
             v = self._values
-            self._terms = {name: TermOutput(v[4 * i], v[4 * i + 1], self._weight(i), v[4 * i + 3])
-                           for i, name in enumerate(self._names)}
-        return self._terms
+            terms = self._terms = {name: TermOutput(v[4 * i], v[4 * i + 1], self._weight(i), v[4 * i + 3])
+                                   for i, name in enumerate(self._names)}
+        return terms
 
     def as_dict(self) -> dict[str, Any]:
         """Flat mapping ``{"<term>/raw": ..., "<term>/contribution": ..., "total": ...}`` for logs."""
@@ -253,9 +257,11 @@ class RewardComposer:
                     # vector inputs reach scalar_fn as lists of floats (fast to read from Python)
                     lines.append(f"    if {guard}{v}.__class__ is not list: {v} = "
                                  f"{v}.tolist() if {v}.__class__ is _ndarray and {v}.ndim == 1 else _as_list({v}, {nd})")
+                    # {v}_sum is offered to components' inlined blocks (see BaseReward.scalar_block)
+                    lines.append(f"    {v}_sum = sum({v})" if not optional else f"    {v}_sum = None if {v} is None else sum({v})")
                     if not self.allow_nonfinite:
                         # the sum of finite values is finite unless it overflows: check each then
-                        lines.append(f"    if {guard}not _isfinite(sum({v})) and not all(map(_isfinite, {v})): "
+                        lines.append(f"    if {guard}not _isfinite({v}_sum) and not all(map(_isfinite, {v})): "
                                      f"_nonfinite({key!r}, {v})")
         def leaf(node: TermNode, i: int, raw: str) -> str:
             comp = node.component
@@ -288,7 +294,6 @@ class RewardComposer:
         lines.append("    out.total = total")
         lines.append(f"    out._values = ({', '.join(flat)},)")
         lines.append("    out._names = _names")
-        lines.append("    out._terms = out._n_envs = None")
         lines.append("    if _self.training: _self.step = step + 1")
         lines.append("    return out")
         env["_self"] = self

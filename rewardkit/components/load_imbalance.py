@@ -141,7 +141,7 @@ class LoadImbalance(BaseReward):
     def scalar_block(self, args: list[str], env: dict[str, Any], tag: str) -> tuple[list[str], str] | None:
         """:meth:`scalar_fn` as inline statements specialised to the statistic (same operations)."""
         fn, loads, r = f"_lb_fn{tag}", args[0], f"_lb_r{tag}"
-        env[fn], env["_sorted"], env["_sqrt"], env["_sum"] = self.scalar_fn(), sorted, math.sqrt, sum
+        env[fn], env["_sorted"], env["_sqrt"] = self.scalar_fn(), sorted, math.sqrt
         o, n, m, v = f"_lb_o{tag}", f"_lb_n{tag}", f"_lb_m{tag}", f"_lb_v{tag}"
         if self.statistic in ("range", "max_over_mean"):
             return [], f"{fn}({loads}, False, False)"
@@ -155,7 +155,7 @@ class LoadImbalance(BaseReward):
             f"    if {o}[0] == {o}[-1] and {o}[0] >= 0.0: {r} = 0.0",
             f"    elif {unsafe}{o}[0] == {o}[-1] or {o}[-1] > {_MODERATE!r}: {r} = {fn}({loads}, False, False)",
             "    else:",
-            f"        {m} = _sum({loads}) / {n}",
+            f"        {m} = {loads}_sum / {n}",  # the composer's sum(loads), left to right
             f"        {v} = 0.0",
             f"        for _lb_q{tag} in {loads}:",
             f"            _lb_e{tag} = _lb_q{tag} - {m}",

@@ -492,7 +492,7 @@ def test_inlined_blocks_equal_scalar_fn(statistic: str, loads: list) -> None:
     lines, result = comp.scalar_block(["v"], env, "0")
     namespace: dict = {}
     body = "\n".join("    " + line for line in lines)
-    exec(f"def f(v):\n{body}\n    return {result}", env, namespace)  # noqa: S102 - generated here
+    exec(f"def f(v):\n    v_sum = sum(v)\n{body}\n    return {result}", env, namespace)  # noqa: S102 - generated here
     assert namespace["f"](list(loads)) == comp.scalar_fn()(list(loads), False, False)
 
     ema_block, ema_plain = EmaDelta(name="e", signal="s", ema_alpha=0.3), EmaDelta(name="e", signal="s", ema_alpha=0.3)
