@@ -196,9 +196,11 @@ def test_resume_loads_saved_parameters_and_refuses_changed_settings(tmp_path) ->
 
 
 # ---- config errors -------------------------------------------------------------------------------
-def test_shipped_config_loads() -> None:
-    cfg, source = load_config(ROOT / "configs" / "ppo_vidur.yaml")
-    assert source.endswith("ppo_vidur.yaml")
+@pytest.mark.parametrize("name", ["ppo_vidur.yaml", "ppo_demo.yaml"])
+def test_shipped_config_loads(name: str) -> None:
+    cfg, source = load_config(ROOT / "configs" / name)
+    assert source.endswith(name)
+    assert cfg["bc"]["heuristics"] == ["least_prefill"] and cfg["reward"].endswith("vidur_ttft.yaml")
     assert cfg["seeds"]["eval"] == [101, 102, 103, 104, 105]
     assert cfg["seeds"]["train_start"] > max(cfg["seeds"]["eval"])
     assert cfg["env"] == "configs/envs/codellama34b_tp2_4r.yaml"
