@@ -280,11 +280,7 @@ class RewardComposer:
                 lines.append(f"    {raw} = _c{i}({', '.join(args + ['terminated', 'truncated'])})")
             return raw
 
-        top, flat = self._emit_tree(lines, env, leaf, "scalar")
-        lines.append(f"    total = {' + '.join(top)}")
-        for k, t in enumerate(self.spec.total_transforms):
-            env[f"_tt{k}"] = t
-            lines.append(f"    total = _tt{k}(total)")
+        flat = self._emit_tree(lines, env, leaf, "scalar")
         for i, node in enumerate(self._order):
             if isinstance(node, TermNode) and node.component.stateful:
                 env[f"_s{i}"] = node.component
@@ -297,19 +293,16 @@ class RewardComposer:
         lines.append("    if _self.training: _self.step = step + 1")
         lines.append("    return out")
         env["_self"] = self
-        source = "\n".join(lines)
-        namespace: dict[str, Any] = {}
-        exec(compile(source, f"<rewardkit composer {self.source or ''}>", "exec"), env, namespace)  # noqa: S102
-        self._scalar_source = source
-        return namespace["_scalar"]
+        self._scalar_source = "\n".join(lines)
+        return _define(self._scalar_source, env, "_scalar", f"<rewardkit composer {self.source or ''}>")
 
     def _emit_tree(self, lines: list[str], env: dict[str, Any], leaf: Callable[[TermNode, int, str], str],
-                   normalizer_call: str) -> tuple[list[str], list[str]]:
+                   normalizer_call: str) -> list[str]:
         """Emit the arithmetic shared by both compiled paths; ``leaf`` emits one component's raw value.
 
         ``normalizer_call`` is the normalizer method used: ``scalar`` (floats) or ``__call__``
-        (arrays). Returns the top-level contribution variables and the flat per-term outputs in
-        pre-order (raw, normalized, weight, contribution).
+        (arrays). Leaves ``total`` (after the total's transforms) assigned and returns the flat
+        per-term output variables in pre-order (raw, normalized, weight, contribution).
         """
         out_vars: dict[int, list[str]] = {}
         weight_vars: dict[str, str] = {}  # identical schedules are evaluated once per call
@@ -344,8 +337,11 @@ class RewardComposer:
             return f"c{i}"
 
         top = [emit(node) for node in self.spec.nodes]
-        flat = [v for i in range(len(self._order)) for v in out_vars[i]]
-        return top, flat
+        lines.append(f"    total = {' + '.join(top)}")
+        for k, t in enumerate(self.spec.total_transforms):
+            env[f"_tt{k}"] = t
+            lines.append(f"    total = _tt{k}(total)")
+        return [v for i in range(len(self._order)) for v in out_vars[i]]
 
     # The batched path is compiled the same way: the Python loop in _call_vector checks and
     # gathers the inputs, then this function calls each component's compute on them and does the
@@ -367,17 +363,10 @@ class RewardComposer:
             lines.append(f"    {raw} = _arr(_c{i}({x}, terminated, truncated), _f64)")  # third-party may return lists
             return raw
 
-        top, flat = self._emit_tree(lines, env, leaf, "__call__")
-        lines.append(f"    total = {' + '.join(top)}")
-        for k, t in enumerate(self.spec.total_transforms):
-            env[f"_tt{k}"] = t
-            lines.append(f"    total = _tt{k}(total)")
+        flat = self._emit_tree(lines, env, leaf, "__call__")
         lines.append(f"    return total, [{', '.join(flat)}]")
-        source = "\n".join(lines)
-        namespace: dict[str, Any] = {}
-        exec(compile(source, f"<rewardkit composer {self.source or ''} (batched)>", "exec"), env, namespace)  # noqa: S102
-        self._vector_source = source
-        return namespace["_vector"]
+        self._vector_source = "\n".join(lines)
+        return _define(self._vector_source, env, "_vector", f"<rewardkit composer {self.source or ''} (batched)>")
 
     def _weight_source(self, node: TermNode | GroupNode, i: int, env: dict[str, Any]) -> str:
         """Python expression of the node's weight at ``step``: a literal when constant."""
@@ -471,6 +460,13 @@ class RewardComposer:
             values = [float(v[0]) if isinstance(v, np.ndarray) else v for v in values]
             return float(total[0]), values, None
         return total, values, n
+
+
+def _define(source: str, env: dict[str, Any], name: str, filename: str) -> Any:
+    """Compile generated ``source`` (our own code, built from a validated config) and return ``name``."""
+    namespace: dict[str, Any] = {}
+    exec(compile(source, filename, "exec"), env, namespace)  # noqa: S102
+    return namespace[name]
 
 
 def _is_literal(expr: str) -> bool:
