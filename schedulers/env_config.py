@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 import os
 import shutil
 import tempfile
@@ -26,7 +25,7 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from rewardkit.errors import ConfigError
-from rewardkit.params import describe
+from rewardkit.params import Param, describe
 
 REPLICA_SCHEDULERS = ("sarathi", "vllm", "orca")
 
@@ -110,16 +109,9 @@ def _positive_int(v: Any) -> int:
     return v
 
 
-def _positive_number(v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-        raise ValueError("a positive number")
-    return float(v)
-
-
-def _string(v: Any) -> str:
-    if not isinstance(v, str) or not v:
-        raise ValueError("a non-empty string")
-    return v
+# rewardkit's parameter checks, with the same "expected ..." wording as reward configs
+_positive_number = Param.positive().check
+_string = Param.string().check
 
 
 def _optional_string(v: Any) -> str | None:
