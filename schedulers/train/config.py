@@ -118,7 +118,7 @@ def _check_version(v: Any) -> int:
 SCHEMA: dict[str, Any] = {
     "version": Param(1, "config format version", "1", lambda v: _check_version(v)),
     "env": _optional(Param.string(doc=""), None),
-    "env_overrides": _mapping({}, "overrides passed to VidurRoutingEnv.from_yaml"),
+    "env_overrides": _mapping({}, "dotted env-config keys that override the env YAML, e.g. {qps: 13.0}"),
     "reward": _optional(Param.string(doc=""), None),
     "torch_threads": _int(1, "torch.set_num_threads for training"),
     "seeds": {

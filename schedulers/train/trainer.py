@@ -419,10 +419,9 @@ class Trainer:
 
 
 def _env_composer(env: Any) -> Any:
-    """The env's reward composer (``reward_composer`` or ``composer`` attribute), if it has one."""
+    """The env's reward composer (its ``composer`` attribute), if it has one."""
     inner = env.unwrapped
-    composer = getattr(inner, "reward_composer", None)
-    return composer if composer is not None else getattr(inner, "composer", None)
+    return getattr(inner, "composer", None)
 
 
 def train(

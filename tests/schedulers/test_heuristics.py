@@ -128,6 +128,7 @@ def _replica(queue=(), allocated=None, blocks=0, capacity=1000, batches=0):
     )
 
 
+@pytest.mark.vidur
 def test_tracker_snapshot_from_vidur_requests():
     from schedulers.sim.tracker import ClusterTracker
 
@@ -161,6 +162,7 @@ def test_tracker_snapshot_from_vidur_requests():
         assert np.array_equal(getattr(again, name), getattr(snap, name)), name
 
 
+@pytest.mark.vidur
 def test_tracker_completions_first_tokens_and_area():
     from schedulers.sim.tracker import ClusterTracker
 
@@ -185,6 +187,7 @@ def test_tracker_completions_first_tokens_and_area():
 
 
 # ---- registration into Vidur ---------------------------------------------------------------------------
+@pytest.mark.vidur
 def test_schedulers_registered_with_vidur():
     from vidur.config import BaseGlobalSchedulerConfig
     from vidur.scheduler import GlobalSchedulerRegistry
@@ -202,6 +205,7 @@ def test_schedulers_registered_with_vidur():
         reg.global_scheduler_config("best")
 
 
+@pytest.mark.vidur
 def test_vidur_cli_accepts_registered_scheduler(tmp_path, monkeypatch):
     """Vidur's own argument parser builds a config with our scheduler and the PPO checkpoint option."""
     import schedulers.sim.registration as reg
