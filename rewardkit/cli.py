@@ -12,6 +12,7 @@ Exit codes: 0 success, 1 bad config or context, 2 usage error or unavailable plu
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from importlib import metadata
@@ -24,9 +25,10 @@ from . import __version__
 from .composer import RewardComposer, RewardOutput
 from .docgen import components_markdown, components_text
 from .errors import ConfigError, RewardKitError
+from .migrate_rllama import migrate_rllama_file
 
 PLUGIN_GROUP = "rewardkit.commands"
-CORE_COMMANDS = ("validate", "explain", "components", "docs")
+CORE_COMMANDS = ("validate", "explain", "components", "docs", "migrate")
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -35,9 +37,30 @@ class ContextError(RewardKitError):
     """A context file for ``explain`` is missing, malformed or lacks keys."""
 
 
+# ---- --import --------------------------------------------------------------------------------
+def import_modules(names: Sequence[str] | None) -> None:
+    """Import the user's modules named by ``--import`` so their ``@register`` components exist."""
+    for name in names or ():
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - any failure of user code is reported, not raised
+            raise ImportFailed(f"--import {name}: importing it failed: {type(exc).__name__}: {exc}") from None
+
+
+class ImportFailed(RewardKitError):
+    """A module named by ``--import`` could not be imported."""
+
+
+def add_import_option(parser: argparse.ArgumentParser) -> None:
+    """``--import MODULE`` (repeatable): modules that register the user's components."""
+    parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                        help="import MODULE first (its @register components become usable); repeatable")
+
+
 # ---- validate ------------------------------------------------------------------------------
 def cmd_validate(args: argparse.Namespace) -> int:
     """Build each config; print ``<path>: OK`` or the ConfigError. Exit 1 if any failed."""
+    import_modules(args.imports)
     failed = 0
     for path in args.configs:
         try:
@@ -132,6 +155,7 @@ def explain_table(composer: RewardComposer, out: RewardOutput) -> str:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """Evaluate a config on the context(s) of a JSON file and print the per-term breakdown."""
+    import_modules(args.imports)
     composer = RewardComposer.from_yaml(args.config)
     contexts = load_contexts(args.context)
     required = composer.required_context_keys()
@@ -170,6 +194,7 @@ def cmd_components(args: argparse.Namespace) -> int:
 
 def cmd_docs(args: argparse.Namespace) -> int:
     """Write (or, with --check, compare against) the generated Markdown component reference."""
+    import_modules(args.imports)
     text = components_markdown()
     if args.out is None:
         print(text, end="")
@@ -185,6 +210,21 @@ def cmd_docs(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     print(f"wrote {out} ({text.count(chr(10))} lines)")
+    return EXIT_OK
+
+
+# ---- migrate ---------------------------------------------------------------------------------
+def cmd_migrate_rllama(args: argparse.Namespace) -> int:
+    """Convert an RLlama config; print or write it, and list what was not converted on stderr."""
+    migration = migrate_rllama_file(args.old)
+    text = migration.to_yaml()
+    if args.out is None:
+        print(text, end="")
+    else:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {args.out} ({len(migration.config['components'])} components)")
+    for line in migration.unconverted:
+        print(f"not converted: {line}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -239,6 +279,7 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="check reward configs; print OK or the error per file",
                        description="Build each config and report OK or the first error (file, key path, expected).")
     p.add_argument("configs", nargs="+", metavar="CONFIG", help="YAML reward config(s)")
+    add_import_option(p)
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("explain", help="evaluate a config on a context and print each term",
@@ -248,6 +289,7 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
                    help="JSON object of context signals (or a list of them, evaluated in order)")
     p.add_argument("--step", type=int, default=None, metavar="N",
                    help="global step for weight schedules (default 0)")
+    add_import_option(p)
     p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("components", help="list registered components with params and inputs")
@@ -257,7 +299,17 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
                        description="Generate the component reference from the registry.")
     p.add_argument("--out", default=None, metavar="PATH", help="file to write (default: print it)")
     p.add_argument("--check", action="store_true", help="exit 1 if PATH differs from the generated text")
+    add_import_option(p)
     p.set_defaults(func=cmd_docs)
+
+    p = sub.add_parser("migrate", help="convert a reward config from another library",
+                       description="Convert another library's reward config into a rewardkit config.")
+    migrate = p.add_subparsers(dest="source", metavar="SOURCE", required=True)
+    m = migrate.add_parser("rllama", help="an RLlama YAML (composer_settings / reward_components / reward_shaping)",
+                           description="Convert an RLlama config; what cannot be converted is listed with its line.")
+    m.add_argument("old", metavar="OLD.yaml", help="the RLlama config")
+    m.add_argument("-o", "--out", default=None, metavar="NEW.yaml", help="file to write (default: print it)")
+    m.set_defaults(func=cmd_migrate_rllama)
 
     for ep in plugin_entry_points():
         if ep.name in CORE_COMMANDS:
