@@ -34,15 +34,13 @@ from ..errors import ConfigError
 from .recovery import TrialHeartbeat, recover_stale_trials
 from .search_space import SearchSpace
 from .storage import GRACE_PERIOD, HEARTBEAT_INTERVAL, parse_storage, open_storage
-from .strategies import SETTINGS_ATTR, StudySettings, make_pruner, make_sampler, read_settings
+from .strategies import STUDY_ATTR, StudySettings, make_pruner, make_sampler
 from .trial_context import PHASE_ATTR, PRUNER_ATTR, SEEDS_ATTR, TRIAL_DIR_ATTR, tuning_seeds
 
 Objective = Callable[[dict, Any], Any]
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 OVER_BUDGET_ATTR = "rewardkit.over_budget"
 ERROR_ATTR = "rewardkit.error"
-SPACE_ATTR = "rewardkit.search_space"
-BASE_ATTR = "rewardkit.base_config"
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -114,21 +112,23 @@ class BayesianRewardOptimizer:
                                         sampler=make_sampler(self.settings, worker),
                                         pruner=make_pruner(self.settings),
                                         directions=list(self.settings.directions))
-        stored = read_settings(study)
+        stored = study.user_attrs.get(STUDY_ATTR)
+        mine = {"settings": self.settings.to_attr(), "search_space": self.space.to_dict(),
+                "base_config": self.base_config}
+        mine = json.loads(json.dumps(mine))
         where = f"study {self.study_name!r} in {self.storage_spec.describe()}"
         if stored is None:
-            study.set_user_attr(SETTINGS_ATTR, self.settings.to_attr())
-            study.set_user_attr(SPACE_ATTR, self.space.to_dict())
-            study.set_user_attr(BASE_ATTR, self.base_config)
+            # one attribute, written at once, so that workers starting together never see half of it
+            study.set_user_attr(STUDY_ATTR, mine)
             return study
-        diff = stored.differences(self.settings)
+        diff = StudySettings.from_attr(stored["settings"]).differences(self.settings)
         if diff:
             raise ConfigError(f"{where} was created with other settings ({'; '.join(diff)}); "
                               "omit them to use the stored ones, or start a new study")
-        if study.user_attrs.get(SPACE_ATTR) != json.loads(json.dumps(self.space.to_dict())):
+        if stored["search_space"] != mine["search_space"]:
             raise ConfigError(f"{where} was created with another search space; use the same file or a new study",
                               source=self.space.source)
-        if study.user_attrs.get(BASE_ATTR) != json.loads(json.dumps(self.base_config)):
+        if stored["base_config"] != mine["base_config"]:
             raise ConfigError(f"{where} was created with another base config; use the same file or a new study",
                               source=self.base_source)
         return study

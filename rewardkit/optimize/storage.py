@@ -11,6 +11,7 @@ heartbeats in Optuna; :mod:`rewardkit.optimize.recovery` handles killed workers 
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,9 +78,11 @@ def open_storage(spec: StorageSpec) -> optuna.storages.BaseStorage:
             engine_kwargs = {"connect_args": {"timeout": 60}}
         else:
             engine_kwargs = {"pool_pre_ping": True}
-        return RDBStorage(spec.url, engine_kwargs=engine_kwargs, heartbeat_interval=HEARTBEAT_INTERVAL,
-                          grace_period=GRACE_PERIOD,
-                          heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback())
+        with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return RDBStorage(spec.url, engine_kwargs=engine_kwargs, heartbeat_interval=HEARTBEAT_INTERVAL,
+                              grace_period=GRACE_PERIOD,
+                              heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback())
     assert spec.journal is not None
     spec.journal.parent.mkdir(parents=True, exist_ok=True)
     return JournalStorage(JournalFileBackend(str(spec.journal)))

@@ -2,7 +2,7 @@
 
 Optuna does not persist a study's sampler or pruner, so a resumed study (or another worker) would
 silently use the defaults. The settings are written into the study's user attributes when it is
-created (``rewardkit.settings``) and read back by every later run.
+created (``rewardkit.study``: these settings, the search space and the base config) and read back by every later run.
 
 Pruning and several objectives: Optuna's pruners raise in multi-objective studies, so a pruner
 with more than one direction is refused with a :class:`ConfigError` (use ``pruner=None``).
@@ -11,7 +11,7 @@ with more than one direction is refused with a :class:`ConfigError` (use ``prune
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import optuna
 
@@ -19,7 +19,7 @@ from ..errors import ConfigError
 
 SAMPLERS = ("tpe", "gp", "random", "nsga2")
 PRUNERS = ("none", "median", "hyperband", "wilcoxon")
-SETTINGS_ATTR = "rewardkit.settings"
+STUDY_ATTR = "rewardkit.study"
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def make_pruner(settings: StudySettings) -> optuna.pruners.BasePruner:
 
     The Wilcoxon pruner compares a trial's values with the best trial's at the same steps; the
     objective reports one value per (evaluation, seed) pair through
-    :func:`rewardkit.optimize.reporting.report_evaluation`, which makes those steps paired.
+    :func:`rewardkit.optimize.trial_context.report_evaluation`, which makes those steps paired.
     """
     name = settings.pruner
     if name == "none":
@@ -100,9 +100,5 @@ def make_pruner(settings: StudySettings) -> optuna.pruners.BasePruner:
 
 def read_settings(study: optuna.Study) -> StudySettings | None:
     """The settings stored with ``study``, or None for a study rewardkit did not create."""
-    data = study.user_attrs.get(SETTINGS_ATTR)
-    return None if data is None else StudySettings.from_attr(data)
-
-
-def directions_of(values: Sequence[str]) -> tuple[str, ...]:
-    return tuple(str(v) for v in values)
+    data = study.user_attrs.get(STUDY_ATTR)
+    return None if data is None else StudySettings.from_attr(data["settings"])
