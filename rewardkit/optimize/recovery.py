@@ -26,6 +26,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 WORKER_ATTR = "rewardkit.worker"
 HEARTBEAT_ATTR = "rewardkit.heartbeat"
+LOST_ATTR = "rewardkit.worker_lost"
 
 
 def _process_start(pid: int) -> str | None:
@@ -119,14 +120,13 @@ def recover_stale_trials(study: optuna.Study, grace_period: float) -> list[int]:
         if not is_stale(trial, grace_period):
             continue
         try:
+            storage.set_trial_system_attr(trial._trial_id, LOST_ATTR, True)
             if not storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
                 continue
         except UpdateFinishedTrialError:  # another worker (or Optuna's heartbeat) got there first
             continue
-        storage.set_trial_system_attr(trial._trial_id, "rewardkit.failed_by", "worker lost (recovered)")
         failed = storage.get_trial(trial._trial_id)
-        clean = {k: v for k, v in failed.system_attrs.items() if k not in (WORKER_ATTR, HEARTBEAT_ATTR,
-                                                                           "rewardkit.failed_by")}
+        clean = {k: v for k, v in failed.system_attrs.items() if k not in (WORKER_ATTR, HEARTBEAT_ATTR, LOST_ATTR)}
         retry(study, _with_system_attrs(failed, clean))
         recovered.append(trial.number)
     return recovered
