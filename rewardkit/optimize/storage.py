@@ -10,7 +10,9 @@ heartbeats in Optuna; :mod:`rewardkit.optimize.recovery` handles killed workers 
 
 from __future__ import annotations
 
+import random
 import re
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,11 +80,26 @@ def open_storage(spec: StorageSpec) -> optuna.storages.BaseStorage:
             engine_kwargs = {"connect_args": {"timeout": 60}}
         else:
             engine_kwargs = {"pool_pre_ping": True}
-        with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return RDBStorage(spec.url, engine_kwargs=engine_kwargs, heartbeat_interval=HEARTBEAT_INTERVAL,
-                              grace_period=GRACE_PERIOD,
-                              heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback())
+        return _open_rdb(spec.url, engine_kwargs)
     assert spec.journal is not None
     spec.journal.parent.mkdir(parents=True, exist_ok=True)
     return JournalStorage(JournalFileBackend(str(spec.journal)))
+
+
+def _open_rdb(url: str, engine_kwargs: dict) -> RDBStorage:
+    """RDBStorage with heartbeats. Workers starting together on an empty database race to create
+    its tables; the losers see a duplicate-object error and simply open it again."""
+    import sqlalchemy.exc
+
+    for attempt in range(8):
+        try:
+            with warnings.catch_warnings():  # heartbeats are "experimental" in Optuna
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return RDBStorage(url, engine_kwargs=engine_kwargs, heartbeat_interval=HEARTBEAT_INTERVAL,
+                                  grace_period=GRACE_PERIOD,
+                                  heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback())
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
+            if attempt == 7:
+                raise
+            time.sleep(0.2 + random.random() * 0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
