@@ -1,10 +1,10 @@
 """Routers: anything that picks a replica for the request awaiting routing in the env.
 
 A :class:`Router` has ``act(obs, env) -> int`` and ``reset(seed)``; all routers run through the
-same :class:`~schedulers.env.VidurRoutingEnv` path, so they see the same arrivals for a seed.
+same :class:`~schedulers.sim.env.VidurRoutingEnv` path, so they see the same arrivals for a seed.
 :func:`make_router` builds one by name: every heuristic of
-:data:`schedulers.heuristics.POLICY_NAMES` (including Vidur's ``round_robin``, ``random``,
-``lor``), and ``ppo``, whose factory ``schedulers.ppo_router`` registers with
+:data:`schedulers.routing.heuristics.POLICY_NAMES` (including Vidur's ``round_robin``, ``random``,
+``lor``), and ``ppo``, whose factory ``schedulers.rl.ppo_router`` registers with
 :func:`register_router` (imported on first use).
 """
 
@@ -54,7 +54,7 @@ class HeuristicRouter:
 RouterFactory = Callable[..., Router]
 _FACTORIES: dict[str, RouterFactory] = {}
 #: modules imported on first use of a name, which call :func:`register_router` for it.
-_PROVIDERS = {"ppo": "schedulers.ppo_router"}
+_PROVIDERS = {"ppo": "schedulers.rl.ppo_router"}
 
 
 def register_router(name: str, factory: RouterFactory, *, replace: bool = False) -> None:
@@ -74,7 +74,7 @@ def router_names() -> list[str]:
 def make_router(name: str, **kwargs: Any) -> Router:
     """Router ``name``: a heuristic, or a registered factory called with ``kwargs``.
 
-    ``make_router("ppo", checkpoint=path)`` imports ``schedulers.ppo_router``, which must call
+    ``make_router("ppo", checkpoint=path)`` imports ``schedulers.rl.ppo_router``, which must call
     ``register_router("ppo", factory)`` at import time.
     """
     if name in POLICY_NAMES:

@@ -7,13 +7,13 @@ The trainer collects the demonstrations (it owns the envs); this module only lea
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
-from .metrics_log import progress
 from .policy import ReplicaScorerPolicy
-from .ppo import compute_gae, explained_variance, minibatch_indices
+from .ppo import explained_variance, minibatch_indices
+from .rollout import compute_gae
 
 
 @dataclass
@@ -47,12 +47,12 @@ def fit_to_demonstrations(
     bc: dict[str, Any],
     ppo: dict[str, Any],
     generator: torch.Generator,
-    progress_on: bool,
+    log: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Train ``policy`` on the demonstrations for ``bc["epochs"]`` epochs; one metrics row per epoch.
 
     ``bc`` and ``ppo`` are the config sections (``adam_eps``, ``vf_coef`` and ``max_grad_norm``
-    come from ``ppo``); ``generator`` shuffles the minibatches.
+    come from ``ppo``); ``generator`` shuffles the minibatches; ``log`` gets one progress line per epoch.
     """
     obs = torch.cat([b.obs.reshape((-1, *b.obs.shape[2:])) for b in blocks])
     actions = torch.cat([b.actions.reshape(-1) for b in blocks])
@@ -88,8 +88,6 @@ def fit_to_demonstrations(
             with torch.no_grad():
                 row["explained_variance"] = explained_variance(policy.value(obs), targets)
         rows.append(row)
-        progress(
-            f"[bc] epoch {epoch}/{bc['epochs']} ce {row['ce_loss']:.4f} acc {row['accuracy']:.3f} value_loss {row['value_loss']:.4f}",
-            progress_on,
-        )
+        if log is not None:
+            log(f"[bc] epoch {epoch}/{bc['epochs']} ce {row['ce_loss']:.4f} acc {row['accuracy']:.3f} value_loss {row['value_loss']:.4f}")
     return rows

@@ -12,6 +12,48 @@ from dataclasses import dataclass, fields
 import torch
 
 
+# ---- advantages (GAE) ------------------------------------------------------------------------------
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    terminated: torch.Tensor,
+    truncated: torch.Tensor,
+    last_values: torch.Tensor,
+    final_values: torch.Tensor,
+    gamma: float,
+    lam: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalized advantage estimates and value targets over a rollout shaped ``(T, ...)``.
+
+    ``values[t]`` is V(s_t); ``last_values`` is V of the observation after the last step.
+    Where step t ends an episode by truncation, ``final_values[t]`` (the value of the episode's
+    final observation) is the bootstrap: a time limit is not the end of the task. Termination
+    bootstraps with zero. Either way the advantage recursion stops at the episode boundary.
+    Returns ``(advantages, returns)`` with ``returns = advantages + values``.
+    """
+    if not 0.0 <= gamma <= 1.0 or not 0.0 <= lam <= 1.0:
+        raise ValueError(f"gamma and lam must be in [0, 1], got gamma={gamma}, lam={lam}")
+    shapes = {t.shape for t in (rewards, values, terminated, truncated, final_values)}
+    if len(shapes) != 1 or last_values.shape != rewards.shape[1:]:
+        raise ValueError(
+            "rewards, values, terminated, truncated and final_values must share a shape (T, ...) and "
+            f"last_values must be shaped like one step; got {[tuple(s) for s in shapes]} and {tuple(last_values.shape)}"
+        )
+    term = terminated.to(values.dtype)
+    trunc = truncated.to(values.dtype) * (1.0 - term)
+    done = torch.clamp(term + trunc, max=1.0)
+    advantages = torch.zeros_like(values)
+    running = torch.zeros_like(last_values, dtype=values.dtype)
+    for t in range(rewards.shape[0] - 1, -1, -1):
+        next_value = last_values if t == rewards.shape[0] - 1 else values[t + 1]
+        bootstrap = (1.0 - done[t]) * next_value + trunc[t] * final_values[t]
+        delta = rewards[t] + gamma * bootstrap - values[t]
+        running = delta + gamma * lam * (1.0 - done[t]) * running
+        advantages[t] = running
+    return advantages, advantages + values
+
+
+
 @dataclass
 class RolloutBatch:
     """Flattened rollout (``T * n_envs`` samples) ready for minibatching."""
@@ -86,8 +128,6 @@ class RolloutBuffer:
 
     def compute_advantages(self, last_values: torch.Tensor, gamma: float, lam: float) -> None:
         """Fill ``advantages`` and ``returns`` with GAE; ``last_values`` = V(obs after the last step)."""
-        from .ppo import compute_gae  # local: ppo imports RolloutBatch from here
-
         if not self.full:
             raise RuntimeError(f"rollout buffer holds {self.pos} of {self.n_steps} steps")
         self.advantages, self.returns = compute_gae(

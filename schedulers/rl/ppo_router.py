@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from .policy import ReplicaScorerPolicy
-from .routers import register_router
+from ..routing.router import register_router
 
 
 class PPORouter:
@@ -66,7 +66,7 @@ class PPORouter:
 def make_ppo_router(
     checkpoint: str | os.PathLike, deterministic: bool = True, temperature: float | None = None, seed: int | None = None
 ) -> PPORouter:
-    """Factory behind ``schedulers.routers.make_router("ppo", checkpoint=...)``."""
+    """Factory behind ``schedulers.routing.router.make_router("ppo", checkpoint=...)``."""
     return PPORouter.from_checkpoint(checkpoint, deterministic=deterministic, temperature=temperature, seed=seed)
 
 

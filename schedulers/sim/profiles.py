@@ -32,12 +32,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from rewardkit.errors import RewardKitError
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .env_config import EnvConfig
+from ..paths import project_root, resolve_path
+from .env_config import EnvConfig
 
 PROFILES_ENV_VAR = "REWARDKIT_VIDUR_PROFILES"
 CACHE_ENV_VAR = "REWARDKIT_VIDUR_CACHE"
@@ -50,27 +50,6 @@ TRAINED_SUBDIRS = ("predictors", "predictions", "training_predictions")
 
 class VidurSetupError(RewardKitError, RuntimeError):
     """Vidur cannot be set up: profiling data missing or not matching the configured cluster."""
-
-
-def project_root() -> Path:
-    """The directory that holds ``schedulers/`` and ``configs/``."""
-    return Path(__file__).resolve().parents[1]
-
-
-def resolve_path(value: str | os.PathLike[str]) -> Path:
-    """Expand ``~``; a relative path is taken against the project root, else the working directory.
-
-    The project root wins when the path exists there (configs name files relative to it); a
-    path that exists only relative to the working directory (a command-line override) is used as
-    such; a path that exists nowhere resolves against the project root, for the error message.
-    """
-    path = Path(value).expanduser()
-    if path.is_absolute():
-        return path
-    in_project = (project_root() / path).resolve()
-    if not in_project.exists() and path.exists():
-        return path.resolve()
-    return in_project
 
 
 def default_profiles_dir() -> Path:
@@ -310,7 +289,7 @@ def install_profiles(
     return InstalledProfiles(cache_dir, compute.repo_id, network.repo_id, compute_snapshot, network_snapshot)
 
 
-def prepare_profiles(env_config: "EnvConfig") -> InstalledProfiles:
+def prepare_profiles(env_config: EnvConfig) -> InstalledProfiles:
     """Resolve folders from ``env_config``, set the offline environment and install the profiles."""
     configure_offline_environment()
     profiles_dir = resolve_profiles_dir(env_config.profiles_dir)

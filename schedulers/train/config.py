@@ -11,7 +11,6 @@ import difflib
 import math
 import os
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -119,7 +118,7 @@ def _check_version(v: Any) -> int:
 SCHEMA: dict[str, Any] = {
     "version": Param(1, "config format version", "1", lambda v: _check_version(v)),
     "env": _optional(Param.string(doc=""), None),
-    "env_overrides": _mapping({}, "overrides passed to VidurRoutingEnv.from_yaml"),
+    "env_overrides": _mapping({}, "dotted env-config keys that override the env YAML, e.g. {qps: 13.0}"),
     "reward": _optional(Param.string(doc=""), None),
     "torch_threads": _int(1, "torch.set_num_threads for training"),
     "seeds": {
@@ -279,50 +278,3 @@ def diff_paths(a: Any, b: Any, path: str = "") -> list[str]:
             out += diff_paths(a.get(key), b.get(key), f"{path}.{key}" if path else str(key))
         return out
     return [] if a == b else [path]
-
-
-# =================================================================================================
-# Environment construction
-# =================================================================================================
-
-
-def _resolve_path(value: str, source: str, key: str) -> Path:
-    """A config path: absolute, relative to the cwd, or relative to the config's folder or its parent."""
-    p = Path(value)
-    candidates = [p] if p.is_absolute() else [Path.cwd() / p]
-    if not p.is_absolute() and not source.startswith("<"):
-        base = Path(source).resolve().parent
-        candidates += [base / p, base.parent / p]
-    for c in candidates:
-        if c.exists():
-            return c
-    raise ConfigError(f"expected an existing file, got {value!r} (looked in {', '.join(str(c.parent) for c in candidates)})", source=source, path=key)
-
-
-def vidur_env_factory(cfg: Mapping[str, Any], source: str = "<config dict>") -> EnvFactory:
-    """Factory building ``schedulers.env.VidurRoutingEnv`` from the config's ``env`` and ``reward``.
-
-    The env YAML is read with ``schedulers.env_config.load_env_config(env, env_overrides)``
-    (dotted env-config keys); ``reward`` (when set) is the rewardkit YAML handed to the env,
-    replacing the env config's own ``reward_config``.
-    """
-    if cfg.get("env") is None:
-        raise ConfigError("expected the path of an env YAML (or pass env_factory to train())", source=source, path="env")
-    env_path = _resolve_path(cfg["env"], source, "env")
-    reward_path = _resolve_path(cfg["reward"], source, "reward") if cfg.get("reward") is not None else None
-    overrides = dict(cfg.get("env_overrides") or {})
-    from .env_config import load_env_config  # light (no Vidur import); validates now, not in a worker
-
-    try:
-        env_config = load_env_config(env_path, overrides)
-    except ConfigError as exc:
-        if exc.source != "override":
-            raise  # an error inside the env YAML already names that file and key
-        raise ConfigError(exc.detail, source=source, path=f"env_overrides.{exc.path}") from None
-
-    def make() -> Any:
-        from .env import VidurRoutingEnv  # imported lazily: the simulator is heavy
-
-        return VidurRoutingEnv(env_config, reward_composer=str(reward_path) if reward_path else None)
-
-    return make

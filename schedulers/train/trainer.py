@@ -4,9 +4,9 @@
 heuristic routers from demonstrations, then runs PPO on ``n_envs`` environments stepped one
 after another. It writes per-update metrics (``metrics.csv``, TensorBoard when installed),
 atomic checkpoints that an interrupted run resumes from, ``policy.pt`` for
-:class:`schedulers.ppo_router.PPORouter`, and ``learning_curves.png``. The config schema is in
-:mod:`schedulers.train_config`, logs and plots in :mod:`schedulers.metrics_log`, checkpoint files
-in :mod:`schedulers.checkpoints`, the cloning step in :mod:`schedulers.behaviour_cloning`.
+:class:`schedulers.rl.ppo_router.PPORouter`, and ``learning_curves.png``. The config schema is in
+:mod:`schedulers.train.config`, logs and plots in :mod:`schedulers.train.metrics_log`, checkpoint files
+in :mod:`schedulers.train.checkpoints`, the cloning step in :mod:`schedulers.rl.behaviour_cloning`.
 
 Environment episodes are seeded ``seeds.train_start + env_index + n_envs * episode_index``, so
 training never meets the evaluation seeds, and a resumed run restarts each environment's
@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import math
 import os
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -33,13 +32,14 @@ import yaml
 from rewardkit.errors import ConfigError
 from rewardkit.schedules import make_schedule
 
-from .behaviour_cloning import Demos, fit_to_demonstrations
 from .checkpoints import atomic_save, latest_checkpoint, load_checkpoint, remove_checkpoints, save_checkpoint, to_plain
 from .metrics_log import MetricsLog, format_duration, format_return, plot_learning_curves, progress, write_csv
-from .policy import ReplicaScorerPolicy
-from .ppo import EntropyController, RewardScaler, UpdateSettings, explained_variance, ppo_update
-from .rollout import RolloutBuffer
-from .train_config import RESUMABLE_CHANGES, EnvFactory, diff_paths, load_config, vidur_env_factory
+from ..rl.behaviour_cloning import Demos, fit_to_demonstrations
+from ..rl.policy import ReplicaScorerPolicy
+from ..rl.ppo import EntropyController, RewardScaler, UpdateSettings, explained_variance, ppo_update
+from ..rl.rollout import RolloutBuffer
+from .config import RESUMABLE_CHANGES, EnvFactory, diff_paths, load_config
+from .env_factory import vidur_env_factory
 
 
 @dataclass
@@ -96,6 +96,9 @@ class Trainer:
         self.bc_metrics: list[dict[str, Any]] = []
 
     # ---- environments ---------------------------------------------------------------------
+    def _log(self, text: str) -> None:
+        progress(text, self.progress_on)
+
     def _check_spaces(self) -> tuple[int, int]:
         import gymnasium as gym
 
@@ -189,7 +192,7 @@ class Trainer:
             progress(f"[bc] collecting {steps_per_env * self.n_envs} demonstration steps from {h!r}", self.progress_on)
             blocks.append(self._collect_demos(h, steps_per_env))
         collect_time = time.perf_counter() - t0
-        self.bc_metrics += fit_to_demonstrations(self.policy, blocks, bc, self.cfg["ppo"], self.shuffle_gen, self.progress_on)
+        self.bc_metrics += fit_to_demonstrations(self.policy, blocks, bc, self.cfg["ppo"], self.shuffle_gen, self._log)
         self.reference = copy.deepcopy(self.policy).requires_grad_(False)
         self.bc_done = True
         self.wall_time += time.perf_counter() - t0
@@ -416,10 +419,9 @@ class Trainer:
 
 
 def _env_composer(env: Any) -> Any:
-    """The env's reward composer (``reward_composer`` or ``composer`` attribute), if it has one."""
+    """The env's reward composer (its ``composer`` attribute), if it has one."""
     inner = env.unwrapped
-    composer = getattr(inner, "reward_composer", None)
-    return composer if composer is not None else getattr(inner, "composer", None)
+    return getattr(inner, "composer", None)
 
 
 def train(
@@ -479,28 +481,3 @@ def train(
         if log is not None:
             log.close()
         trainer.close()
-
-
-# =================================================================================================
-# Command line (wired into the ``rewardkit train`` subcommand by schedulers.cli)
-# =================================================================================================
-
-
-def add_train_arguments(parser: Any) -> None:
-    """Add ``train``'s arguments to an argparse parser."""
-    parser.add_argument("config", nargs="?", default="configs/ppo_vidur.yaml", help="training config YAML")
-    parser.add_argument("--out", default=None, help="output folder (default: runs/<config name>)")
-    parser.add_argument("--no-resume", action="store_true", help="start over even if out has checkpoints")
-
-
-def train_command(args: Any) -> int:
-    """Run :func:`train` from parsed arguments; print where the policy went; return an exit code."""
-    from .vidur_profiles import VidurSetupError
-    out = args.out or str(Path("runs") / Path(args.config).stem)
-    try:
-        result = train(args.config, out, resume=not args.no_resume)
-    except (ConfigError, VidurSetupError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"trained {result.updates} updates, {result.global_step} env steps; policy: {result.policy_path}")
-    return 0
