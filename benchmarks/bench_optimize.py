@@ -109,7 +109,7 @@ def final_comparison(opt: BayesianRewardOptimizer, args: argparse.Namespace, env
     best_tuned = min(tuned, key=lambda n: metric[n]["ttft_p99"])
     gain = 1 - metric[best_tuned]["ttft_p99"] / ref["ttft_p99"]
     e2e_ok = metric[best_tuned]["e2e_mean"] <= ref["e2e_mean"]
-    verdict = (f"target: {best_tuned} TTFT p99 {gain:+.1%} lower than {best_hand} (need >= 5%): "
+    verdict = (f"target: {best_tuned} TTFT p99 {-gain:+.1%} vs {best_hand} (need <= -5.0%): "
                f"{'met' if gain >= 0.05 else 'NOT met'}; mean e2e no worse: {'met' if e2e_ok else 'NOT met'}")
     return f"final, seeds {seeds} (never used by the study):\n{table}\n{verdict}"
 
