@@ -1,6 +1,7 @@
 """The ``rewardkit`` command: validate and explain reward configs, list and document components.
 
-Core subcommands: ``validate``, ``explain``, ``components`` and ``docs``. Other packages add
+Core subcommands: ``validate``, ``explain``, ``components``, ``docs`` and ``optimize`` (which
+imports optuna only when it runs). Other packages add
 subcommands through the entry-point group ``rewardkit.commands``: each entry point loads a
 function ``add(subparsers)`` that adds its parser and sets ``func=callable(args) -> int``.
 A plugin is imported only when its subcommand runs (so ``validate`` never pays for torch), and
@@ -28,7 +29,7 @@ from .errors import ConfigError, RewardKitError
 from .migrate_rllama import migrate_rllama_file
 
 PLUGIN_GROUP = "rewardkit.commands"
-CORE_COMMANDS = ("validate", "explain", "components", "docs", "migrate")
+CORE_COMMANDS = ("validate", "explain", "components", "docs", "migrate", "optimize")
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -228,6 +229,48 @@ def cmd_migrate_rllama(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ---- optimize -------------------------------------------------------------------------------
+def cmd_optimize(args: argparse.Namespace) -> int:
+    """Run or continue a reward-tuning study (rewardkit.optimize, which imports optuna)."""
+    try:
+        from .optimize.command import run_optimize
+    except ImportError as exc:
+        print(f"rewardkit optimize needs optuna (pip install 'rewardkit[optuna]'): {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return run_optimize(args)
+
+
+def add_optimize_parser(sub: Any) -> None:
+    """The ``optimize`` subcommand's flags (docs/optimization.md)."""
+    p = sub.add_parser("optimize", help="tune a reward's weights and parameters with Optuna (resumable)",
+                       description="Run or continue an Optuna study over the keys of a search space; "
+                                   "--n-trials is the study's total, so running again continues it.")
+    p.add_argument("--study", required=True, metavar="NAME", help="study name")
+    p.add_argument("--base", required=True, metavar="REWARD.yaml", help="base reward config")
+    p.add_argument("--search-space", required=True, metavar="SPACE.yaml", help="key paths to tune and their ranges")
+    p.add_argument("--objective", required=True, metavar="vidur|MODULE:FUNCTION",
+                   help="a registered objective (group rewardkit.objectives) or MODULE:FUNCTION importable "
+                        "from the working directory")
+    p.add_argument("--storage", default=None, metavar="URL|PATH",
+                   help="RDB URL with a scheme (sqlite:///s.db, postgresql://...) or a journal file "
+                        "(default: <study>.journal here)")
+    p.add_argument("--n-trials", type=int, default=None, metavar="N",
+                   help="the study's total of finished trials (complete, pruned or failed)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S", help="stop starting trials after S seconds")
+    p.add_argument("--workers", type=int, default=1, metavar="W", help="worker processes on this machine")
+    p.add_argument("--sampler", choices=("tpe", "gp", "random", "nsga2"), default=None,
+                   help="default: the study's stored sampler, else tpe")
+    p.add_argument("--pruner", choices=("none", "median", "hyperband", "wilcoxon"), default=None,
+                   help="default: the study's stored pruner, else none")
+    p.add_argument("--seed", type=int, default=None, metavar="S", help="sampler seed (stored with the study)")
+    p.add_argument("--enqueue", nargs="+", default=None, metavar="CONFIG.yaml",
+                   help="seed the study with known reward configs (each once)")
+    p.add_argument("--export-best", default=None, metavar="OUT.yaml", help="write the best trial's reward config")
+    p.add_argument("--report", action="store_true",
+                   help="re-evaluate the best trials and the base config on fresh seeds")
+    p.set_defaults(func=cmd_optimize)
+
+
 # ---- plugins --------------------------------------------------------------------------------
 def plugin_entry_points() -> list[metadata.EntryPoint]:
     """Entry points of the ``rewardkit.commands`` group, first one of each name, by name."""
@@ -310,6 +353,8 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
     m.add_argument("old", metavar="OLD.yaml", help="the RLlama config")
     m.add_argument("-o", "--out", default=None, metavar="NEW.yaml", help="file to write (default: print it)")
     m.set_defaults(func=cmd_migrate_rllama)
+
+    add_optimize_parser(sub)
 
     for ep in plugin_entry_points():
         if ep.name in CORE_COMMANDS:
