@@ -18,6 +18,8 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 test: $(STAMP)
+	# PostgreSQL's server binaries for the optimizer's distributed-study test (apt-get when absent)
+	bash .ci/install-postgres.sh
 	$(PY) -m pytest -q -p no:cacheprovider
 
 demo: $(STAMP)
