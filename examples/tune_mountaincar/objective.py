@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Mapping
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import optuna
 
 from rewardkit import RewardComposer
-from rewardkit.gym import RewardWrapper
+from rewardkit.gym import ComposedReward, Transition
 from rewardkit.optimize import report_evaluation, trial_seeds
 
 ENV_ID = "MountainCarContinuous-v0"
@@ -29,11 +29,11 @@ def energy(obs: np.ndarray) -> float:
     return (0.5 * velocity ** 2 + 0.0025 / 3.0 * math.sin(3.0 * position)) * 1000.0
 
 
-def context(obs: Any, reward: Any, terminated: Any, truncated: Any, info: Mapping[str, Any]) -> dict[str, float]:
-    """Signals for reward.yaml: the goal bonus, the squared action and the energy of ``obs``."""
-    goal = 100.0 if terminated else 0.0
-    action_sq = max(0.0, -(float(reward) - goal) / 0.1)  # the env's reward is goal - 0.1 * action**2
-    return {"goal": goal, "action_sq": action_sq, "energy": energy(obs)}
+def context(t: Transition) -> dict[str, float]:
+    """Signals for reward.yaml: the goal bonus, the squared action and the energy of the new observation."""
+    goal = 100.0 if t.terminated else 0.0
+    action_sq = 0.0 if t.action is None else float(np.sum(np.square(t.action)))
+    return {"goal": goal, "action_sq": action_sq, "energy": energy(t.obs)}
 
 
 def env_return(model: Any, seed: int, max_steps: int = 999) -> float:
@@ -57,7 +57,7 @@ def make_objective(train_steps: int, evaluations: int = 2, eval_steps: int = 999
 
     def mountaincar(config: dict, trial: Any) -> float:
         seeds = trial_seeds(trial)
-        env = RewardWrapper(gym.make(ENV_ID), RewardComposer.from_dict(config), context)
+        env = ComposedReward(gym.make(ENV_ID), RewardComposer.from_dict(config), context)
         model = PPO("MlpPolicy", env, n_steps=256, batch_size=64, n_epochs=4, gamma=GAMMA,
                     learning_rate=1e-3, seed=seeds[0] % 2**31, device="cpu", verbose=0)
         chunk = max(256, train_steps // evaluations)
