@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 pytest.importorskip("stable_baselines3")  # the optional extra "sb3"
 
@@ -90,11 +91,56 @@ def test_callback_logs_terms_through_sb3_logger_and_checkpoints_the_composer(tmp
     assert resumed.composer.state_dict() == json.loads(json.dumps(composer.state_dict()))
 
 
-def test_mountaincar_example_runs_at_a_tiny_budget():
-    result = subprocess.run([sys.executable, str(ROOT / "examples" / "sb3_mountaincar.py"), "--steps", "512",
-                             "--seeds", "0", "--episodes", "1"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+def _mountaincar_example():
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import sb3_mountaincar
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+    return sb3_mountaincar
+
+
+def test_mountaincar_shaped_reward_is_env_reward_plus_energy_potential_difference():
+    example = _mountaincar_example()
+    venv = example.make_env(seed=3, shaped=True)
+    plain = example.make_env(seed=3, shaped=False)
+    venv.reset(), plain.reset()
+    raw = venv.get_original_obs()
+
+    def energy(obs):
+        return 0.0025 / 3.0 * np.sin(3.0 * obs[:, 0].astype(np.float64)) + 0.5 * obs[:, 1].astype(np.float64) ** 2
+
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        actions = rng.uniform(-1.0, 1.0, size=(example.N_ENVS, 1)).astype(np.float32)
+        _, rewards, dones, infos = venv.step(actions)
+        _, plain_rewards, _, _ = plain.step(actions)
+        new_raw = venv.get_original_obs()
+        assert not dones.any()  # 40 steps from rest cannot reach the flag nor the time limit
+        env_reward = np.array([info["env_reward"] for info in infos])
+        np.testing.assert_allclose(env_reward, plain_rewards, rtol=1e-6)  # the same env, the same actions
+        expected = env_reward + 30000.0 * (example.PPO_KWARGS["gamma"] * energy(new_raw) - energy(raw))
+        np.testing.assert_allclose(rewards, expected, rtol=1e-4, atol=1e-5)
+        raw = new_raw
+    shaping = yaml.safe_load(example.CONFIG.read_text())["components"]["energy_shaping"]
+    assert shaping["params"]["gamma"] == example.PPO_KWARGS["gamma"]  # policy invariance needs PPO's gamma
+
+
+def test_mountaincar_example_runs_at_a_tiny_budget(tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "examples" / "sb3_mountaincar.py"), "--steps", "1024",
+                             "--seeds", "0", "--episodes", "1", "--eval-every", "1024", "--out", str(tmp_path)],
+                            capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stderr
-    row = re.search(r"^\s+0\s+([-\d.]+)\s+([-\d.]+)\s+[\d.]+$", result.stdout, re.M)
+    row = re.search(r"^\s+0\s+(\d)/1\s+([-\d.]+)\s+(\d+|never)\s+(\d)/1\s+([-\d.]+)\s+(\d+|never)\s+[\d.]+$",
+                    result.stdout, re.M)
     assert row, result.stdout
-    assert all(-200.0 <= float(v) <= 100.0 for v in row.groups())  # env returns: action cost, +100 at the flag
-    assert re.search(r"flag reached: env reward \d/1 seeds, shaped \d/1 seeds", result.stdout)
+    for flags, ret in ((row[1], row[2]), (row[4], row[5])):  # env returns: action cost, +100 at the flag
+        assert -200.0 <= float(ret) <= 100.0 and (float(ret) > 0) == (flags == "1")
+    assert re.search(r"flag reached \(most evaluation episodes\): env reward \d/1 seeds, shaped \d/1 seeds",
+                     result.stdout)
+    assert (tmp_path / "sb3_mountaincar.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for arm in ("env", "shaped"):  # SB3's EvalCallback file: one learning-curve point (1024 steps: one rollout) per arm
+        assert list(np.load(tmp_path / f"{arm}_seed0" / "evaluations.npz")["timesteps"]) == [1024]
+    state = json.loads((tmp_path / "shaped_seed0_reward_state_1024_steps.json").read_text())
+    assert state["step"] == 1024 and len(state["components"]["energy_shaping"]["phi"]) == 4
+    assert not list(tmp_path.glob("env_seed0_reward_state_*"))  # the env-reward arm has no composer
