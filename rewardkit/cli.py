@@ -1,6 +1,6 @@
 """The ``rewardkit`` command: validate and explain reward configs, list and document components.
 
-Core subcommands: ``validate``, ``explain``, ``components`` and ``docs``. Other packages add
+Core subcommands: ``validate``, ``explain``, ``check``, ``components`` and ``docs``. Other packages add
 subcommands through the entry-point group ``rewardkit.commands``: each entry point loads a
 function ``add(subparsers)`` that adds its parser and sets ``func=callable(args) -> int``.
 A plugin is imported only when its subcommand runs (so ``validate`` never pays for torch), and
@@ -24,9 +24,10 @@ from . import __version__
 from .composer import RewardComposer, RewardOutput
 from .docgen import components_markdown, components_text
 from .errors import ConfigError, RewardKitError
+from .user_modules import import_user_modules
 
 PLUGIN_GROUP = "rewardkit.commands"
-CORE_COMMANDS = ("validate", "explain", "components", "docs")
+CORE_COMMANDS = ("validate", "explain", "check", "components", "docs")
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -161,6 +162,28 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ---- check ---------------------------------------------------------------------------------
+def cmd_check(args: argparse.Namespace) -> int:
+    """Verify the ``expect:`` section of each config (see :mod:`rewardkit.testing.check_command`)."""
+    import_user_modules(args.imports)
+    try:
+        from .testing.check_command import run_check  # Hypothesis is needed only here
+    except ImportError as exc:
+        print(f"rewardkit check needs Hypothesis: pip install 'rewardkit[testing]' ({exc})", file=sys.stderr)
+        return EXIT_USAGE
+    return run_check(args)
+
+
+def _examples(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return value
+
+
 # ---- components / docs ---------------------------------------------------------------------
 def cmd_components(args: argparse.Namespace) -> int:
     """Print every registered component with its summary, params and inputs."""
@@ -249,6 +272,17 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--step", type=int, default=None, metavar="N",
                    help="global step for weight schedules (default 0)")
     p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("check", help="prove or test the expect: section of reward configs",
+                       description="Verify each expectation of the configs' expect: sections: proved statically "
+                                   "where possible, else tested on Hypothesis-sampled contexts and steps. "
+                                   "Exit 1 if one is violated.")
+    p.add_argument("configs", nargs="+", metavar="CONFIG", help="YAML reward config(s) with an expect: section")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first (it registers custom components); repeatable")
+    p.add_argument("--examples", type=_examples, default=200, metavar="N",
+                   help="Hypothesis examples per expectation that is not proved (default 200)")
+    p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("components", help="list registered components with params and inputs")
     p.set_defaults(func=cmd_components)
