@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import numpy as np
-from hypothesis import HealthCheck, Verbosity, given, settings
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import strategies as st
 
 from ..base import BaseReward
@@ -112,7 +112,7 @@ class _Example:
 
     def __init__(self, data: st.DataObject, subject: _Subject) -> None:
         self.data, self.subject = data, subject
-        self.notes: list[str] = []
+        self.notes: list[str | Callable[[], str]] = []  # formatted only on failure (formatting is slow)
 
     def params(self) -> dict[str, Any]:
         params = self.data.draw(self.subject.params)
@@ -124,12 +124,14 @@ class _Example:
         n_envs = n_envs or self.data.draw(st.integers(1, 3))
         n_replicas = n_replicas or self.data.draw(st.integers(1, 5))
         steps = self.subject.draw_steps(self.data.draw, template, n_envs, n_replicas, max_steps)
-        self.notes.append(f"{label} ({len(steps)} call{'s' if len(steps) > 1 else ''}, {n_envs} env):")
-        self.notes.extend(f"  call {t}: {s.describe()}" for t, s in enumerate(steps))
+        self.notes.append(lambda: "\n  ".join(
+            [f"{label} ({len(steps)} call{'s' if len(steps) > 1 else ''}, {n_envs} env):"]
+            + [f"  call {t}: {s.describe()}" for t, s in enumerate(steps)]))
         return steps
 
     def fail(self, message: str) -> None:
-        raise _Broken(message + "\ncounterexample:\n  " + "\n  ".join(self.notes))
+        notes = [n if isinstance(n, str) else n() for n in self.notes]
+        raise _Broken(message + "\ncounterexample:\n  " + "\n  ".join(notes))
 
 
 def _play(ex: _Example, comp: BaseReward, steps: list[Step]) -> list[np.ndarray]:
@@ -235,7 +237,7 @@ def _monotone(ex: _Example) -> None:
         if local not in step.inputs:
             continue
         other = ex.data.draw(ex.subject.step_strategy(comp, n_envs, n_replicas)).inputs.get(local, step.inputs[local])
-        ex.notes.append(f"other value of {local!r}: {_fmt(other)}")
+        ex.notes.append(lambda local=local, other=other: f"other value of {local!r}: {_fmt(other)}")
         low, high = np.minimum(step.inputs[local], other), np.maximum(step.inputs[local], other)
         out_low = copy.deepcopy(comp).compute({**step.inputs, local: low}, step.terminated, step.truncated)
         out_high = copy.deepcopy(comp).compute({**step.inputs, local: high}, step.terminated, step.truncated)
@@ -334,20 +336,22 @@ PROMISES: dict[str, Callable[[_Example], None]] = {
     "scalar_fn equals compute": _scalar_path("scalar_fn"),
     "scalar_source equals compute": _scalar_path("scalar_source"),
     "scalar_block equals compute": _scalar_path("scalar_block"),
-    "state_dict round trip through JSON": _state_round_trip,
     "reset() restarts like a fresh instance": _reset,
+    "state_dict round trip through JSON": _state_round_trip,
     "deep copies are independent": _deepcopy,
 }
 
 
 def check_component(component: type[BaseReward] | BaseReward, *, params: Mapping[str, Any] | None = None,
-                    examples: int = 200, inputs: Mapping[str, Bounds] | None = None) -> list[str]:
+                    examples: int = 200, inputs: Mapping[str, Bounds] | None = None,
+                    shrink: bool = True) -> list[str]:
     """Check every promise of a component class (parameters drawn) or instance (parameters fixed).
 
     ``params`` fixes some parameters of a class (a value) or sets how they are drawn (a
     Hypothesis strategy); ``inputs`` narrows the sampling range of inputs by local name.
-    ``examples`` is the number of Hypothesis examples per promise. Returns the names of the
-    promises checked; raises :class:`ComponentCheckError` on the first broken one.
+    ``examples`` is the number of Hypothesis examples per promise. ``shrink=False`` reports the
+    first failing example as found (shrinking a failure can take many seconds). Returns the names
+    of the promises checked; raises :class:`ComponentCheckError` on the first broken one.
     """
     subject = _Subject(component, params, inputs)
     probe = subject.build(_first_params(subject))
@@ -359,7 +363,7 @@ def check_component(component: type[BaseReward] | BaseReward, *, params: Mapping
             continue
         if promise.startswith("scalar_block") and type(probe).scalar_block is BaseReward.scalar_block:
             continue
-        _run(subject, promise, check, examples)
+        _run(subject, promise, check, examples, shrink)
         checked.append(promise)
     return checked
 
@@ -378,9 +382,11 @@ def _first_params(subject: _Subject) -> dict[str, Any]:
     return found[0]
 
 
-def _run(subject: _Subject, promise: str, check: Callable[[_Example], None], examples: int) -> None:
-    @settings(max_examples=examples, database=None, deadline=None, verbosity=Verbosity.quiet,
-              suppress_health_check=list(HealthCheck))
+def _run(subject: _Subject, promise: str, check: Callable[[_Example], None], examples: int, shrink: bool) -> None:
+    phases = list(Phase) if shrink else [Phase.explicit, Phase.reuse, Phase.generate]
+
+    @settings(max_examples=examples, database=None, deadline=None, verbosity=Verbosity.quiet, phases=phases,
+              suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
     @given(st.data())
     def run(data: st.DataObject) -> None:
         ex = _Example(data, subject)

@@ -125,7 +125,7 @@ class _Runner:
 
     def run(self, strategy: st.SearchStrategy[Any], check: Callable[[Any], None]) -> int:
         @settings(max_examples=self.examples, database=None, deadline=None, verbosity=Verbosity.quiet,
-                  suppress_health_check=list(HealthCheck))
+                  suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
         @given(strategy)
         def run(drawn: Any) -> None:
             self.ran += 1
@@ -255,7 +255,7 @@ def check_config(composer: RewardComposer, expect: Expectations | None = None, *
     jobs: list[tuple[str, Callable[[], Proof], Callable[[], int]]] = []
     for key, direction in expect.monotone.items():
         jobs.append((f"monotone in {key} ({direction})",
-                     lambda key=key, direction=direction: prove_monotone(composer, key, direction),
+                     lambda key=key, direction=direction: prove_monotone(composer, key, direction, ranges),
                      lambda key=key, direction=direction: assert_monotone(composer, key, direction,
                                                                           examples=examples, ranges=ranges)))
     if expect.range is not None:

@@ -141,10 +141,42 @@ def _node_direction(node: TermNode | GroupNode, key: str) -> int:
     return 0 if shaped == 0 else shaped * _weight_sign(node)
 
 
-def prove_monotone(composer: RewardComposer, key: str, direction: str) -> Proof:
+def outside_domains(composer: RewardComposer, ranges: Mapping[str, Bounds] | None = None) -> str | None:
+    """Why the sampling ranges reach outside an input domain a component declares, or ``None``.
+
+    Declarations hold only within the domains, so the proofs do too."""
+    ranges = _ranges(composer, ranges)
+    for leaf in _leaves(composer.spec.nodes):
+        comp = leaf.component
+        for local, key in comp.input_keys.items():
+            domain = getattr(comp, "input_domains", {}).get(local)
+            if key in ranges and domain is not None and not domain[0] <= ranges[key][0] <= ranges[key][1] <= domain[1]:
+                return (f"the range {_show(*ranges[key])} of {key!r} reaches outside the domain {_show(*domain)} "
+                        f"that {leaf.name} declares for its input {local!r}")
+    return None
+
+
+def _ranges(composer: RewardComposer, ranges: Mapping[str, Bounds] | None) -> Mapping[str, Bounds]:
+    if ranges is None:
+        ranges = composer.spec.expect.inputs if composer.spec.expect is not None else {}
+    return ranges
+
+
+def _leaves(nodes: list[TermNode | GroupNode]) -> list[TermNode]:
+    out: list[TermNode] = []
+    for node in nodes:
+        out.extend(_leaves(node.children) if isinstance(node, GroupNode) else [node])
+    return out
+
+
+def prove_monotone(composer: RewardComposer, key: str, direction: str,
+                   ranges: Mapping[str, Bounds] | None = None) -> Proof:
     """Try to prove the total is ``direction`` ("increasing"/"decreasing", not strictly) in ``key``
     at every step, for any fixed state of components and normalizer statistics."""
     want = 1 if direction == "increasing" else -1
+    outside = outside_domains(composer, ranges)
+    if outside:
+        return Proof(False, f"cannot conclude: {outside}")
     try:
         parts = [(_node_direction(n, key), n.name) for n in composer.spec.nodes]
         got = _through(_combine(parts, "total"), None, composer.spec.total_transforms, "total")
@@ -199,9 +231,12 @@ def _corner_values(comp: BaseReward, ranges: Mapping[str, Bounds]) -> Interval |
         lo, hi = bounds if direction == "increasing" else bounds[::-1]
         low_in[local], high_in[local] = np.array([lo]), np.array([hi])
     no = np.zeros(1, dtype=bool)
-    with np.errstate(all="ignore"):
-        out_low = float(comp.compute(low_in, no, no)[0])
-        out_high = float(comp.compute(high_in, no, no)[0])
+    try:
+        with np.errstate(all="ignore"):
+            out_low = float(comp.compute(low_in, no, no)[0])
+            out_high = float(comp.compute(high_in, no, no)[0])
+    except Exception:  # noqa: BLE001 - a range outside the component's domain: no bound from corners
+        return None
     if not (math.isfinite(out_low) and math.isfinite(out_high)) or out_low > out_high:
         return None
     return (out_low, out_high)
@@ -246,9 +281,7 @@ def total_interval(composer: RewardComposer, ranges: Mapping[str, Bounds] | None
 
     ``ranges`` are the sampling ranges of context keys (default: ``expect.inputs``, else the
     components' declared domains)."""
-    if ranges is None:
-        ranges = composer.spec.expect.inputs if composer.spec.expect is not None else {}
-    bounds = {k.name: k.bounds for k in context_keys(composer, ranges)}
+    bounds = {k.name: k.bounds for k in context_keys(composer, _ranges(composer, ranges))}
     parts = [_node_interval(n, bounds) for n in composer.spec.nodes]
     total = parts[0]
     for p in parts[1:]:
@@ -259,6 +292,9 @@ def total_interval(composer: RewardComposer, ranges: Mapping[str, Bounds] | None
 def prove_range(composer: RewardComposer, low: float, high: float,
                 ranges: Mapping[str, Bounds] | None = None) -> Proof:
     """Try to prove the total stays in ``[low, high]``."""
+    outside = outside_domains(composer, ranges)
+    if outside:
+        return Proof(False, f"cannot conclude: {outside}")
     lo, hi = total_interval(composer, ranges)
     if low <= lo and hi <= high:
         return Proof(True, f"the total lies in {_show(lo, hi)} (declared output ranges, weights over their schedules)")
@@ -267,6 +303,9 @@ def prove_range(composer: RewardComposer, low: float, high: float,
 
 def prove_finite(composer: RewardComposer, ranges: Mapping[str, Bounds] | None = None) -> Proof:
     """Try to prove the total is finite for every finite context within the sampling ranges."""
+    outside = outside_domains(composer, ranges)
+    if outside:
+        return Proof(False, f"cannot conclude: {outside}")
     lo, hi = total_interval(composer, ranges)
     if math.isfinite(lo) and math.isfinite(hi):
         return Proof(True, f"the total lies in {_show(lo, hi)}")
