@@ -244,8 +244,8 @@ def _monotone(ex: _Example) -> None:
         bad = out_high < out_low if direction == "increasing" else out_high > out_low
         if np.any(bad):
             i = int(np.argmax(bad))
-            ex.fail(f"declared {direction} in {local!r}, but {local}={_fmt(low[i])} gives {out_low[i]!r} "
-                    f"and {local}={_fmt(high[i])} gives {out_high[i]!r} (environment {i})")
+            ex.fail(f"declared {direction} in {local!r}, but {local}={_fmt(low[i])} gives {float(out_low[i])!r} "
+                    f"and {local}={_fmt(high[i])} gives {float(out_high[i])!r} (environment {i})")
 
 
 def _batched(ex: _Example) -> None:
@@ -257,8 +257,8 @@ def _batched(ex: _Example) -> None:
         single = _play(ex, ex.subject.build(params), [s.env(i) for s in steps])
         for t, (b, s) in enumerate(zip(batched, single)):
             if not np.array_equal(b[i:i + 1], s):
-                ex.fail(f"environment {i} at call {t}: batched compute gives {b[i]!r}, a single-environment "
-                        f"instance gives {s[0]!r} (environments must not influence each other)")
+                ex.fail(f"environment {i} at call {t}: batched compute gives {float(b[i])!r}, a single-environment "
+                        f"instance gives {float(s[0])!r} (environments must not influence each other)")
 
 
 def _scalar_path(kind: str) -> Callable[[_Example], None]:

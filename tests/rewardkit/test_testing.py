@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rewardkit import BaseReward, ConfigError, Param, PerEnvState, RewardComposer, cli
-from rewardkit.components import Linear, ThresholdPenalty
+from rewardkit.components import ThresholdPenalty
 from rewardkit.testing import (ComponentCheckError, ExpectationError, assert_finite, assert_monotone, assert_range,
                                check_component, check_config, contexts, params_strategy, prove_finite,
                                prove_monotone, prove_range)
