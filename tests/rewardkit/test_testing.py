@@ -438,14 +438,13 @@ def test_check_imports_user_modules_that_register_components(capsys, tmp_path, m
     config = tmp_path / "r.yaml"
     config.write_text(yaml.safe_dump({"version": 1, "components": {"n": {"type": "my_negated"}},
                                       "expect": {"range": [-10, 10], "inputs": {"value": [-1, 100]}}}))
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.syspath_prepend(str(tmp_path))
     code, out, err = run(capsys, "check", str(config))
     assert code == 1 and "components.n.type" in err  # not registered without --import
     code, out, err = run(capsys, "check", "--import", "my_rewards", "--examples", "30", str(config))
     assert code == 1 and "range [-10, 10]: violated" in out and re.search(r"the total is -\d+\.\d*, outside", out)
     code, out, err = run(capsys, "check", "--import", "no_such_module_xyz", str(config))
-    assert code == 1 and "cannot import module 'no_such_module_xyz'" in err
+    assert code == 1 and "--import no_such_module_xyz" in err
 
 
 def test_check_usage_errors(capsys, tmp_path):
