@@ -38,6 +38,9 @@ class BaseReward:
     output_range: ClassVar[tuple[float, float]] = (-math.inf, math.inf)
     #: input name -> "increasing" or "decreasing": direction of monotonicity of the raw output.
     monotone: ClassVar[dict[str, str]] = {}
+    #: input name -> closed range ``(low, high)`` of the values it accepts (absent: any finite float).
+    #: ``rewardkit.testing`` samples inputs from it; values outside it may raise.
+    input_domains: ClassVar[dict[str, tuple[float, float]]] = {}
     #: whether the component keeps per-environment state across calls.
     stateful: ClassVar[bool] = False
     #: registered name, set by :func:`rewardkit.register`.

@@ -1,7 +1,7 @@
 """The ``rewardkit`` command: validate and explain reward configs, list and document components.
 
-Core subcommands: ``validate``, ``explain``, ``components``, ``docs`` and ``optimize`` (which
-imports optuna only when it runs). Other packages add
+Core subcommands: ``validate``, ``explain``, ``check`` (which imports Hypothesis only when it
+runs), ``components``, ``docs`` and ``optimize`` (which imports optuna only when it runs). Other packages add
 subcommands through the entry-point group ``rewardkit.commands``: each entry point loads a
 function ``add(subparsers)`` that adds its parser and sets ``func=callable(args) -> int``.
 A plugin is imported only when its subcommand runs (so ``validate`` never pays for torch), and
@@ -29,7 +29,7 @@ from .errors import ConfigError, RewardKitError
 from .migrate_rllama import migrate_rllama_file
 
 PLUGIN_GROUP = "rewardkit.commands"
-CORE_COMMANDS = ("validate", "explain", "components", "docs", "migrate", "optimize")
+CORE_COMMANDS = ("validate", "explain", "check", "components", "docs", "migrate", "optimize")
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -186,6 +186,28 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ---- check ---------------------------------------------------------------------------------
+def cmd_check(args: argparse.Namespace) -> int:
+    """Verify the ``expect:`` section of each config (see :mod:`rewardkit.testing.check_command`)."""
+    import_modules(args.imports)
+    try:
+        from .testing.check_command import run_check  # Hypothesis is needed only here
+    except ImportError as exc:
+        print(f"rewardkit check needs Hypothesis: pip install 'rewardkit[testing]' ({exc})", file=sys.stderr)
+        return EXIT_USAGE
+    return run_check(args)
+
+
+def _examples(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return value
+
+
 # ---- components / docs ---------------------------------------------------------------------
 def cmd_components(args: argparse.Namespace) -> int:
     """Print every registered component with its summary, params and inputs."""
@@ -334,6 +356,16 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
                    help="global step for weight schedules (default 0)")
     add_import_option(p)
     p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("check", help="prove or test the expect: section of reward configs",
+                       description="Verify each expectation of the configs' expect: sections: proved statically "
+                                   "where possible, else tested on Hypothesis-sampled contexts and steps. "
+                                   "Exit 1 if one is violated.")
+    p.add_argument("configs", nargs="+", metavar="CONFIG", help="YAML reward config(s) with an expect: section")
+    add_import_option(p)
+    p.add_argument("--examples", type=_examples, default=200, metavar="N",
+                   help="Hypothesis examples per expectation that is not proved (default 200)")
+    p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("components", help="list registered components with params and inputs")
     p.set_defaults(func=cmd_components)

@@ -13,6 +13,7 @@ Schema (``version: 1``)::
         transforms: [...]         # optional: [{scale: k}, {clip: [lo, hi]}, tanh]
     total:
       transforms: [...]
+    expect: {...}                 # optional promises checked by `rewardkit check` (see expectations.py)
 
 Every error is a :class:`~rewardkit.errors.ConfigError` naming the file, the key path and what
 was expected. YAML is parsed with a safe loader that also rejects duplicate keys.
@@ -29,6 +30,7 @@ import yaml
 
 from .base import BaseReward
 from .errors import ConfigError
+from .expectations import Expectations, parse_expectations
 from .normalizers import Normalizer, make_normalizer
 from .params import describe
 from .registry import get_component_class
@@ -37,7 +39,7 @@ from .transforms import Transform, make_transforms
 
 SCHEMA_VERSION = 1
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$")
-TOP_KEYS = {"version", "components", "total", "description"}
+TOP_KEYS = {"version", "components", "total", "description", "expect"}
 TERM_KEYS = {"type", "params", "weight", "inputs", "normalize", "transforms", "description"}
 GROUP_KEYS = {"type", "components", "weight", "normalize", "transforms", "description"}
 TOTAL_KEYS = {"transforms"}
@@ -77,6 +79,7 @@ class RewardSpec:
     nodes: list[TermNode | GroupNode]
     total_transforms: list[Transform]
     description: str | None = None
+    expect: Expectations | None = None
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -143,7 +146,19 @@ def parse_config(data: Any, *, source: str | None = None) -> RewardSpec:
         raise ConfigError(f"expected a mapping with 'transforms', got {describe(total)}", source=source, path="total")
     _check_keys(total, TOTAL_KEYS, "total", source)
     total_transforms = make_transforms(total.get("transforms"), path="total.transforms", source=source)
-    return RewardSpec(nodes, total_transforms, _description(data, "", source))
+    expect = parse_expectations(data.get("expect"), _context_keys(nodes), source=source)
+    return RewardSpec(nodes, total_transforms, _description(data, "", source), expect)
+
+
+def _context_keys(nodes: list[TermNode | GroupNode]) -> set[str]:
+    """Every context key the components of ``nodes`` (groups included) read."""
+    keys: set[str] = set()
+    for node in nodes:
+        if isinstance(node, GroupNode):
+            keys |= _context_keys(node.children)
+        else:
+            keys |= set(node.component.input_keys.values())
+    return keys
 
 
 def _refuse_rllama(data: Mapping, source: str | None) -> None:
@@ -249,4 +264,6 @@ def spec_to_dict(spec: RewardSpec) -> dict[str, Any]:
         result["total"] = {"transforms": [t.to_spec() for t in spec.total_transforms]}
     if spec.description:
         result["description"] = spec.description
+    if spec.expect is not None:
+        result["expect"] = spec.expect.to_dict()
     return result

@@ -26,6 +26,7 @@ class LittlesLawLatency(BaseReward):
     params = {}
     output_range = (0.0, math.inf)
     monotone = {"in_system": "increasing", "dt": "increasing"}
+    input_domains = {"in_system": (0.0, math.inf), "dt": (0.0, math.inf)}
 
     def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
         for local in ("in_system", "dt"):

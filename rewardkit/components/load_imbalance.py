@@ -34,6 +34,7 @@ class LoadImbalance(BaseReward):
     }
     output_range = (0.0, math.inf)
     monotone: dict[str, str] = {}
+    input_domains = {"replica_loads": (0.0, math.inf)}  # var, std and range accept any finite loads too
 
     def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
         loads = x["replica_loads"]

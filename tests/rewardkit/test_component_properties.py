@@ -1,32 +1,19 @@
-"""Property tests of the built-in components: documented range and direction, finiteness,
-vectorized == per-env loop, state round trips, load-balance invariances, PBRS telescoping and
-Little's law."""
+"""Property tests of the built-in components: every declared promise through
+``rewardkit.testing.check_component`` (as users check theirs), then what each component promises
+beyond its declarations: the EMA recurrence, load-balance invariances, PBRS telescoping, Little's law."""
 
 from __future__ import annotations
 
-import copy
-import json
 import math
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rewardkit.base import BaseReward
-from rewardkit.components import (
-    EmaDelta,
-    InfoValue,
-    Linear,
-    LittlesLawLatency,
-    LoadImbalance,
-    LogisticLatency,
-    PotentialShaping,
-    ThresholdPenalty,
-    ThroughputSigmoid,
-)
+from rewardkit import get_component_class, registered
+from rewardkit.testing import check_component, params_strategy
+from rewardkit.components import EmaDelta, Linear, LittlesLawLatency, LoadImbalance, PotentialShaping
 
 # A RuntimeWarning (overflow, invalid value) fails the test: components must handle extremes.
 pytestmark = pytest.mark.filterwarnings("error")
@@ -48,186 +35,17 @@ def clip_bounds(draw: st.DrawFn) -> list[float | None] | None:
     return [draw(st.sampled_from([low, None])), draw(st.sampled_from([high, None]))]
 
 
-@dataclass(frozen=True)
-class Case:
-    """How to build a component and draw its inputs: params strategy, element strategy per input."""
-
-    cls: type[BaseReward]
-    params: st.SearchStrategy[dict[str, Any]]
-    values: dict[str, st.SearchStrategy[float]]
+# ---- every component: every declared promise, through rewardkit.testing ----------------------
 
 
-CASES: dict[str, Case] = {
-    "logistic_latency": Case(
-        LogisticLatency, st.fixed_dictionaries({"threshold": FINITE, "sigma": POSITIVE}), {"latency": FINITE}
-    ),
-    "threshold_penalty": Case(
-        ThresholdPenalty, st.fixed_dictionaries({"threshold": FINITE, "slope": NON_NEGATIVE}), {"latency": FINITE}
-    ),
-    "ema_delta": Case(
-        EmaDelta,
-        st.fixed_dictionaries({"signal": st.just("s"), "ema_alpha": UNIT_OPEN_LOW, "eps": POSITIVE}),
-        {"signal": FINITE},
-    ),
-    "load_imbalance": Case(
-        LoadImbalance,
-        st.fixed_dictionaries({"statistic": st.sampled_from(["var", "std", "cv", "range", "max_over_mean"])}),
-        {"replica_loads": NON_NEGATIVE},
-    ),
-    "linear": Case(Linear, st.fixed_dictionaries({"scale": FINITE, "clip": clip_bounds()}), {"value": FINITE}),
-    "info_value": Case(InfoValue, st.fixed_dictionaries({"key": st.just("k"), "default": FINITE}), {"value": FINITE}),
-    "potential_shaping": Case(
-        PotentialShaping, st.fixed_dictionaries({"gamma": UNIT_OPEN_LOW}), {"potential": FINITE}
-    ),
-    "littles_law_latency": Case(
-        LittlesLawLatency, st.just({}), {"in_system": NON_NEGATIVE, "dt": NON_NEGATIVE}
-    ),
-    # Moderate values only: its subtraction warns on overflow (result still correct); see report.
-    "throughput_sigmoid": Case(
-        ThroughputSigmoid,
-        st.fixed_dictionaries({"target": MODERATE, "scale": st.floats(min_value=1e-6, max_value=1e6)}),
-        {"throughput": MODERATE},
-    ),
-}
-STATEFUL = sorted(name for name, case in CASES.items() if case.cls.stateful)
-MONOTONE = sorted(name for name, case in CASES.items() if case.cls.monotone)
-
-
-def draw_inputs(draw: st.DrawFn, case: Case, n_envs: int, n_replicas: int) -> dict[str, np.ndarray]:
-    """One step's inputs, keyed by local input name, shaped (n_envs,) or (n_envs, n_replicas)."""
-    out = {}
-    for local, ndim in case.cls.inputs.items():
-        shape = (n_envs,) if ndim == 0 else (n_envs, n_replicas)
-        size = int(np.prod(shape))
-        values = draw(st.lists(case.values[local], min_size=size, max_size=size))
-        out[local] = np.array(values, dtype=np.float64).reshape(shape)
-    return out
-
-
-Step = tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]
-
-#: Episode ends are rarer than continuations, so episodes span several steps.
-END = st.sampled_from([False, False, False, True])
-
-
-@st.composite
-def episodes(draw: st.DrawFn, name: str, max_envs: int = 3, max_steps: int = 6) -> tuple[dict, list[Step]]:
-    """Params and a sequence of (inputs, terminated, truncated) steps with episode ends mid-way."""
-    case = CASES[name]
-    params = draw(case.params)
-    n_envs = draw(st.integers(1, max_envs))
-    n_replicas = draw(st.integers(1, 5))
-    steps = []
-    for _ in range(draw(st.integers(1, max_steps))):
-        inputs = draw_inputs(draw, case, n_envs, n_replicas)
-        if case.cls.optional_inputs and draw(st.booleans()):
-            for local in case.cls.optional_inputs:
-                del inputs[local]
-        term = np.array(draw(st.lists(END, min_size=n_envs, max_size=n_envs)), dtype=bool)
-        trunc = np.array(draw(st.lists(END, min_size=n_envs, max_size=n_envs)), dtype=bool)
-        steps.append((inputs, term, trunc))
-    return params, steps
-
-
-def play(comp: BaseReward, steps: list[Step]) -> list[np.ndarray]:
-    """Feed steps as the composer does: compute, then reset where an episode ended."""
-    outs = []
-    for inputs, term, trunc in steps:
-        out = comp.compute(inputs, term, trunc)
-        assert isinstance(out, np.ndarray) and out.dtype == np.float64 and out.shape == term.shape
-        outs.append(out)
-        comp.reset(term | trunc)
-    return outs
-
-
-def env_slice(steps: list[Step], i: int) -> list[Step]:
-    return [({k: v[i : i + 1] for k, v in inputs.items()}, term[i : i + 1], trunc[i : i + 1]) for inputs, term, trunc in steps]
-
-
-# ---- every component: range, finiteness, vectorization -------------------------------------
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-@FAST
-@given(data=st.data())
-def test_outputs_finite_and_within_documented_range(name: str, data: st.DataObject) -> None:
-    params, steps = data.draw(episodes(name))
-    comp = CASES[name].cls(name="x", **params)
-    low, high = comp.output_range  # instance value: linear narrows it to its clip bounds
-    for out in play(comp, steps):
-        assert np.all(np.isfinite(out)), out
-        assert np.all((out >= low) & (out <= high)), (out, comp.output_range)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-@FAST
-@given(data=st.data())
-def test_vectorized_equals_loop_of_single_env_instances(name: str, data: st.DataObject) -> None:
-    params, steps = data.draw(episodes(name))
-    cls = CASES[name].cls
-    batched = np.array(play(cls(name="x", **params), steps))
-    n_envs = len(steps[0][1])
-    for i in range(n_envs):
-        single = np.array(play(cls(name="x", **params), env_slice(steps, i)))
-        np.testing.assert_array_equal(batched[:, i : i + 1], single)
-
-
-def play_scalar(comp: BaseReward, steps: list[Step]) -> list[float]:
-    """Feed one environment's steps through ``scalar_fn`` the way the compiled scalar path does:
-    floats for scalar inputs, 1-D arrays for vector ones, None for an absent optional input, and a
-    full reset after a step that ends the episode."""
-    fn = comp.scalar_fn()
-    outs = []
-    for inputs, term, trunc in steps:
-        args = []
-        for local in comp.input_keys:
-            value = inputs.get(local)
-            args.append(None if value is None else (float(value[0]) if value.ndim == 1 else value[0]))
-        out = fn(*args, bool(term[0]), bool(trunc[0]))
-        assert isinstance(out, float)
-        outs.append(out)
-        if term[0] or trunc[0]:
-            comp.reset(None)
-    return outs
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-@FAST
-@given(data=st.data())
-def test_scalar_fn_agrees_with_compute(name: str, data: st.DataObject) -> None:
-    params, steps = data.draw(episodes(name, max_envs=1))
-    cls = CASES[name].cls
-    batched = [float(out[0]) for out in play(cls(name="x", **params), steps)]
-    # NumPy's vectorized exp may differ from libm's in the last bit: agree to rounding, not bits.
-    assert play_scalar(cls(name="x", **params), steps) == pytest.approx(batched, rel=1e-12, abs=1e-300)
-
-
-# ---- monotone direction ---------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("name", MONOTONE)
-@FAST
-@given(data=st.data())
-def test_documented_monotone_direction(name: str, data: st.DataObject) -> None:
-    """Raising one input, others and any history fixed, moves the output the documented way."""
-    case = CASES[name]
-    params, history = data.draw(episodes(name, max_steps=4))
-    comp = case.cls(name="x", **params)
-    play(comp, history)  # stateful components: compare from a non-trivial state
-    n_envs = len(history[0][1])
-    inputs = draw_inputs(data.draw, case, n_envs, n_replicas=1)
-    term = np.array(data.draw(st.lists(END, min_size=n_envs, max_size=n_envs)), dtype=bool)
-    trunc = np.zeros(n_envs, dtype=bool)
-    assert comp.monotone  # instance value: linear's direction follows the sign of scale
-    for local, direction in comp.monotone.items():
-        other = draw_inputs(data.draw, case, n_envs, n_replicas=1)[local]
-        low, high = np.minimum(inputs[local], other), np.maximum(inputs[local], other)
-        out_low = copy.deepcopy(comp).compute({**inputs, local: low}, term, trunc)
-        out_high = copy.deepcopy(comp).compute({**inputs, local: high}, term, trunc)
-        if direction == "increasing":
-            assert np.all(out_high >= out_low), (local, low, high, out_low, out_high)
-        else:
-            assert np.all(out_high <= out_low), (local, low, high, out_low, out_high)
+@pytest.mark.parametrize("name", registered())
+def test_builtin_component_keeps_every_declared_promise(name: str) -> None:
+    """Range, finiteness, direction, batched and compiled paths, state, reset and deep copy:
+    the same check users run on their own components."""
+    checked = check_component(get_component_class(name), examples=40)
+    assert "finite outputs within output_range" in checked
+    cls = get_component_class(name)
+    assert ("monotone as declared" in checked) == bool(cls.monotone)
 
 
 @FAST
@@ -237,49 +55,26 @@ def test_linear_direction_follows_sign_of_scale(scale: float, clip: list | None)
     assert comp.monotone == {"value": "increasing" if scale > 0 else "decreasing"}
 
 
-# ---- stateful components: state round trip --------------------------------------------------
-
-
-@pytest.mark.parametrize("name", STATEFUL)
-@FAST
-@given(data=st.data())
-def test_state_dict_json_round_trip_gives_identical_later_outputs(name: str, data: st.DataObject) -> None:
-    params, steps = data.draw(episodes(name, max_steps=8))
-    cut = data.draw(st.integers(0, len(steps)))
-    cls = CASES[name].cls
-    original = cls(name="x", **params)
-    play(original, steps[:cut])
-    restored = cls(name="x", **params)
-    restored.load_state_dict(json.loads(json.dumps(original.state_dict(), allow_nan=False)))
-    expected = play(original, steps[cut:])
-    got = play(restored, steps[cut:])
-    for a, b in zip(expected, got):
-        np.testing.assert_array_equal(a, b)
-
-
-@pytest.mark.parametrize("name", STATEFUL)
-@FAST
-@given(data=st.data())
-def test_full_reset_restarts_like_a_fresh_instance(name: str, data: st.DataObject) -> None:
-    params, steps = data.draw(episodes(name, max_steps=4))
-    _, later = data.draw(episodes(name, max_steps=4))
-    cls = CASES[name].cls
-    used = cls(name="x", **params)
-    play(used, steps)
-    used.reset()  # may also change the number of environments
-    for a, b in zip(play(used, later), play(cls(name="x", **params), later)):
-        np.testing.assert_array_equal(a, b)
+# ---- ema_delta ------------------------------------------------------------------------------
 
 
 @FAST
-@given(params_steps=episodes("ema_delta", max_steps=8))
-def test_ema_delta_is_zero_on_first_step_of_every_episode(params_steps: tuple[dict, list[Step]]) -> None:
-    params, steps = params_steps
+@given(
+    params=params_strategy(EmaDelta),
+    values=st.lists(st.lists(FINITE, min_size=2, max_size=2), min_size=1, max_size=8),
+    ends=st.lists(st.lists(st.sampled_from([False, False, True]), min_size=2, max_size=2), min_size=8, max_size=8),
+)
+def test_ema_delta_is_zero_on_first_step_of_every_episode(params: dict, values: list[list[float]],
+                                                          ends: list[list[bool]]) -> None:
     comp = EmaDelta(name="x", **params)
-    starting = np.ones(len(steps[0][1]), dtype=bool)
-    for out, (_, term, trunc) in zip(play(comp, steps), steps):
+    no = np.zeros(2, dtype=bool)
+    starting = np.ones(2, dtype=bool)
+    for row, end in zip(values, ends):
+        out = comp.compute({"signal": np.array(row)}, np.array(end), no)
         assert np.all(out[starting] == 0.0)
-        starting = term | trunc
+        starting = np.array(end)
+        if starting.any():
+            comp.reset(starting)
 
 
 def ema_delta_reference(values: list[float], alpha: float, eps: float) -> list[float]:

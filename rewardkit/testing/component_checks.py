@@ -1,0 +1,408 @@
+"""``check_component``: property-test a reward component against every promise it declares.
+
+Like Gymnasium's ``check_env`` for environments, for rewards: Hypothesis draws parameters from
+the component's ``params`` schema and inputs from its ``inputs`` and ``input_domains`` (the whole
+float64 range by default, huge values included), plays episodes with episode ends mid-way the way
+the composer does, and checks each promise. A broken one raises :class:`ComponentCheckError`
+naming the promise with the shrunk counterexample. A ``RuntimeWarning`` (overflow, invalid value)
+counts as a failure: a component must handle extreme inputs itself.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import numpy as np
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import strategies as st
+
+from ..base import BaseReward
+from .strategies import Bounds, component_inputs, params_strategy
+
+
+class ComponentCheckError(AssertionError):
+    """A component breaks one of its promises; the message holds the shrunk counterexample."""
+
+    def __init__(self, component: str, promise: str, detail: str) -> None:
+        self.component, self.promise, self.detail = component, promise, detail
+        super().__init__(f"{component} breaks the promise '{promise}': {detail}")
+
+
+class _Broken(Exception):
+    """Raised inside a Hypothesis example; carries the description of what went wrong."""
+
+
+@dataclass
+class Step:
+    """One call's inputs (by local input name) and episode flags, for ``n_envs`` environments."""
+
+    inputs: dict[str, np.ndarray]
+    terminated: np.ndarray
+    truncated: np.ndarray
+
+    def env(self, i: int) -> "Step":
+        """The same call for environment ``i`` alone."""
+        return Step({k: v[i:i + 1] for k, v in self.inputs.items()}, self.terminated[i:i + 1], self.truncated[i:i + 1])
+
+    def describe(self) -> str:
+        values = ", ".join(f"{k}={_fmt(v)}" for k, v in self.inputs.items()) or "no inputs"
+        return f"{values}; terminated={self.terminated.tolist()}, truncated={self.truncated.tolist()}"
+
+
+def _fmt(value: Any) -> str:
+    return np.array2string(np.asarray(value), precision=17, separator=", ", max_line_width=10_000)
+
+
+#: Episode ends are rarer than continuations, so episodes span several calls.
+_END = st.sampled_from([False, False, False, True])
+
+
+class _Subject:
+    """Builds instances of the component under test and draws its episodes."""
+
+    def __init__(self, component: type[BaseReward] | BaseReward, params: Mapping[str, Any] | None,
+                 inputs: Mapping[str, Bounds] | None) -> None:
+        if isinstance(component, BaseReward):
+            if params:
+                raise ValueError("pass params only with a class; an instance already has its parameters")
+            self.cls: type[BaseReward] = type(component)
+            self.params = params_strategy(self.cls, dict(component.config))
+            self.label = f"{self.cls.__name__}({', '.join(f'{k}={v!r}' for k, v in component.config.items())})"
+        elif isinstance(component, type) and issubclass(component, BaseReward):
+            self.cls = component
+            self.params = params_strategy(component, params)
+            self.label = component.__name__
+        else:
+            raise TypeError(f"check_component needs a BaseReward subclass or instance, got {component!r}")
+        self.ranges = dict(inputs or {})
+        self._steps: dict[tuple, st.SearchStrategy[Step]] = {}
+        unknown = sorted(set(self.ranges) - set(self.cls.inputs))
+        if unknown:
+            raise ValueError(f"{self.cls.__name__} has no input {unknown[0]!r}; it reads: {', '.join(self.cls.inputs)}")
+
+    def build(self, params: dict[str, Any]) -> BaseReward:
+        return self.cls(name="checked", **params)
+
+    def draw_steps(self, draw: st.DrawFn, template: BaseReward, n_envs: int, n_replicas: int,
+                   max_steps: int) -> list[Step]:
+        return draw(st.lists(self.step_strategy(template, n_envs, n_replicas), min_size=1, max_size=max_steps))
+
+    def step_strategy(self, template: BaseReward, n_envs: int, n_replicas: int) -> st.SearchStrategy[Step]:
+        """Strategy of one call for this shape (built once: building strategies is slow)."""
+        domains = tuple(sorted(getattr(template, "input_domains", {}).items()))
+        key = (n_envs, n_replicas, domains)
+        if key not in self._steps:
+            flags = st.lists(_END, min_size=n_envs, max_size=n_envs).map(lambda v: np.array(v, dtype=bool))
+            inputs = component_inputs(template, n_envs, n_replicas, self.ranges)
+            if template.optional_inputs:
+                optional = template.optional_inputs
+                inputs = st.tuples(inputs, st.booleans()).map(
+                    lambda pair: {k: v for k, v in pair[0].items() if not (pair[1] and k in optional)})
+            self._steps[key] = st.builds(Step, inputs, flags, flags)
+        return self._steps[key]
+
+
+class _Example:
+    """What one Hypothesis example drew, so a failure can print the (shrunk) counterexample."""
+
+    def __init__(self, data: st.DataObject, subject: _Subject) -> None:
+        self.data, self.subject = data, subject
+        self.notes: list[str | Callable[[], str]] = []  # formatted only on failure (formatting is slow)
+
+    def params(self) -> dict[str, Any]:
+        params = self.data.draw(self.subject.params)
+        self.notes.append(f"params: {params}")
+        return params
+
+    def episode(self, template: BaseReward, label: str, *, n_envs: int | None = None, max_steps: int = 6,
+                n_replicas: int | None = None) -> list[Step]:
+        n_envs = n_envs or self.data.draw(st.integers(1, 3))
+        n_replicas = n_replicas or self.data.draw(st.integers(1, 5))
+        steps = self.subject.draw_steps(self.data.draw, template, n_envs, n_replicas, max_steps)
+        self.notes.append(lambda: "\n  ".join(
+            [f"{label} ({len(steps)} call{'s' if len(steps) > 1 else ''}, {n_envs} env):"]
+            + [f"  call {t}: {s.describe()}" for t, s in enumerate(steps)]))
+        return steps
+
+    def fail(self, message: str) -> None:
+        notes = [n if isinstance(n, str) else n() for n in self.notes]
+        raise _Broken(message + "\ncounterexample:\n  " + "\n  ".join(notes))
+
+
+def _play(ex: _Example, comp: BaseReward, steps: list[Step]) -> list[np.ndarray]:
+    """Feed ``steps`` as the composer does: compute, then reset where an episode ended."""
+    outs = []
+    for t, step in enumerate(steps):
+        before = {k: v.copy() for k, v in step.inputs.items()}
+        out = comp.compute(dict(step.inputs), step.terminated, step.truncated)
+        n = len(step.terminated)
+        if not isinstance(out, np.ndarray) or out.dtype != np.float64 or out.shape != (n,):
+            ex.fail(f"compute returned {type(out).__name__} "
+                    f"{getattr(out, 'dtype', '')} {getattr(out, 'shape', '')} at call {t}, expected a float64 "
+                    f"array of shape ({n},)")
+        for k, v in before.items():
+            if not np.array_equal(v, step.inputs[k]):
+                ex.fail(f"compute modified its input {k!r} in place at call {t}")
+        outs.append(out.copy())
+        done = step.terminated | step.truncated
+        if done.any():
+            comp.reset(done)
+    return outs
+
+
+def _close(a: float, b: float) -> bool:
+    """Equal up to rounding (NumPy's vectorized exp may differ from libm's in the last bit)."""
+    if a == b:
+        return True
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return False
+    return abs(a - b) <= 1e-12 * max(abs(a), abs(b)) + 1e-300
+
+
+# ---- the compiled scalar helpers, called under the contract of BaseReward ----------------------
+def _scalar_args(comp: BaseReward, step: Step) -> list[Any]:
+    """One environment's inputs as the composer's scalar path passes them: floats, lists, None."""
+    args = []
+    for local in comp.input_keys:
+        value = step.inputs.get(local)
+        if value is None:
+            args.append(None)
+        else:
+            args.append(float(value[0]) if comp.inputs[local] == 0 else value[0].tolist())
+    return args
+
+
+def compile_scalar_helper(comp: BaseReward, kind: str) -> Callable[..., float] | None:
+    """``scalar_source`` or ``scalar_block`` of ``comp`` as a function ``f(*inputs, terminated,
+    truncated)``, built as their docstrings promise (vector ``v`` comes with ``v_sum``); ``None``
+    when the component does not define one."""
+    args = [f"_in{j}" for j in range(len(comp.input_keys))]
+    env: dict[str, Any] = {}
+    if kind == "scalar_source":
+        expr = comp.scalar_source(args, env, "0")
+        if expr is None:
+            return None
+        body = [f"return {expr}"]
+    else:
+        block = comp.scalar_block(args, env, "0")
+        if block is None:
+            return None
+        body = list(block[0]) + [f"return {block[1]}"]
+    sums = [f"{a}_sum = None if {a} is None else sum({a})"
+            for a, local in zip(args, comp.input_keys) if comp.inputs[local] > 0]
+    lines = [f"def _helper({', '.join(args + ['terminated', 'truncated'])}):",
+             "    done = terminated or truncated"] + [f"    {line}" for line in sums + body]
+    namespace: dict[str, Any] = {}
+    exec(compile("\n".join(lines), f"<{kind} of {comp.name}>", "exec"), env, namespace)  # noqa: S102 - the component's own code
+    return namespace["_helper"]
+
+
+def _play_scalar(comp: BaseReward, fn: Callable[..., float], steps: list[Step]) -> list[Any]:
+    outs = []
+    for step in steps:
+        term, trunc = bool(step.terminated[0]), bool(step.truncated[0])
+        outs.append(fn(*_scalar_args(comp, step), term, trunc))
+        if term or trunc:
+            comp.reset(None)
+    return outs
+
+
+# ---- the promises ---------------------------------------------------------------------------------
+def _outputs(ex: _Example) -> None:
+    comp = ex.subject.build(ex.params())
+    low, high = comp.output_range
+    steps = ex.episode(comp, "episode")
+    for t, out in enumerate(_play(ex, comp, steps)):
+        if not np.all(np.isfinite(out)):
+            ex.fail(f"output {_fmt(out)} at call {t} is not finite (finite inputs must give finite outputs)")
+        if not np.all((out >= low) & (out <= high)):
+            ex.fail(f"output {_fmt(out)} at call {t} is outside output_range [{low}, {high}]")
+
+
+def _monotone(ex: _Example) -> None:
+    comp = ex.subject.build(ex.params())
+    if not comp.monotone:
+        return
+    n_envs = ex.data.draw(st.integers(1, 3))
+    n_replicas = ex.data.draw(st.integers(1, 4))
+    history = ex.episode(comp, "history", n_envs=n_envs, n_replicas=n_replicas, max_steps=4)
+    _play(ex, comp, history)  # stateful components: compare from a non-trivial state
+    step = ex.episode(comp, "then", n_envs=n_envs, n_replicas=n_replicas, max_steps=1)[0]
+    for local, direction in comp.monotone.items():
+        if local not in step.inputs:
+            continue
+        other = ex.data.draw(ex.subject.step_strategy(comp, n_envs, n_replicas)).inputs.get(local, step.inputs[local])
+        ex.notes.append(lambda local=local, other=other: f"other value of {local!r}: {_fmt(other)}")
+        low, high = np.minimum(step.inputs[local], other), np.maximum(step.inputs[local], other)
+        out_low = copy.deepcopy(comp).compute({**step.inputs, local: low}, step.terminated, step.truncated)
+        out_high = copy.deepcopy(comp).compute({**step.inputs, local: high}, step.terminated, step.truncated)
+        bad = out_high < out_low if direction == "increasing" else out_high > out_low
+        if np.any(bad):
+            i = int(np.argmax(bad))
+            ex.fail(f"declared {direction} in {local!r}, but {local}={_fmt(low[i])} gives {float(out_low[i])!r} "
+                    f"and {local}={_fmt(high[i])} gives {float(out_high[i])!r} (environment {i})")
+
+
+def _batched(ex: _Example) -> None:
+    params = ex.params()
+    template = ex.subject.build(params)
+    steps = ex.episode(template, "episode")
+    batched = _play(ex, template, steps)
+    for i in range(len(steps[0].terminated)):
+        single = _play(ex, ex.subject.build(params), [s.env(i) for s in steps])
+        for t, (b, s) in enumerate(zip(batched, single)):
+            if not np.array_equal(b[i:i + 1], s):
+                ex.fail(f"environment {i} at call {t}: batched compute gives {float(b[i])!r}, a single-environment "
+                        f"instance gives {float(s[0])!r} (environments must not influence each other)")
+
+
+def _scalar_path(kind: str) -> Callable[[_Example], None]:
+    def check(ex: _Example) -> None:
+        params = ex.params()
+        comp = ex.subject.build(params)
+        if kind == "scalar_fn":
+            fn: Callable[..., float] | None = comp.scalar_fn()
+        else:
+            fn = compile_scalar_helper(comp, kind)
+        if fn is None:
+            return
+        steps = ex.episode(comp, "episode", n_envs=1)
+        expected = [float(out[0]) for out in _play(ex, ex.subject.build(params), steps)]
+        got = _play_scalar(comp, fn, steps)
+        for t, (e, g) in enumerate(zip(expected, got)):
+            if not isinstance(g, float) or not _close(g, e):
+                ex.fail(f"{kind} gives {g!r} at call {t}, compute gives {e!r}")
+
+    return check
+
+
+def _state_round_trip(ex: _Example) -> None:
+    params = ex.params()
+    original = ex.subject.build(params)
+    steps = ex.episode(original, "episode", max_steps=8)
+    cut = ex.data.draw(st.integers(0, len(steps)))
+    ex.notes.append(f"saved after call {cut}")
+    _play(ex, original, steps[:cut])
+    try:
+        text = json.dumps(original.state_dict(), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        ex.fail(f"state_dict() is not plain JSON data: {exc}")
+    restored = ex.subject.build(params)
+    restored.load_state_dict(json.loads(text))
+    for t, (a, b) in enumerate(zip(_play(ex, original, steps[cut:]), _play(ex, restored, steps[cut:]))):
+        if not np.array_equal(a, b):
+            ex.fail(f"after load_state_dict, call {cut + t} gives {_fmt(b)}; the saved instance gives {_fmt(a)}")
+
+
+def _reset(ex: _Example) -> None:
+    params = ex.params()
+    used = ex.subject.build(params)
+    history = ex.episode(used, "history", max_steps=4)
+    later = ex.episode(used, "after reset()", max_steps=4)
+    _play(ex, used, history)
+    used.reset()  # a full reset; may also change the number of environments
+    what = "after reset()" if used.stateful else "after earlier calls (stateful = False)"
+    for t, (a, b) in enumerate(zip(_play(ex, used, later), _play(ex, ex.subject.build(params), later))):
+        if not np.array_equal(a, b):
+            ex.fail(f"{what}, call {t} gives {_fmt(a)}; a fresh instance gives {_fmt(b)}")
+
+
+def _deepcopy(ex: _Example) -> None:
+    params = ex.params()
+    comp = ex.subject.build(params)
+    n_envs = ex.data.draw(st.integers(1, 3))
+    n_replicas = ex.data.draw(st.integers(1, 4))
+    history = ex.episode(comp, "history", n_envs=n_envs, n_replicas=n_replicas, max_steps=4)
+    _play(ex, comp, history)
+    twin, clone = copy.deepcopy(comp), copy.deepcopy(comp)
+    elsewhere = ex.episode(comp, "calls on the copy", n_envs=n_envs, n_replicas=n_replicas, max_steps=4)
+    later = ex.episode(comp, "then on the original", n_envs=n_envs, n_replicas=n_replicas, max_steps=4)
+    _play(ex, clone, elsewhere)
+    for t, (a, b) in enumerate(zip(_play(ex, comp, later), _play(ex, twin, later))):
+        if not np.array_equal(a, b):
+            ex.fail(f"calls on a deep copy changed the original: call {t} gives {_fmt(a)} instead of {_fmt(b)}")
+
+
+#: promise name -> check, in the order they run.
+PROMISES: dict[str, Callable[[_Example], None]] = {
+    "finite outputs within output_range": _outputs,
+    "monotone as declared": _monotone,
+    "batched compute equals a loop over environments": _batched,
+    "scalar_fn equals compute": _scalar_path("scalar_fn"),
+    "scalar_source equals compute": _scalar_path("scalar_source"),
+    "scalar_block equals compute": _scalar_path("scalar_block"),
+    "reset() restarts like a fresh instance": _reset,
+    "state_dict round trip through JSON": _state_round_trip,
+    "deep copies are independent": _deepcopy,
+}
+
+
+def check_component(component: type[BaseReward] | BaseReward, *, params: Mapping[str, Any] | None = None,
+                    examples: int = 200, inputs: Mapping[str, Bounds] | None = None,
+                    shrink: bool = True) -> list[str]:
+    """Check every promise of a component class (parameters drawn) or instance (parameters fixed).
+
+    ``params`` fixes some parameters of a class (a value) or sets how they are drawn (a
+    Hypothesis strategy); ``inputs`` narrows the sampling range of inputs by local name.
+    ``examples`` is the number of Hypothesis examples per promise. ``shrink=False`` reports the
+    first failing example as found (shrinking a failure can take many seconds). Returns the names
+    of the promises checked; raises :class:`ComponentCheckError` on the first broken one.
+    """
+    subject = _Subject(component, params, inputs)
+    probe = subject.build(_first_params(subject))
+    checked = []
+    for promise, check in PROMISES.items():
+        if promise == "monotone as declared" and not (probe.monotone or type(probe).monotone):
+            continue
+        if promise.startswith("scalar_source") and type(probe).scalar_source is BaseReward.scalar_source:
+            continue
+        if promise.startswith("scalar_block") and type(probe).scalar_block is BaseReward.scalar_block:
+            continue
+        _run(subject, promise, check, examples, shrink)
+        checked.append(promise)
+    return checked
+
+
+def _first_params(subject: _Subject) -> dict[str, Any]:
+    """Any valid parameters (to look at which hooks the class overrides)."""
+    found: list[dict[str, Any]] = []
+
+    @settings(max_examples=1, database=None, deadline=None, verbosity=Verbosity.quiet,
+              suppress_health_check=list(HealthCheck))
+    @given(subject.params)
+    def first(p: dict[str, Any]) -> None:
+        found.append(p)
+
+    first()
+    return found[0]
+
+
+def _run(subject: _Subject, promise: str, check: Callable[[_Example], None], examples: int, shrink: bool) -> None:
+    phases = list(Phase) if shrink else [Phase.explicit, Phase.reuse, Phase.generate]
+
+    @settings(max_examples=examples, database=None, deadline=None, verbosity=Verbosity.quiet, phases=phases,
+              suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
+    @given(st.data())
+    def run(data: st.DataObject) -> None:
+        ex = _Example(data, subject)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", RuntimeWarning)
+                check(ex)
+        except _Broken:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any error on valid inputs breaks the promise
+            try:
+                ex.fail(f"raised {type(exc).__name__}: {exc}")
+            except _Broken as broken:
+                raise broken from exc
+
+    try:
+        run()
+    except _Broken as exc:
+        raise ComponentCheckError(subject.label, promise, str(exc)) from None
