@@ -38,6 +38,7 @@ class EmaDelta(BaseReward):
     output_range = (-math.inf, math.inf)
     monotone = {"signal": "increasing"}
     stateful = True
+    atomic_update = True  # the scalar and batched paths can only fail before writing state
 
     def __init__(self, name: str | None = None, inputs: Mapping[str, str] | None = None, **params: Any) -> None:
         super().__init__(name, inputs, **params)
@@ -81,6 +82,12 @@ class EmaDelta(BaseReward):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self._state.load_state_dict(state)
+
+    def snapshot(self) -> Any:
+        return self._state.snapshot()
+
+    def restore(self, saved: Any) -> None:
+        self._state.restore(saved)
 
     def scalar_fn(self) -> Callable[..., float]:
         """Plain-float version of :meth:`compute` (same order of operations) for the scalar path."""
