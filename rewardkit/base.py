@@ -92,10 +92,13 @@ class BaseReward:
     def scalar_source(self, args: list[str], env: dict[str, Any], tag: str) -> str | None:
         """Optional Python expression of the one-environment output, inlined by the composer.
 
-        ``args`` are the variable names holding the inputs (in ``input_keys`` order); names the
-        expression needs can be added to ``env``; ``tag`` makes temporaries unique. Stateless
-        components may return one to skip a function call per step; ``None`` (the default) uses
-        :meth:`scalar_fn`. Tests check it equals :meth:`scalar_fn`.
+        ``args`` are the variable names holding the inputs (in ``input_keys`` order). Helpers the
+        expression needs go into ``env``, a namespace of this term's own: the composer renames
+        each name in it (``_exp`` becomes ``_<term>_exp``), so two components may use the same
+        helper names. ``tag`` is a prefix unique to the term (``_<term>``) for temporaries:
+        name them ``f"{tag}_z"``. Stateless components may return one to skip a function call
+        per step; ``None`` (the default) uses :meth:`scalar_fn`. The result must be a float, and
+        the code must not raise for finite float inputs other than as :meth:`scalar_fn` would.
         """
         return None
 
@@ -104,7 +107,9 @@ class BaseReward:
 
         Like :meth:`scalar_source`, but the statements may read and write state; they run at one
         level of indentation, in order, before the result expression is read. For a vector input
-        held in variable ``v`` (a list of floats), ``v_sum`` already holds ``sum(v)``.
+        held in variable ``v`` (a list of floats), ``v_sum`` already holds ``sum(v)``. A stateful
+        component's statements must either raise before writing state or not at all, or leave
+        ``atomic_update`` False (the composer then snapshots its state before the call).
         """
         return None
 
