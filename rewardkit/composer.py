@@ -153,6 +153,7 @@ class RewardComposer:
         self._stateful = [n.component for n in self._stateful_nodes]
         self._normalized = [n for n in self._order if n.normalizer is not None]
         self._normalizers = [n.normalizer for n in self._normalized]
+        self._guarded = self._needs_snapshot()
         self.shaper = RewardShaper({n.name: n.weight for n in self._order})
         self.shaper.on_change(self._on_weight_change)
         self._readers = self._collect_readers()
@@ -320,10 +321,36 @@ class RewardComposer:
         self.step = step
         self.training = state["training"]
 
+    def _needs_snapshot(self) -> list[Any]:
+        """The state holders a call must snapshot so that a failing call changes nothing.
+
+        A call updates stateful components, then normalizers (children before their group). One
+        needs a snapshot unless it fails only before writing (``atomic_update``) and nothing
+        updated after it can fail; the rest of a call (transforms, weights, sums) cannot fail.
+        """
+        post_order: list[Any] = []
+
+        def visit(node: TermNode | GroupNode) -> None:
+            if isinstance(node, GroupNode):
+                for child in node.children:
+                    visit(child)
+            if node.normalizer is not None:
+                post_order.append(node.normalizer)
+
+        for node in self.spec.nodes:
+            visit(node)
+        sequence = [(c, c.atomic_update, True) for c in self._stateful]
+        sequence += [(n, n.atomic_update, n.can_fail) for n in post_order]
+        return [holder for i, (holder, atomic, _) in enumerate(sequence)
+                if not atomic or any(fails for _, _, fails in sequence[i + 1:])]
+
     @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        """Put every component and normalizer state back if the block raises."""
-        mutable = [*self._stateful, *self._normalizers]
+    def _transaction(self, holders: list[Any] | None = None) -> Iterator[None]:
+        """Put every component and normalizer state (or that of ``holders``) back if the block raises."""
+        mutable = [*self._stateful, *self._normalizers] if holders is None else holders
+        if not mutable:
+            yield
+            return
         saved = [m.snapshot() for m in mutable]
         try:
             yield
@@ -444,14 +471,40 @@ class RewardComposer:
         raw_of: dict[str, str] = {}
         for node in stateless:
             raw_of[node.name] = self._emit_scalar_leaf(node, lines, "    ", env, namer)
+        # state changes from here on: snapshot what a later failure would leave half-updated
+        holders: dict[int, str] = {}  # id(component or normalizer) -> its global name
+        for node in self._order:
+            ident = _identifier(node.name)
+            if isinstance(node, TermNode) and node.component.stateful:
+                holders[id(node.component)] = namer.unique(f"_{ident}_component")
+                env[holders[id(node.component)]] = node.component
+            if node.normalizer is not None and node.normalizer in self._guarded:
+                holders[id(node.normalizer)] = namer.unique(f"_{ident}_normalizer")
+                env[holders[id(node.normalizer)]] = node.normalizer
+        saved = []
+        for holder in self._guarded:
+            obj = holders[id(holder)]
+            saved.append((obj, namer.unique(obj.lstrip("_") + "_saved")))
+        if saved:
+            lines.append("    # ---- state is put back as it was if anything below raises")
+            lines.extend(f"    {snap} = {obj}.snapshot()" for obj, snap in saved)
+        updating: list[str] = []
         if self._stateful_nodes:
-            self._emit_stateful(lines, env, namer, raw_of)
-        lines.append("    # ---- normalizers, transforms, weighted sums")
-        flat = self._emit_combine(lines, env, namer, raw_of, weight_of, "scalar")
+            updating.append("    # ---- stateful terms")
+            for node in self._stateful_nodes:
+                raw_of[node.name] = self._emit_scalar_leaf(node, updating, "    ", env, namer)
+        updating.append("    # ---- normalizers, transforms, weighted sums")
+        flat = self._emit_combine(updating, env, namer, raw_of, weight_of, "scalar")
+        if saved:
+            lines.append("    try:")
+            lines.extend("    " + line for line in updating)
+            lines.append("    except BaseException:")
+            lines.extend(f"        {obj}.restore({snap})" for obj, snap in saved)
+            lines.append("        raise")
+        else:
+            lines.extend(updating)
         for node in self._stateful_nodes:
-            state = namer.unique(f"_{_identifier(node.name)}_component")
-            env[state] = node.component
-            lines.append(f"    if done: {state}.reset(None)")
+            lines.append(f"    if done: {holders[id(node.component)]}.reset(None)")
         # Build the output without a call to __init__ and count the step here: this is the hot path.
         lines += ["    out = _new(_RO)",
                   "    out.total = total",
@@ -461,29 +514,6 @@ class RewardComposer:
                   "    return out"]
         self._scalar_source = "\n".join(lines) + "\n"
         return _define(self._scalar_source, env, "reward_single_env", filename)
-
-    def _emit_stateful(self, lines: list[str], env: dict[str, Any], namer: "_Namer", raw_of: dict[str, str]) -> None:
-        """Stateful terms; each is snapshotted first unless nothing after its update can raise."""
-        nodes = self._stateful_nodes
-        guarded = [n for i, n in enumerate(nodes) if i < len(nodes) - 1 or not n.component.atomic_update]
-        lines.append("    # ---- stateful terms" + (" (put back as they were if one raises)" if guarded else ""))
-        saved = []
-        for node in guarded:
-            ident = _identifier(node.name)
-            comp, snap = namer.unique(f"_{ident}_component"), namer.unique(f"{ident}_saved")
-            env[comp] = node.component
-            saved.append((comp, snap))
-            lines.append(f"    {snap} = {comp}.snapshot()")
-        indent = "    "
-        if saved:
-            lines.append("    try:")
-            indent = "        "
-        for node in nodes:
-            raw_of[node.name] = self._emit_scalar_leaf(node, lines, indent, env, namer)
-        if saved:
-            lines.append("    except BaseException:")
-            lines.extend(f"        {comp}.restore({snap})" for comp, snap in saved)
-            lines.append("        raise")
 
     def _emit_scalar_leaf(self, node: TermNode, lines: list[str], indent: str, env: dict[str, Any],
                           namer: "_Namer") -> str:
@@ -588,20 +618,25 @@ class RewardComposer:
         params = [v["ctx:" + key] for key, *_ in self._slot_info]
         lines = [f"def reward_batched({', '.join(params + ['step', 'terminated', 'truncated', 'done'])}):"]
         weight_of = self._emit_weights(lines, env, namer)
-        lines.append("    # ---- terms (the caller puts state back if one raises)")
         raw_of: dict[str, str] = {}
-        for node in self._leaves:
-            comp = node.component
-            fn = namer.unique(f"_{_identifier(node.name)}_compute")
-            env[fn] = comp.compute
-            pairs = [(local, v["ctx:" + key]) for local, key in comp.input_keys.items()]
-            if any(local in comp.optional_inputs for local, _ in pairs):
-                items = ", ".join(f"({local!r}, {var})" for local, var in pairs)
-                x = f"{{k: v for k, v in ({items},) if v is not None}}"
-            else:
-                x = "{" + ", ".join(f"{local!r}: {var}" for local, var in pairs) + "}"
-            raw = raw_of[node.name] = v[node.name + "_raw"]
-            lines.append(f"    {raw} = _arr({fn}({x}, terminated, truncated), _f64)")  # third-party may return lists
+        stateless = [n for n in self._leaves if not n.component.stateful]
+        for title, nodes in (("stateless terms", stateless),
+                             ("stateful terms (the caller puts state back if a later step raises)",
+                              self._stateful_nodes)):
+            if nodes:
+                lines.append(f"    # ---- {title}")
+            for node in nodes:
+                comp = node.component
+                fn = namer.unique(f"_{_identifier(node.name)}_compute")
+                env[fn] = comp.compute
+                pairs = [(local, v["ctx:" + key]) for local, key in comp.input_keys.items()]
+                if any(local in comp.optional_inputs for local, _ in pairs):
+                    items = ", ".join(f"({local!r}, {var})" for local, var in pairs)
+                    x = f"{{k: v for k, v in ({items},) if v is not None}}"
+                else:
+                    x = "{" + ", ".join(f"{local!r}: {var}" for local, var in pairs) + "}"
+                raw = raw_of[node.name] = v[node.name + "_raw"]
+                lines.append(f"    {raw} = _arr({fn}({x}, terminated, truncated), _f64)")  # third-party may return lists
         lines.append("    # ---- normalizers, transforms, weighted sums")
         flat = self._emit_combine(lines, env, namer, raw_of, weight_of, "__call__")
         lines.append(f"    return total, [{', '.join(flat)}]")
@@ -747,7 +782,7 @@ class RewardComposer:
             term = _flags(terminated, n, "terminated")
             trunc = _flags(truncated, n, "truncated")
             done = term | trunc
-        with self._transaction():
+        with self._transaction(self._guarded):
             total, values = self._vector_fn(*inputs, step, term, trunc, done)
             if done is not term or done.any():
                 for comp in self._stateful:

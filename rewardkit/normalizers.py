@@ -98,6 +98,10 @@ class Normalizer:
 
     name: ClassVar[str] = ""
     params: ClassVar[dict[str, Param]] = {}
+    #: whether a call can raise at all (on float or float64-array input), and whether it then
+    #: raises before changing any statistic: the composer snapshots only what it must.
+    can_fail: ClassVar[bool] = False
+    atomic_update: ClassVar[bool] = True
 
     def __init__(self, **config: Any) -> None:
         self.config = config
@@ -237,6 +241,7 @@ class ReturnStd(Normalizer):
     params = {"gamma": Param.fraction(0.99, "discount of the tracked return"),
               "eps": Param.positive(1e-8, "added to the variance"),
               "clip": _clip_param(10.0)}
+    can_fail = True  # a call with another number of environments than the returns held
 
     def __init__(self, **config: Any) -> None:
         super().__init__(**config)
