@@ -61,6 +61,7 @@ def _attach(wrapper: Any, composer: RewardComposer, context_fn: ContextFn, prime
     """The settings both wrappers share, checked once."""
     if not callable(context_fn):
         raise TypeError(f"context_fn must be callable, got {context_fn!r}")
+    composer.attach_to(wrapper)  # one composer's per-environment state serves one wrapper
     wrapper.composer = composer
     wrapper.context_fn = context_fn
     wrapper.prime_on_reset = prime_on_reset
