@@ -167,7 +167,7 @@ class RunningZScore(Normalizer):
             m.update_scalar(x)
         out = (x - m.mean) / math.sqrt(m.var + self.eps)
         if self.clip is not None:
-            out = min(self.clip, max(-self.clip, out))
+            out = -self.clip if out < -self.clip else (self.clip if out > self.clip else out)  # NaN stays NaN
         return out
 
     def state_dict(self) -> dict[str, Any]:
@@ -275,7 +275,7 @@ class ReturnStd(Normalizer):
             returns[0] = 0.0 if done else g
         out = x / math.sqrt(self.moments.var + self.eps)
         if self.clip is not None:
-            out = min(self.clip, max(-self.clip, out))
+            out = -self.clip if out < -self.clip else (self.clip if out > self.clip else out)  # NaN stays NaN
         return out
 
     def reset(self, mask: Array | None = None) -> None:
