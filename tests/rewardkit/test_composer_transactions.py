@@ -69,7 +69,6 @@ def test_issue_example_a_failing_second_term_leaves_the_first_normalizer_alone(b
     assert outputs(a(second)) == outputs(b(second))
 
 
-@register("test_flaky_counter", replace=True)
 class FlakyCounter(BaseReward):
     """Counts calls in its state, then raises for a negative value (state written first, on purpose)."""
 
@@ -96,6 +95,21 @@ class FlakyCounter(BaseReward):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self._state.load_state_dict(state)
+
+
+TEST_COMPONENTS = {"test_flaky_counter": FlakyCounter}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _test_components_registered():
+    """Register this module's test components only while its tests run (others list the registry)."""
+    from rewardkit import registry
+
+    for name, cls in TEST_COMPONENTS.items():
+        register(name, replace=True)(cls)
+    yield
+    for name in TEST_COMPONENTS:
+        registry._REGISTRY.pop(name, None)
 
 
 @pytest.mark.parametrize("batched", [False, True])
@@ -275,10 +289,15 @@ class TwinMachine(RuleBasedStateMachine):
         self.subject.reset(mask)
         self.twin.reset(mask)
 
-    @rule()
-    def invalid_reset(self) -> None:
+    @rule(which=st.integers(0, 2))
+    def invalid_reset(self, which: int) -> None:
+        held = self.subject.state_dict()["components"]["perf/shaping"]
+        if which == 0 and held:  # a mask of another length than the environments held
+            mask: Any = np.ones(len(held["phi"]) + 1, dtype=bool)
+        else:  # integers, or a 2-D mask, are never a mask
+            mask = [1, 0] if which == 1 else np.ones((1, 2), dtype=bool)
         with pytest.raises((RewardKitError, ValueError)):
-            self.subject.reset(np.ones(N_ENVS + 2, dtype=bool) if self.batched else [1, 0])
+            self.subject.reset(mask)
 
     @rule()
     def save_and_load(self) -> None:

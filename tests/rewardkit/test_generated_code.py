@@ -33,21 +33,18 @@ class _HelperComponent(BaseReward):
         return f"_helper({args[0]})"
 
 
-@register("test_codegen_double", replace=True)
 class _Double(_HelperComponent):
     """2*value (test component)."""
 
     helper = staticmethod(lambda v: 2.0 * v)
 
 
-@register("test_codegen_negate", replace=True)
 class _Negate(_HelperComponent):
     """-value (test component)."""
 
     helper = staticmethod(lambda v: -v)
 
 
-@register("test_codegen_reciprocal", replace=True)
 class _Reciprocal(BaseReward):
     """1/value, inlined (raises ZeroDivisionError at 0: a traceback through generated code)."""
 
@@ -60,6 +57,22 @@ class _Reciprocal(BaseReward):
 
     def scalar_source(self, args: list[str], env: dict[str, Any], tag: str) -> str | None:
         return f"(1.0 / {args[0]})"
+
+
+TEST_COMPONENTS = {"test_codegen_double": _Double, "test_codegen_negate": _Negate,
+                   "test_codegen_reciprocal": _Reciprocal}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _test_components_registered():
+    """Register this module's test components only while its tests run (others list the registry)."""
+    from rewardkit import registry
+
+    for name, cls in TEST_COMPONENTS.items():
+        register(name, replace=True)(cls)
+    yield
+    for name in TEST_COMPONENTS:
+        registry._REGISTRY.pop(name, None)
 
 
 def test_two_components_keep_their_own_helper_of_the_same_name():
