@@ -709,8 +709,9 @@ class RewardComposer:
         if kind in "iu":
             return arr.astype(np.float64)
         if kind == "O":  # Python ints beyond int64, or mixed objects: each must be a real number
-            flat = [self._scalar_number(x, key) if not isinstance(x, (list, tuple, np.ndarray)) else _bad(x)
-                    for x in arr.reshape(-1)]
+            if any(isinstance(x, (list, tuple, np.ndarray)) for x in arr.reshape(-1)):
+                raise self._bad_input(key, value, "a number or a rectangular array of numbers")
+            flat = [self._scalar_number(x, key) for x in arr.reshape(-1)]
             return np.array(flat, dtype=np.float64).reshape(arr.shape)
         raise self._bad_input(key, value, f"real numbers, not an array of dtype {arr.dtype}")
 
@@ -878,10 +879,6 @@ def _returned_float(value: Any, term: str) -> float:
         return float(value)
     raise TypeError(f"{term}: the component's scalar_fn returned {type(value).__name__} {describe(value)}, "
                     "expected a float")
-
-
-def _bad(value: Any) -> float:
-    raise ValueError(f"expected a number, got a nested {type(value).__name__}")
 
 
 def _bool_array(value: Any, what: str) -> Array:
