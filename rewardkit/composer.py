@@ -41,6 +41,7 @@ from .params import describe
 from .shaper import RewardShaper
 
 Array = np.ndarray
+_F64 = np.dtype(np.float64)
 
 
 class TermOutput:
@@ -697,6 +698,8 @@ class RewardComposer:
     def _as_float_array(self, value: Any, key: str) -> Array:
         """``value`` as a float64 array; strings, booleans, None, complex numbers and other
         non-numbers raise ``InvalidInputError`` naming the key and the terms that read it."""
+        if value.__class__ is np.ndarray and value.dtype is _F64:
+            return value
         if isinstance(value, (str, bytes, dict, bool, np.bool_)) or value is None:
             raise self._bad_input(key, value, "a number or an array of numbers")
         try:
@@ -783,15 +786,25 @@ class RewardComposer:
             term = _flags(terminated, n, "terminated")
             trunc = _flags(truncated, n, "truncated")
             done = term | trunc
-        with self._transaction(self._guarded):
-            total, values = self._vector_fn(*inputs, step, term, trunc, done)
-            if done is not term or done.any():
-                for comp in self._stateful:
-                    comp.reset(done)
+        if self._guarded:
+            with self._transaction(self._guarded):
+                total, values = self._vector_step(inputs, step, term, trunc, done)
+        else:
+            total, values = self._vector_step(inputs, step, term, trunc, done)
         if batch is None:
             values = [float(v[0]) if isinstance(v, np.ndarray) else v for v in values]
             return float(total[0]), values, None
         return total, values, n
+
+
+    def _vector_step(self, inputs: list[Array | None], step: int, term: Array, trunc: Array, done: Array
+                     ) -> tuple[Array, list[Any]]:
+        """The compiled batched function, then episode ends clear the state of those environments."""
+        total, values = self._vector_fn(*inputs, step, term, trunc, done)
+        if done is not term or done.any():
+            for comp in self._stateful:
+                comp.reset(done)
+        return total, values
 
 
 class _Namer:
