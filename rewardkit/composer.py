@@ -205,13 +205,15 @@ class RewardComposer:
     # ---- copying, pickling, sharing ---------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for key in ("_scalar_fn", "_vector_fn", "_owner", "_code_id", "_scalar_source", "_vector_source"):
+        for key in ("_scalar_fn", "_vector_fn", "_owner", "_code_id", "_scalar_source", "_vector_source",
+                    "_false_flags"):
             state.pop(key, None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._owner = None
+        self._false_flags = {}
         self._compile()
 
     def attach_to(self, owner: Any) -> None:

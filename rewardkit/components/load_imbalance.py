@@ -10,7 +10,7 @@ import numpy as np
 from ..base import Array, BaseReward
 from ..params import Param
 from ..registry import register
-from ._numeric import FEW_COLUMNS, FLOAT_MAX, overflow_ok, row_min_max, row_sum, saturate
+from ._numeric import FEW_COLUMNS, overflow_ok, row_min_max, row_sum, saturate
 
 STATISTICS = ("var", "std", "cv", "range", "max_over_mean")
 
