@@ -14,10 +14,12 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) install --quiet torch==2.13.0
 	# vidur without its ~100 unused dependencies; the simulator's real imports are the extra.
 	$(PIP) install --quiet --no-deps vidur==0.0.26
-	$(PIP) install --quiet -e ".[dev,gym,plot,torch,optuna,vidur]"
+	$(PIP) install --quiet -e ".[dev,gym,plot,torch,optuna,dashboard,vidur,sb3,trl]"
 	touch $(STAMP)
 
 test: $(STAMP)
+	# PostgreSQL's server binaries for the optimizer's distributed-study test (apt-get when absent)
+	bash .ci/install-postgres.sh
 	$(PY) -m pytest -q -p no:cacheprovider
 
 demo: $(STAMP)

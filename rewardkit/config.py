@@ -41,6 +41,8 @@ TOP_KEYS = {"version", "components", "total", "description"}
 TERM_KEYS = {"type", "params", "weight", "inputs", "normalize", "transforms", "description"}
 GROUP_KEYS = {"type", "components", "weight", "normalize", "transforms", "description"}
 TOTAL_KEYS = {"transforms"}
+# top-level keys of an RLlama config: a rewardkit config given one points at `rewardkit migrate rllama`
+RLLAMA_KEYS = frozenset({"composer_settings", "reward_components", "reward_shaping", "shaper_settings"})
 _MISSING = object()  # marks an absent key, so that errors can tell it from an explicit null
 
 
@@ -127,6 +129,7 @@ def parse_config(data: Any, *, source: str | None = None) -> RewardSpec:
         got = "an empty document" if data is None else describe(data)
         raise ConfigError(f"expected a mapping with 'version' and 'components' at the top level, got {got}",
                           source=source)
+    _refuse_rllama(data, source)
     _check_keys(data, TOP_KEYS, "", source)
     if "version" not in data:
         raise ConfigError(f"expected {SCHEMA_VERSION}, got nothing (the key is missing)", source=source, path="version")
@@ -141,6 +144,15 @@ def parse_config(data: Any, *, source: str | None = None) -> RewardSpec:
     _check_keys(total, TOTAL_KEYS, "total", source)
     total_transforms = make_transforms(total.get("transforms"), path="total.transforms", source=source)
     return RewardSpec(nodes, total_transforms, _description(data, "", source))
+
+
+def _refuse_rllama(data: Mapping, source: str | None) -> None:
+    """An RLlama config gets a hint at the converter rather than an unknown-key error."""
+    found = sorted(RLLAMA_KEYS & {str(k) for k in data})
+    if found:
+        file = source if source and not source.startswith("<") else "OLD.yaml"
+        raise ConfigError(f"unknown key; this looks like an RLlama config; convert it with "
+                          f"`rewardkit migrate rllama {file} -o NEW.yaml`", source=source, path=found[0])
 
 
 def _description(d: Mapping, path: str, source: str | None) -> str | None:

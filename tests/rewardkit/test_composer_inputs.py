@@ -260,18 +260,18 @@ def test_pickle_round_trips_a_composer_with_its_state():
 
 def test_one_composer_cannot_serve_two_single_env_wrappers():
     gym = pytest.importorskip("gymnasium")
-    from rewardkit.gym import RewardWrapper
+    from rewardkit.gym import ComposedReward
 
     c = RewardComposer.from_dict({"version": 1, "components": {
         "shaping": {"type": "potential_shaping", "inputs": {"potential": "phi"}}}})
 
-    def ctx(obs, reward, terminated, truncated, info):
-        return {"phi": float(obs[0])}
+    def ctx(t):
+        return {"phi": float(t.obs[0])}
 
-    first = RewardWrapper(gym.make("CartPole-v1"), c, ctx)
+    first = ComposedReward(gym.make("CartPole-v1"), c, ctx)
     with pytest.raises(ValueError, match="cannot serve a second environment.*copy.deepcopy"):
-        RewardWrapper(gym.make("CartPole-v1"), c, ctx)
-    RewardWrapper(gym.make("CartPole-v1"), copy.deepcopy(c), ctx)  # a copy is fine
+        ComposedReward(gym.make("CartPole-v1"), c, ctx)
+    ComposedReward(gym.make("CartPole-v1"), copy.deepcopy(c), ctx)  # a copy is fine
     assert first.composer is c
 
 
