@@ -9,6 +9,7 @@ with a leading environment axis, so one implementation serves scalar and vectori
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any, Callable, ClassVar, Mapping
 
@@ -43,6 +44,9 @@ class BaseReward:
     input_domains: ClassVar[dict[str, tuple[float, float]]] = {}
     #: whether the component keeps per-environment state across calls.
     stateful: ClassVar[bool] = False
+    #: a stateful component whose call, when it fails, fails before changing any state (so the
+    #: composer need not snapshot it on the scalar path). Leave False unless that is certain.
+    atomic_update: ClassVar[bool] = False
     #: registered name, set by :func:`rewardkit.register`.
     type_name: ClassVar[str] = ""
 
@@ -91,10 +95,13 @@ class BaseReward:
     def scalar_source(self, args: list[str], env: dict[str, Any], tag: str) -> str | None:
         """Optional Python expression of the one-environment output, inlined by the composer.
 
-        ``args`` are the variable names holding the inputs (in ``input_keys`` order); names the
-        expression needs can be added to ``env``; ``tag`` makes temporaries unique. Stateless
-        components may return one to skip a function call per step; ``None`` (the default) uses
-        :meth:`scalar_fn`. Tests check it equals :meth:`scalar_fn`.
+        ``args`` are the variable names holding the inputs (in ``input_keys`` order). Helpers the
+        expression needs go into ``env``, a namespace of this term's own: the composer renames
+        each name in it (``_exp`` becomes ``_<term>_exp``), so two components may use the same
+        helper names. ``tag`` is a prefix unique to the term (``_<term>``) for temporaries:
+        name them ``f"{tag}_z"``. Stateless components may return one to skip a function call
+        per step; ``None`` (the default) uses :meth:`scalar_fn`. The result must be a float, and
+        the code must not raise for finite float inputs other than as :meth:`scalar_fn` would.
         """
         return None
 
@@ -103,7 +110,9 @@ class BaseReward:
 
         Like :meth:`scalar_source`, but the statements may read and write state; they run at one
         level of indentation, in order, before the result expression is read. For a vector input
-        held in variable ``v`` (a list of floats), ``v_sum`` already holds ``sum(v)``.
+        held in variable ``v`` (a list of floats), ``v_sum`` already holds ``sum(v)``. A stateful
+        component's statements must either raise before writing state or not at all, or leave
+        ``atomic_update`` False (the composer then snapshots its state before the call).
         """
         return None
 
@@ -111,11 +120,23 @@ class BaseReward:
         """Forget per-environment state where ``mask`` is true (everywhere when ``None``)."""
 
     def state_dict(self) -> dict[str, Any]:
-        """Plain-data state (lists and numbers) that :meth:`load_state_dict` restores."""
+        """Plain-data state (lists and plain Python numbers) that :meth:`load_state_dict` restores."""
         return {}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned."""
+        """Restore what :meth:`state_dict` returned; raise ``ConfigError`` (naming the key) on bad data."""
+
+    def snapshot(self) -> Any:
+        """Everything a call may change; the composer hands it to :meth:`restore` when a call fails.
+
+        The default copies :meth:`state_dict`; components holding a :class:`PerEnvState` return
+        its (much cheaper) snapshot.
+        """
+        return copy.deepcopy(self.state_dict())
+
+    def restore(self, saved: Any) -> None:
+        """Put back what :meth:`snapshot` returned."""
+        self.load_state_dict(saved)
 
     # ---- helpers --------------------------------------------------------------------------
     def _resolve_inputs(self, remap: Mapping[str, str]) -> dict[str, str]:
@@ -197,11 +218,24 @@ class PerEnvState:
                 self.slots = list(self._initial.values())
         return self.slots
 
+    def n_envs(self) -> int | None:
+        """Number of environments held (None before the first call or after a full reset)."""
+        if self.slots is not None:
+            return 1
+        return len(next(iter(self.arrays.values()))) if self.arrays else None
+
     def reset(self, mask: Array | None = None) -> None:
+        """Back to the initial values where ``mask`` is true (everywhere when None).
+
+        A mask must have one entry per environment held (``ValueError`` otherwise).
+        """
         if mask is None:
             self.arrays, self.slots = {}, None
             return
         mask = np.asarray(mask, dtype=bool)
+        held = self.n_envs()
+        if held is not None and mask.shape != (held,):
+            raise ValueError(f"reset mask has shape {mask.shape}; the state holds {held} environment(s)")
         if self.slots is not None:
             if mask.any():
                 self.slots = None
@@ -213,12 +247,56 @@ class PerEnvState:
 
     def state_dict(self) -> dict[str, Any]:
         if self.slots is not None:
-            return {k: [v] for k, v in zip(self._initial, self.slots)}
+            return {k: [float(v)] for k, v in zip(self._initial, self.slots)}
         return {k: v.tolist() for k, v in self.arrays.items()}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+    def load_state_dict(self, state: Mapping[str, Any], path: str = "") -> None:
+        """Restore :meth:`state_dict` output: every slot or none, one list of finite numbers per
+        slot, all of one length. Validated before anything is written."""
+        if not isinstance(state, Mapping):
+            raise ConfigError(f"expected a mapping of {', '.join(self._initial)} to lists, got {describe(state)}",
+                              path=path or None)
+        where = (lambda key: f"{path}.{key}" if path else key)  # noqa: E731
+        for key in state:
+            if key not in self._initial:
+                raise ConfigError(f"unknown key; expected one of: {', '.join(self._initial)}", path=where(str(key)))
+        if not state:
+            self.arrays, self.slots = {}, None
+            return
+        arrays: dict[str, Array] = {}
+        for key in self._initial:
+            if key not in state:
+                raise ConfigError("missing key (give every slot or none)", path=where(key))
+            values = state[key]
+            if not isinstance(values, (list, tuple)) or not values:
+                raise ConfigError(f"expected a non-empty list of finite numbers, got {describe(values)}", path=where(key))
+            for i, v in enumerate(values):
+                if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or not _finite(v):
+                    raise ConfigError(f"expected a finite number, got {describe(v)}", path=f"{where(key)}[{i}]")
+            arrays[key] = np.array([float(v) for v in values], dtype=np.float64)
+        lengths = {len(a) for a in arrays.values()}
+        if len(lengths) != 1:
+            raise ConfigError(f"expected lists of one length (one entry per environment), got lengths "
+                              f"{sorted(lengths)}", path=path or None)
         self.slots = None
-        self.arrays = {k: np.asarray(state[k], dtype=np.float64).copy() for k in self._initial if k in state}
+        self.arrays = arrays
+
+    def snapshot(self) -> tuple[dict[str, Array], list[float] | None]:
+        """A copy of the state, for :meth:`restore` (cheap: a few floats or arrays)."""
+        return ({k: a.copy() for k, a in self.arrays.items()},
+                None if self.slots is None else list(self.slots))
+
+    def restore(self, saved: tuple[dict[str, Array], list[float] | None]) -> None:
+        arrays, slots = saved
+        self.arrays = {k: a.copy() for k, a in arrays.items()}
+        self.slots = None if slots is None else list(slots)
+
+
+def _finite(value: Any) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _plain(value: Any) -> Any:

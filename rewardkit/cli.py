@@ -158,6 +158,14 @@ def cmd_explain(args: argparse.Namespace) -> int:
     """Evaluate a config on the context(s) of a JSON file and print the per-term breakdown."""
     import_modules(args.imports)
     composer = RewardComposer.from_yaml(args.config)
+    if args.show_code:
+        print(composer.generated_code(), end="")
+        if args.context is None:
+            return EXIT_OK
+        print()
+    if args.context is None:
+        print("rewardkit explain: error: give --context CTX_JSON (or --show-code)", file=sys.stderr)
+        return EXIT_USAGE
     contexts = load_contexts(args.context)
     required = composer.required_context_keys()
     for n, ctx in enumerate(contexts):
@@ -348,10 +356,13 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("explain", help="evaluate a config on a context and print each term",
-                       description="Print raw, normalized, weight and contribution of every term, and the total.")
+                       description="Print raw, normalized, weight and contribution of every term, and the total; "
+                                   "--show-code prints the Python the config compiles to.")
     p.add_argument("config", metavar="CONFIG", help="YAML reward config")
-    p.add_argument("--context", required=True, metavar="CTX_JSON",
+    p.add_argument("--context", default=None, metavar="CTX_JSON",
                    help="JSON object of context signals (or a list of them, evaluated in order)")
+    p.add_argument("--show-code", action="store_true",
+                   help="print the Python functions compiled from the config (single-env and batched)")
     p.add_argument("--step", type=int, default=None, metavar="N",
                    help="global step for weight schedules (default 0)")
     add_import_option(p)

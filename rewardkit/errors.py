@@ -42,3 +42,7 @@ class MissingInputError(RewardKitError, KeyError):
 
 class NonFiniteInputError(RewardKitError, ValueError):
     """A context value is NaN or infinite (rewardkit refuses them unless told otherwise)."""
+
+
+class InvalidInputError(RewardKitError, ValueError):
+    """A context value, episode flag, step or reset mask has the wrong type or shape."""

@@ -98,6 +98,7 @@ def _attach(wrapper: Any, composer: RewardComposer, context_fn: ContextFn, prime
         raise TypeError(f"composer must be a RewardComposer, got {type(composer).__name__}")
     if not callable(context_fn):
         raise TypeError(f"context_fn must be callable, got {context_fn!r}")
+    composer.attach_to(wrapper)  # one composer's per-environment state serves one wrapper
     wrapper.composer = composer
     wrapper.context_fn = context_fn
     wrapper.prime_on_reset = prime_on_reset

@@ -2,75 +2,106 @@
 
 - ``running_zscore``: ``(x - mean) / sqrt(var + eps)`` over every value seen so far.
 - ``running_minmax``: ``(x - min) / (max - min)``; 0 while max equals min.
-- ``return_std``: ``x / sqrt(var(G) + eps)`` where ``G`` is each environment's discounted
-  return, reset at episode end, without subtracting a mean (as Stable-Baselines3's VecNormalize
-  scales rewards), so the sign and the optimum of the reward are kept.
+- ``return_std``: ``x / sqrt(var(G) + eps)`` clipped to [-10, 10], where ``G`` is each
+  environment's discounted return, reset at episode end, without subtracting a mean (as
+  Stable-Baselines3's VecNormalize scales rewards), so the sign and the optimum of the reward are
+  kept. Its statistics start at variance 1, as VecNormalize's do.
 
 Statistics are updated before the value is normalized (so the first value of a zscore is 0).
+Every running mean and variance here (and the trainer's reward scaling) is one
+:class:`RunningMeanStd`.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
 from .errors import ConfigError
-from .params import Param, describe, validate_params
+from .params import Param, describe, is_finite_number, validate_params
 
 Array = np.ndarray
 
 
-class RunningMoments:
-    """Mean and variance of a stream of batches (Chan et al.'s parallel update)."""
+class RunningMeanStd:
+    """Running mean and variance of a stream of numbers (Chan et al.'s parallel update).
 
-    def __init__(self) -> None:
-        self.count = 0.0
+    The same statistics as Stable-Baselines3's ``RunningMeanStd``: before any data the mean is 0
+    and the variance 1, weighted as ``epsilon`` pseudo-observations, so the first few updates are
+    not divided by a near-zero spread. ``epsilon=0`` gives the plain sample moments (the variance
+    reads 1 until the first value arrives). ``mean``, ``var`` and ``count`` are plain floats.
+    """
+
+    def __init__(self, epsilon: float = 1e-4) -> None:
+        if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon >= 0):
+            raise ValueError(f"epsilon: expected a non-negative number, got {describe(epsilon)}")
         self.mean = 0.0
-        self.m2 = 0.0
+        self.var = 1.0
+        self.count = float(epsilon)
 
-    def update(self, x: Array) -> None:
+    def update(self, batch: Any) -> None:
+        """Fold in every value of ``batch`` (any array-like; flattened). An empty batch changes nothing."""
+        x = np.asarray(batch, dtype=np.float64).reshape(-1)
         n = x.size
         if n == 0:
             return
         if n == 1:
-            v = float(x.reshape(-1)[0])
-            self.count += 1.0
-            d = v - self.mean
-            self.mean += d / self.count
-            self.m2 += d * (v - self.mean)
+            self.update_scalar(float(x[0]))
             return
-        bmean = float(x.mean())
-        bm2 = float(((x - bmean) ** 2).sum())
+        batch_mean = float(x.mean())
+        batch_var = float(x.var())
         total = self.count + n
-        d = bmean - self.mean
-        self.mean += d * n / total
-        self.m2 += bm2 + d * d * self.count * n / total
+        delta = batch_mean - self.mean
+        m2 = self.var * self.count + batch_var * n + delta * delta * self.count * n / total
+        self.mean += delta * n / total
+        self.var = m2 / total
         self.count = total
 
-    def update_scalar(self, v: float) -> None:
-        self.count += 1.0
-        d = v - self.mean
-        self.mean += d / self.count
-        self.m2 += d * (v - self.mean)
-
-    @property
-    def var(self) -> float:
-        return self.m2 / self.count if self.count > 0 else 1.0
+    def update_scalar(self, value: float) -> None:
+        """Fold in one float (the composer's single-environment path; same numbers as ``update``)."""
+        total = self.count + 1.0
+        delta = value - self.mean
+        self.mean += delta / total
+        self.var = (self.var * self.count + delta * delta * self.count / total) / total
+        self.count = total
 
     def state_dict(self) -> dict[str, float]:
-        return {"count": self.count, "mean": self.mean, "m2": self.m2}
+        """``{"mean", "var", "count"}`` as plain floats."""
+        return {"mean": self.mean, "var": self.var, "count": self.count}
 
-    def load_state_dict(self, s: Mapping[str, float]) -> None:
-        self.count, self.mean, self.m2 = float(s["count"]), float(s["mean"]), float(s["m2"])
+    def load_state_dict(self, state: Mapping[str, Any], path: str = "") -> None:
+        """Restore :meth:`state_dict` output; validated first (``ConfigError`` naming the key)."""
+        values = _check_mapping(state, ("mean", "var", "count"), path)
+        mean, var, count = (_finite(values[k], _join(path, k)) for k in ("mean", "var", "count"))
+        if var < 0:
+            raise ConfigError(f"expected a non-negative number, got {var!r}", path=_join(path, "var"))
+        if count < 0:
+            raise ConfigError(f"expected a non-negative number, got {count!r}", path=_join(path, "count"))
+        self.mean, self.var, self.count = mean, var, count
+
+    def snapshot(self) -> tuple[float, float, float]:
+        return self.mean, self.var, self.count
+
+    def restore(self, saved: tuple[float, float, float]) -> None:
+        self.mean, self.var, self.count = saved
 
 
 class Normalizer:
-    """Base class: ``normalizer(x, done, training) -> normalized`` for arrays of shape (n_envs,)."""
+    """Base class: ``normalizer(x, done, training) -> normalized`` for arrays of shape (n_envs,).
+
+    The composer keeps calls transactional with :meth:`snapshot` and :meth:`restore`: a call that
+    fails anywhere leaves the statistics as they were before it.
+    """
 
     name: ClassVar[str] = ""
     params: ClassVar[dict[str, Param]] = {}
+    #: whether a call can raise at all (on float or float64-array input), and whether it then
+    #: raises before changing any statistic: the composer snapshots only what it must.
+    can_fail: ClassVar[bool] = False
+    atomic_update: ClassVar[bool] = True
 
     def __init__(self, **config: Any) -> None:
         self.config = config
@@ -87,27 +118,42 @@ class Normalizer:
     def reset(self, mask: Array | None = None) -> None:
         """Forget per-environment state (not the statistics), where ``mask`` is true or everywhere."""
 
+    def n_envs(self) -> int | None:
+        """Number of environments the per-environment state holds (None: none held)."""
+        return None
+
     def state_dict(self) -> dict[str, Any]:
         raise NotImplementedError
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+    def load_state_dict(self, state: Mapping[str, Any], path: str = "") -> None:
+        """Restore :meth:`state_dict` output; validates everything before writing anything."""
         raise NotImplementedError
+
+    def snapshot(self) -> Any:
+        """Everything a call may change, to hand back to :meth:`restore` if the call fails."""
+        return copy.deepcopy(self.state_dict())
+
+    def restore(self, saved: Any) -> None:
+        self.load_state_dict(saved)
 
     def to_spec(self) -> dict[str, Any]:
         return {"type": self.name, **self.config}
+
+
+def _clip_param(default: float | None) -> Param:
+    return Param(default, "clip the result to [-clip, clip] (null: no clip)", "a positive number or null",
+                 lambda v: None if v is None else Param.positive().check(v))
 
 
 class RunningZScore(Normalizer):
     """Subtract the running mean and divide by the running standard deviation."""
 
     name = "running_zscore"
-    params = {"eps": Param.positive(1e-8, "added to the variance"),
-              "clip": Param(None, "clip the result to [-clip, clip]", "a positive number or null",
-                            lambda v: None if v is None else Param.positive().check(v))}
+    params = {"eps": Param.positive(1e-8, "added to the variance"), "clip": _clip_param(None)}
 
     def __init__(self, **config: Any) -> None:
         super().__init__(**config)
-        self.moments = RunningMoments()
+        self.moments = RunningMeanStd(epsilon=0.0)
 
     def __call__(self, x: Array, done: Array | None, training: bool) -> Array:
         if training:
@@ -121,14 +167,20 @@ class RunningZScore(Normalizer):
             m.update_scalar(x)
         out = (x - m.mean) / math.sqrt(m.var + self.eps)
         if self.clip is not None:
-            out = min(self.clip, max(-self.clip, out))
+            out = -self.clip if out < -self.clip else (self.clip if out > self.clip else out)  # NaN stays NaN
         return out
 
     def state_dict(self) -> dict[str, Any]:
         return self.moments.state_dict()
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.moments.load_state_dict(state)
+    def load_state_dict(self, state: Mapping[str, Any], path: str = "") -> None:
+        self.moments.load_state_dict(state, path)
+
+    def snapshot(self) -> Any:
+        return self.moments.snapshot()
+
+    def restore(self, saved: Any) -> None:
+        self.moments.restore(saved)
 
 
 class RunningMinMax(Normalizer):
@@ -162,27 +214,46 @@ class RunningMinMax(Normalizer):
     def state_dict(self) -> dict[str, Any]:
         return {"low": _enc(self.low), "high": _enc(self.high)}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.low, self.high = float(state["low"]), float(state["high"])
+    def load_state_dict(self, state: Mapping[str, Any], path: str = "") -> None:
+        values = _check_mapping(state, ("low", "high"), path)
+        low = _dec(values["low"], _join(path, "low"), "inf")
+        high = _dec(values["high"], _join(path, "high"), "-inf")
+        if (low, high) != (math.inf, -math.inf) and not low <= high:
+            raise ConfigError(f"expected low <= high, got low={low!r} and high={high!r}", path=_join(path, "low"))
+        self.low, self.high = low, high
+
+    def snapshot(self) -> Any:
+        return self.low, self.high
+
+    def restore(self, saved: Any) -> None:
+        self.low, self.high = saved
 
 
 class ReturnStd(Normalizer):
-    """Divide by the running std of each environment's discounted return (no mean subtraction)."""
+    """Divide by the running std of each environment's discounted return (no mean subtraction).
+
+    Starts like Stable-Baselines3's ``VecNormalize``: the return statistics begin at variance 1
+    (weighted as 1e-4 observations) and the result is clipped to [-10, 10] unless ``clip`` says
+    otherwise, so the first rewards of a run are not blown up by a near-zero spread.
+    """
 
     name = "return_std"
     params = {"gamma": Param.fraction(0.99, "discount of the tracked return"),
               "eps": Param.positive(1e-8, "added to the variance"),
-              "clip": Param(None, "clip the result to [-clip, clip]", "a positive number or null",
-                            lambda v: None if v is None else Param.positive().check(v))}
+              "clip": _clip_param(10.0)}
+    can_fail = True  # a call with another number of environments than the returns held
 
     def __init__(self, **config: Any) -> None:
         super().__init__(**config)
-        self.moments = RunningMoments()
+        self.moments = RunningMeanStd()
         self.returns: Array | None = None
 
     def __call__(self, x: Array, done: Array | None, training: bool) -> Array:
         if training:
             if self.returns is None or self.returns.shape != x.shape:
+                if self.returns is not None:
+                    raise ValueError(f"batch size changed from {self.returns.shape[0]} to {x.shape[0]}; "
+                                     "call reset() before changing the number of environments")
                 self.returns = np.zeros_like(x)
             self.returns = self.returns * self.gamma + x
             self.moments.update(self.returns)
@@ -193,14 +264,18 @@ class ReturnStd(Normalizer):
 
     def scalar(self, x: float, done: bool, training: bool) -> float:
         if training:
-            if self.returns is None or self.returns.shape != (1,):
-                self.returns = np.zeros(1)
-            g = float(self.returns[0]) * self.gamma + x
+            returns = self.returns
+            if returns is None or returns.shape != (1,):
+                if returns is not None:
+                    raise ValueError(f"batch size changed from {returns.shape[0]} to 1; "
+                                     "call reset() before changing the number of environments")
+                returns = self.returns = np.zeros(1)
+            g = float(returns[0]) * self.gamma + x
             self.moments.update_scalar(g)
-            self.returns[0] = 0.0 if done else g
+            returns[0] = 0.0 if done else g
         out = x / math.sqrt(self.moments.var + self.eps)
         if self.clip is not None:
-            out = min(self.clip, max(-self.clip, out))
+            out = -self.clip if out < -self.clip else (self.clip if out > self.clip else out)  # NaN stays NaN
         return out
 
     def reset(self, mask: Array | None = None) -> None:
@@ -208,19 +283,76 @@ class ReturnStd(Normalizer):
             self.returns = None
         elif self.returns.shape == mask.shape:
             self.returns[mask] = 0.0
+        else:
+            raise ValueError(f"reset mask has {mask.shape[0]} environments; the running returns have "
+                             f"{self.returns.shape[0]}")
+
+    def n_envs(self) -> int | None:
+        return None if self.returns is None else int(self.returns.shape[0])
 
     def state_dict(self) -> dict[str, Any]:
         return {"moments": self.moments.state_dict(),
                 "returns": None if self.returns is None else self.returns.tolist()}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.moments.load_state_dict(state["moments"])
-        r = state.get("returns")
-        self.returns = None if r is None else np.asarray(r, dtype=np.float64)
+    def load_state_dict(self, state: Mapping[str, Any], path: str = "") -> None:
+        values = _check_mapping(state, ("moments", "returns"), path)
+        moments = RunningMeanStd()
+        moments.load_state_dict(values["moments"], _join(path, "moments"))
+        r = values["returns"]
+        returns = None if r is None else _finite_list(r, _join(path, "returns"))
+        self.moments, self.returns = moments, returns
+
+    def snapshot(self) -> Any:
+        return self.moments.snapshot(), None if self.returns is None else self.returns.copy()
+
+    def restore(self, saved: Any) -> None:
+        moments, returns = saved
+        self.moments.restore(moments)
+        self.returns = returns
+
+
+# ---- state validation helpers (shared with rewardkit.base) ------------------------------------
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _check_mapping(state: Any, keys: tuple[str, ...], path: str) -> Mapping[str, Any]:
+    """``state`` as a mapping with exactly ``keys``; ``ConfigError`` naming the key path otherwise."""
+    if not isinstance(state, Mapping):
+        raise ConfigError(f"expected a mapping with keys {', '.join(keys)}, got {describe(state)}", path=path or None)
+    for key in state:
+        if key not in keys:
+            raise ConfigError(f"unknown key; expected one of: {', '.join(keys)}", path=_join(path, str(key)))
+    for key in keys:
+        if key not in state:
+            raise ConfigError("missing key", path=_join(path, key))
+    return state
+
+
+def _finite(value: Any, path: str) -> float:
+    if not is_finite_number(value) and not (isinstance(value, np.floating) and math.isfinite(value)):
+        raise ConfigError(f"expected a finite number, got {describe(value)}", path=path)
+    return float(value)
+
+
+def _finite_list(value: Any, path: str) -> Array:
+    """A non-empty list of finite numbers as a float64 array."""
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ConfigError(f"expected a non-empty list of finite numbers, got {describe(value)}", path=path)
+    return np.array([_finite(v, f"{path}[{i}]") for i, v in enumerate(value)], dtype=np.float64)
 
 
 def _enc(v: float) -> float | str:
     return v if math.isfinite(v) else ("inf" if v > 0 else "-inf")
+
+
+def _dec(v: Any, path: str, infinite: str) -> float:
+    """A finite number, or the string ``infinite`` ("inf"/"-inf": the bound before any data)."""
+    if v == infinite and isinstance(v, str):
+        return float(v)
+    if isinstance(v, str):
+        raise ConfigError(f"expected a finite number or {infinite!r}, got {describe(v)}", path=path)
+    return _finite(v, path)
 
 
 NORMALIZERS: dict[str, type[Normalizer]] = {c.name: c for c in (RunningZScore, RunningMinMax, ReturnStd)}

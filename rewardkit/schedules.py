@@ -2,17 +2,23 @@
 
 A schedule is written in YAML as ``{schedule: linear, start: 1.0, end: 0.0, steps: 10000}``.
 Every schedule holds ``start`` before ``start_step`` and accepts ``min``/``max`` bounds applied
-last. The step is the global training step (never per episode).
+last. The step is the global training step (never per episode). Every weight is a finite float:
+a schedule whose value would overflow (an exponential that grows for long enough) saturates at
+the largest finite float, so a weight times a zero term is zero, never NaN.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-from typing import Any, Callable, ClassVar, Mapping
+import sys
+from typing import Any, ClassVar, Mapping
 
 from .errors import ConfigError
 from .params import _REQUIRED, Param, describe, is_finite_number, is_number_or_inf, validate_params
+
+#: Largest finite float: weights saturate here instead of overflowing.
+FLOAT_MAX = sys.float_info.max
 
 
 class Schedule:
@@ -27,9 +33,13 @@ class Schedule:
             setattr(self, key, value)
         low = -math.inf if config.get("min") is None else config["min"]
         high = math.inf if config.get("max") is None else config["max"]
+        if low == math.inf:
+            raise ConfigError("expected a number below infinity (a weight is finite), got inf", path="min")
+        if high == -math.inf:
+            raise ConfigError("expected a number above -infinity (a weight is finite), got -inf", path="max")
         if low > high:
             raise ConfigError(f"expected min <= max, got min={low} and max={high}", path="min")
-        self.low, self.high = low, high
+        self.low, self.high = max(low, -FLOAT_MAX), min(high, FLOAT_MAX)
 
     def value(self, t: float) -> float:
         """Unbounded value ``t`` steps after ``start_step`` (t >= 0)."""
@@ -38,6 +48,10 @@ class Schedule:
     def __call__(self, step: int) -> float:
         t = step - self.config.get("start_step", 0)
         v = self.config["start"] if t < 0 and "start" in self.config else self.value(max(t, 0))
+        return self._bounded(v)
+
+    def _bounded(self, v: float) -> float:
+        """``v`` within ``[min, max]`` and within the finite floats (overflowing values saturate)."""
         return min(self.high, max(self.low, v))
 
     def source(self, step_var: str) -> str | None:
@@ -45,10 +59,11 @@ class Schedule:
         return None
 
     def _bound_source(self, expr: str) -> str:
-        if math.isfinite(self.high):
-            expr = f"min({self.high!r}, {expr})"
-        if math.isfinite(self.low):
-            expr = f"max({self.low!r}, {expr})"
+        # bounds at the largest finite float are no-ops for the finite values the ramps produce
+        if self.high < FLOAT_MAX:
+            expr = f"min({_literal(self.high)}, {expr})"
+        if self.low > -FLOAT_MAX:
+            expr = f"max({_literal(self.low)}, {expr})"
         return expr
 
     def to_dict(self) -> dict[str, Any]:
@@ -94,10 +109,10 @@ class Constant(Schedule):
         return self.config["value"]
 
     def __call__(self, step: int) -> float:
-        return min(self.high, max(self.low, self.config["value"]))
+        return self._bounded(self.config["value"])
 
     def source(self, step_var: str) -> str | None:
-        return repr(self(0))
+        return _literal(self(0))
 
 
 class _Ramp(Schedule):
@@ -140,8 +155,8 @@ class Linear(_Ramp):
         t, span = f"({step_var} - {start_step!r})", self.span
         # Same arithmetic as value(), with comparisons instead of min/max calls (this runs every step).
         p = f"(0.0 if {t} <= 0.0 else (1.0 if {t} >= {span!r} else {t} / {span!r}))"
-        start, end = self.config["start"], self.config["end"]
-        expr = f"((1.0 - (_p := {p})) * {start!r} + _p * {end!r})"
+        start, end = _literal(self.config["start"]), _literal(self.config["end"])
+        expr = f"((1.0 - (_p := {p})) * {start} + _p * {end})"
         return self._bound_source(expr)
 
 
@@ -178,19 +193,32 @@ class Step(Schedule):
               "every": Param.positive(doc="steps between stairs"), **_COMMON}
 
     def value(self, t: float) -> float:
-        return _times_power(self.config["start"], self.config["factor"], math.floor(t / self.config["every"]))
+        # t / every overflows to inf for a tiny ``every``; past 2**62 stairs every power has saturated
+        stairs = min(t / self.config["every"], _MANY_STAIRS)
+        return _times_power(self.config["start"], self.config["factor"], math.floor(stairs))
+
+
+_MANY_STAIRS = float(2**62)
+
+
+def _literal(value: float) -> str:
+    """A finite float as Python source for the compiled paths (non-finite numbers never get there)."""
+    if not math.isfinite(value):
+        raise ValueError(f"a weight literal must be finite, got {value!r}")
+    return repr(float(value))
 
 
 def _times_power(start: float, base: float, exponent: float) -> float:
-    """``start * base ** exponent``, saturating to a signed infinity where the power overflows."""
+    """``start * base ** exponent``, saturating at the largest finite float of the right sign."""
     if start == 0.0:
         return 0.0
     try:
-        return start * base ** exponent
+        value = start * base ** exponent
     except OverflowError:
         # Only |base| > 1 overflows; a negative base comes with an integer exponent (Step).
         negative = (start < 0) != (base < 0 and int(exponent) % 2 == 1)
-        return -math.inf if negative else math.inf
+        return -FLOAT_MAX if negative else FLOAT_MAX
+    return max(-FLOAT_MAX, min(FLOAT_MAX, value))
 
 
 def _check_points(v: Any) -> list[list[float]]:
@@ -228,8 +256,9 @@ class Piecewise(Schedule):
             v = values[-1]
         else:
             s0, s1 = steps[i - 1], steps[i]
-            v = values[i - 1] + (values[i] - values[i - 1]) * (step - s0) / (s1 - s0)
-        return min(self.high, max(self.low, v))
+            p = (step - s0) / (s1 - s0)
+            v = (1.0 - p) * values[i - 1] + p * values[i]  # cannot overflow between finite values
+        return self._bounded(v)
 
 
 SCHEDULES: dict[str, type[Schedule]] = {
@@ -264,4 +293,5 @@ def make_schedule(spec: Any, *, path: str = "weight", source: str | None = None)
         if exc.source is None:
             raise exc.within(source, path if not (exc.path or "").startswith(path) else None) from None
         raise
+
 

@@ -46,7 +46,7 @@ class ScaledSigmoid(BaseReward):
     def scalar_source(self, args: list[str], env: dict[str, Any], tag: str) -> str | None:
         """Inlined form of :meth:`scalar_fn` for the composer's compiled scalar path."""
         env["_exp"] = math.exp
-        z = f"_z{tag}"
+        z = f"{tag}_z"
         center, width = getattr(self, self.center_param), getattr(self, self.width_param)
         return (f"(1.0 / (1.0 + _exp(-(700.0 if ({z} := ({args[0]} - {center!r}) / {width!r}) > 700.0 "
                 f"else (-700.0 if {z} < -700.0 else {z})))))")

@@ -38,6 +38,7 @@ class EmaDelta(BaseReward):
     output_range = (-math.inf, math.inf)
     monotone = {"signal": "increasing"}
     stateful = True
+    atomic_update = True  # the scalar and batched paths can only fail before writing state
 
     def __init__(self, name: str | None = None, inputs: Mapping[str, str] | None = None, **params: Any) -> None:
         super().__init__(name, inputs, **params)
@@ -82,6 +83,12 @@ class EmaDelta(BaseReward):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self._state.load_state_dict(state)
 
+    def snapshot(self) -> Any:
+        return self._state.snapshot()
+
+    def restore(self, saved: Any) -> None:
+        self._state.restore(saved)
+
     def scalar_fn(self) -> Callable[..., float]:
         """Plain-float version of :meth:`compute` (same order of operations) for the scalar path."""
         state, a, eps, sqrt = self._state, self.ema_alpha, self.eps, math.sqrt
@@ -110,7 +117,8 @@ class EmaDelta(BaseReward):
 
     def scalar_block(self, args: list[str], env: dict[str, Any], tag: str) -> tuple[list[str], str] | None:
         """:meth:`scalar_fn` as inline statements (same operations) for the compiled scalar path."""
-        st, s, d, r = f"_ema_st{tag}", f"_ema_sl{tag}", f"_ema_d{tag}", f"_ema_r{tag}"
+        st, s, d, r = "_state", f"{tag}_slots", f"{tag}_d", f"{tag}_delta"
+        std, m, v = f"{tag}_std", f"{tag}_mean", f"{tag}_var"
         env[st], env["_FLOAT_MAX"], env["_sqrt"], env["_float"] = self._state, FLOAT_MAX, math.sqrt, float
         x, a, eps = args[0], self.ema_alpha, self.eps
         return [
@@ -121,14 +129,14 @@ class EmaDelta(BaseReward):
             "else:",
             f"    {d} = {x} - {s}[0]",
             f"    {d} = _FLOAT_MAX if {d} > _FLOAT_MAX else (-_FLOAT_MAX if {d} < -_FLOAT_MAX else {d})",
-            f"    _ema_std{tag} = _sqrt({s}[1])",
-            f"    if _ema_std{tag} > {eps!r}:",
-            f"        {r} = {d} / (_ema_std{tag} + {eps!r})",
+            f"    {std} = _sqrt({s}[1])",
+            f"    if {std} > {eps!r}:",
+            f"        {r} = {d} / ({std} + {eps!r})",
             f"        {r} = _FLOAT_MAX if {r} > _FLOAT_MAX else (-_FLOAT_MAX if {r} < -_FLOAT_MAX else {r})",
             "    else:",
             f"        {r} = 0.0",
-            f"    _ema_m{tag} = (1.0 - {a!r}) * {s}[0] + {a!r} * {x}",
-            f"    _ema_v{tag} = (1.0 - {a!r}) * {s}[1] + {a!r} * ({d} * {d})",
-            f"    {s}[0] = _FLOAT_MAX if _ema_m{tag} > _FLOAT_MAX else (-_FLOAT_MAX if _ema_m{tag} < -_FLOAT_MAX else _ema_m{tag})",
-            f"    {s}[1] = _FLOAT_MAX if _ema_v{tag} > _FLOAT_MAX else _ema_v{tag}",
+            f"    {m} = (1.0 - {a!r}) * {s}[0] + {a!r} * {x}",
+            f"    {v} = (1.0 - {a!r}) * {s}[1] + {a!r} * ({d} * {d})",
+            f"    {s}[0] = _FLOAT_MAX if {m} > _FLOAT_MAX else (-_FLOAT_MAX if {m} < -_FLOAT_MAX else {m})",
+            f"    {s}[1] = _FLOAT_MAX if {v} > _FLOAT_MAX else {v}",
         ], r

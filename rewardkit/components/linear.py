@@ -58,5 +58,5 @@ class Linear(BaseReward):
         """Inlined form of :meth:`scalar_fn` for the composer's compiled scalar path."""
         low, high = self.clip if self.clip is not None else (-FLOAT_MAX, FLOAT_MAX)
         low, high = max(low, -FLOAT_MAX), min(high, FLOAT_MAX)
-        o = f"_o{tag}"
+        o = f"{tag}_out"
         return f"({low!r} if ({o} := {self.scale!r} * {args[0]}) < {low!r} else ({high!r} if {o} > {high!r} else {o}))"

@@ -10,7 +10,7 @@ import numpy as np
 from ..base import Array, BaseReward
 from ..params import Param
 from ..registry import register
-from ._numeric import FEW_COLUMNS, FLOAT_MAX, overflow_ok, row_min_max, row_sum, saturate
+from ._numeric import FEW_COLUMNS, overflow_ok, row_min_max, row_sum, saturate
 
 STATISTICS = ("var", "std", "cv", "range", "max_over_mean")
 
@@ -141,9 +141,10 @@ class LoadImbalance(BaseReward):
 
     def scalar_block(self, args: list[str], env: dict[str, Any], tag: str) -> tuple[list[str], str] | None:
         """:meth:`scalar_fn` as inline statements specialised to the statistic (same operations)."""
-        fn, loads, r = f"_lb_fn{tag}", args[0], f"_lb_r{tag}"
+        fn, loads, r = "_exact", args[0], f"{tag}_value"
         env[fn], env["_sorted"], env["_sqrt"] = self.scalar_fn(), sorted, math.sqrt
-        o, n, m, v = f"_lb_o{tag}", f"_lb_n{tag}", f"_lb_m{tag}", f"_lb_v{tag}"
+        o, n, m, v = f"{tag}_ordered", f"{tag}_n", f"{tag}_mean", f"{tag}_var"
+        q, e = f"{tag}_load", f"{tag}_dev"
         if self.statistic in ("range", "max_over_mean"):
             return [], f"{fn}({loads}, False, False)"
         unsafe = f"{o}[0] < 0.0 or " if self.statistic == "cv" else f"{o}[0] < {-_MODERATE!r} or "
@@ -158,9 +159,9 @@ class LoadImbalance(BaseReward):
             "    else:",
             f"        {m} = {loads}_sum / {n}",  # the composer's sum(loads), left to right
             f"        {v} = 0.0",
-            f"        for _lb_q{tag} in {loads}:",
-            f"            _lb_e{tag} = _lb_q{tag} - {m}",
-            f"            {v} += _lb_e{tag} * _lb_e{tag}",
+            f"        for {q} in {loads}:",
+            f"            {e} = {q} - {m}",
+            f"            {v} += {e} * {e}",
             f"        {v} /= {n}",
             f"        {r} = {result}",
             f"        {r} = {r} if {r} > 0.0 else 0.0",

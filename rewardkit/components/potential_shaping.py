@@ -32,6 +32,7 @@ class PotentialShaping(BaseReward):
     output_range = (-math.inf, math.inf)
     monotone = {"potential": "increasing"}
     stateful = True
+    atomic_update = True  # the scalar and batched paths can only fail before writing state
 
     def __init__(self, name: str | None = None, inputs: Mapping[str, str] | None = None, **params: Any) -> None:
         super().__init__(name, inputs, **params)
@@ -57,6 +58,12 @@ class PotentialShaping(BaseReward):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self._state.load_state_dict(state)
+
+    def snapshot(self) -> Any:
+        return self._state.snapshot()
+
+    def restore(self, saved: Any) -> None:
+        self._state.restore(saved)
 
     def scalar_fn(self) -> Callable[..., float]:
         """Plain-float version of :meth:`compute` for the scalar path."""

@@ -59,7 +59,7 @@ class ThresholdPenalty(BaseReward):
         latency cannot overflow, and with ``slope <= 1`` neither can the product.
         """
         env["_FLOAT_MAX"] = FLOAT_MAX
-        e, o = f"_e{tag}", f"_o{tag}"
+        e, o = f"{tag}_excess", f"{tag}_out"
         if self.threshold >= 0:
             excess = f"(0.0 if ({e} := {args[0]} - {self.threshold!r}) < 0.0 else {e})"
         else:

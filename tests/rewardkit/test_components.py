@@ -474,7 +474,7 @@ def test_inlined_scalar_source_equals_scalar_fn(case: str, value: float) -> None
 
     comp = get_component_class(case.split("/")[0])(name="x", **INLINE_CASES[case])
     env: dict = {}
-    source = comp.scalar_source(["v"], env, "0")
+    source = comp.scalar_source(["v"], env, "_t")
     assert source is not None
     inlined = eval(f"lambda v: {source}", env)  # noqa: S307 - our own generated expression
     assert inlined(value) == comp.scalar_fn()(value, False, False)
@@ -489,7 +489,7 @@ def test_inlined_blocks_equal_scalar_fn(statistic: str, loads: list) -> None:
     """Components inlined as statement blocks (load_imbalance, ema_delta) match their scalar_fn."""
     comp = LoadImbalance(name="x", statistic=statistic)
     env: dict = {}
-    lines, result = comp.scalar_block(["v"], env, "0")
+    lines, result = comp.scalar_block(["v"], env, "_t")
     namespace: dict = {}
     body = "\n".join("    " + line for line in lines)
     exec(f"def f(v):\n    v_sum = sum(v)\n{body}\n    return {result}", env, namespace)  # noqa: S102 - generated here
@@ -497,7 +497,7 @@ def test_inlined_blocks_equal_scalar_fn(statistic: str, loads: list) -> None:
 
     ema_block, ema_plain = EmaDelta(name="e", signal="s", ema_alpha=0.3), EmaDelta(name="e", signal="s", ema_alpha=0.3)
     env = {}
-    lines, result = ema_block.scalar_block(["v"], env, "1")
+    lines, result = ema_block.scalar_block(["v"], env, "_u")
     namespace = {}
     body = "\n".join("    " + line for line in lines)
     exec(f"def g(v):\n{body}\n    return {result}", env, namespace)  # noqa: S102 - generated here

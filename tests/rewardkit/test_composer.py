@@ -154,15 +154,23 @@ def test_hybrid_preset_by_hand(batched):
 
 
 def test_littles_law_preset_by_hand():
+    """return_std divides by the std of the discounted return pooled with VecNormalize's prior
+    (mean 0, variance 1, weight 1e-4), then clips to [-10, 10]."""
+
+    def pooled_var(history: list[float]) -> float:
+        h = np.asarray(history)
+        weight = 1e-4 + h.size
+        return (1e-4 + (h * h).sum()) / weight - (h.sum() / weight) ** 2
+
     c = preset("vidur_littles_law.yaml")
     out = c({"in_system": 4.0, "dt": 0.5})
     assert out.terms["time_in_system"].raw == 2.0
-    # one return of -2.0 (weight is applied after normalizing; the normalizer sees raw 2.0): var 0
-    assert out.terms["time_in_system"].normalized == pytest.approx(2.0 / math.sqrt(1e-8))
-    assert out.total == pytest.approx(-2.0 / math.sqrt(1e-8))
+    # the normalizer sees raw 2.0 (the weight is applied after normalizing); one return: var ~1e-4
+    assert out.terms["time_in_system"].normalized == min(10.0, 2.0 / math.sqrt(pooled_var([2.0]) + 1e-8)) == 10.0
+    assert out.total == -10.0
     out = c({"in_system": 1.0, "dt": 1.0})
     returns = [2.0, 0.99 * 2.0 + 1.0]
-    assert out.total == pytest.approx(-1.0 / math.sqrt(np.var(returns) + 1e-8))
+    assert out.total == pytest.approx(-1.0 / math.sqrt(pooled_var(returns) + 1e-8))
 
 
 def test_total_transforms_apply_to_the_sum_only():
@@ -620,12 +628,13 @@ def test_reset_starts_episodes_but_keeps_statistics_and_step():
 
 def test_load_state_dict_refuses_foreign_names():
     c = preset("vidur_hybrid.yaml")
-    with pytest.raises(KeyError, match="state has component 'nope'"):
-        c.load_state_dict({"step": 0, "components": {"nope": {}}})
-    with pytest.raises(KeyError, match="state has component 'absolute'"):
-        c.load_state_dict({"step": 0, "components": {"absolute": {}}})
-    with pytest.raises(KeyError, match="state has a normalizer for 'delta'"):
-        c.load_state_dict({"step": 0, "normalizers": {"delta": {}}})
+    good = c.state_dict()
+    with pytest.raises(ConfigError, match="state_dict: components.nope: unknown name"):
+        c.load_state_dict({**good, "components": {"nope": {}}})
+    with pytest.raises(ConfigError, match="state_dict: components.absolute: unknown name"):
+        c.load_state_dict({**good, "components": {"absolute": {}}})
+    with pytest.raises(ConfigError, match="state_dict: normalizers.delta: unknown name"):
+        c.load_state_dict({**good, "normalizers": {"delta": {}}})
 
 
 def test_set_weight_rejects_a_bad_spec_and_keeps_the_old_weight():

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from rewardkit import RewardComposer
 from rewardkit.errors import ConfigError
-from rewardkit.normalizers import NORMALIZERS, ReturnStd, RunningMinMax, RunningZScore, make_normalizer
+from rewardkit.normalizers import NORMALIZERS, ReturnStd, RunningMeanStd, RunningMinMax, RunningZScore, make_normalizer
 
 FAST = settings(max_examples=40, deadline=None)
 value = st.floats(min_value=-100.0, max_value=100.0, allow_nan=False)
@@ -95,8 +95,21 @@ def test_minmax_matches_numpy(batches):
 
 
 # ---- return_std -----------------------------------------------------------------------------
-def return_std_by_hand(rewards: np.ndarray, dones: np.ndarray, gamma: float, eps: float = 1e-8) -> np.ndarray:
-    """Reference loop: per-env discounted return, reset after done; divide by std of all returns."""
+PRIOR_COUNT = 1e-4  # Stable-Baselines3's RunningMeanStd: variance 1 weighted as 1e-4 observations
+
+
+def pooled_var(history: list[float]) -> float:
+    """Variance of ``history`` pooled with the prior (mean 0, variance 1, weight PRIOR_COUNT)."""
+    h = np.asarray(history)
+    weight = PRIOR_COUNT + h.size
+    mean = h.sum() / weight
+    return (PRIOR_COUNT * 1.0 + (h * h).sum()) / weight - mean * mean
+
+
+def return_std_by_hand(rewards: np.ndarray, dones: np.ndarray, gamma: float, eps: float = 1e-8,
+                       clip: float = 10.0) -> np.ndarray:
+    """Reference loop: per-env discounted return, reset after done; divide by the pooled std of
+    all returns so far, clip to [-clip, clip] (Stable-Baselines3's VecNormalize reward scaling)."""
     steps, n = rewards.shape
     g = np.zeros(n)
     history: list[float] = []
@@ -105,7 +118,7 @@ def return_std_by_hand(rewards: np.ndarray, dones: np.ndarray, gamma: float, eps
         for e in range(n):
             g[e] = g[e] * gamma + rewards[t, e]
         history.extend(g.tolist())
-        out[t] = rewards[t] / math.sqrt(np.var(history) + eps)  # no mean subtracted from the reward
+        out[t] = np.clip(rewards[t] / math.sqrt(pooled_var(history) + eps), -clip, clip)  # no mean subtracted
         for e in range(n):
             if dones[t, e]:
                 g[e] = 0.0
@@ -130,21 +143,55 @@ def test_return_std_matches_hand_loop(seed, n_envs, steps, gamma):
 
 
 def test_return_std_keeps_sign_and_hand_values():
-    r = norm({"type": "return_std", "gamma": 0.5})
+    r = norm({"type": "return_std", "gamma": 0.5, "clip": None})
     assert isinstance(r, ReturnStd)
-    # returns: 2, 2*0.5+2 = 3 -> var of [2, 3] = 0.25, std 0.5
-    assert r.scalar(2.0, False, True) == pytest.approx(2.0 / math.sqrt(0.0 + 1e-8))  # var of [2] is 0
-    assert r.scalar(2.0, True, True) == pytest.approx(2.0 / math.sqrt(0.25 + 1e-8))
-    # after done the return restarts: G = -1; var of [2, 3, -1]
+    # returns: 2, then 2*0.5+2 = 3 (pooled with the prior: mean 0, variance 1, weight 1e-4)
+    assert r.scalar(2.0, False, True) == pytest.approx(2.0 / math.sqrt(pooled_var([2.0]) + 1e-8))
+    assert r.scalar(2.0, True, True) == pytest.approx(2.0 / math.sqrt(pooled_var([2.0, 3.0]) + 1e-8))
+    # after done the return restarts: G = -1
     out = r.scalar(-1.0, False, True)
-    assert out == pytest.approx(-1.0 / math.sqrt(np.var([2.0, 3.0, -1.0]) + 1e-8))
+    assert out == pytest.approx(-1.0 / math.sqrt(pooled_var([2.0, 3.0, -1.0]) + 1e-8))
     assert out < 0
 
 
-def test_return_std_first_value_divides_by_sqrt_eps():
+def test_return_std_starts_like_vecnormalize():
+    """The first reward is divided by the prior-weighted spread and clipped at 10 (issue: -0.04 gave -405)."""
     r = norm({"type": "return_std"})
-    # a single return has variance 0, so the reward is divided by sqrt(eps)
-    assert r.scalar(1e-6, False, True) == pytest.approx(1e-6 / math.sqrt(1e-8))
+    assert r.clip == 10.0
+    first = r.scalar(-0.04, False, True)
+    assert first == pytest.approx(-0.04 / math.sqrt(pooled_var([-0.04]) + 1e-8))
+    assert -10.0 <= first < 0
+    assert norm({"type": "return_std"}).scalar(1e6, False, True) == 10.0  # clipped
+    assert norm({"type": "return_std", "clip": None}).scalar(1e6, False, True) > 10.0
+
+
+def test_running_mean_std_is_vecnormalize_statistics():
+    """Batched and one-at-a-time updates give the pooled moments; state is plain floats."""
+    rng = np.random.default_rng(3)
+    data = rng.normal(2.0, 3.0, size=40)
+    a, b = RunningMeanStd(), RunningMeanStd()
+    a.update(data[:7])
+    a.update(data[7:])
+    for v in data:
+        b.update_scalar(float(v))
+    assert a.var == pytest.approx(pooled_var(list(data)), rel=1e-10)
+    assert a.mean == pytest.approx(data.sum() / (len(data) + PRIOR_COUNT), rel=1e-12)
+    assert a.count == pytest.approx(len(data) + PRIOR_COUNT)
+    assert b.state_dict() == pytest.approx(a.state_dict(), rel=1e-10)
+    assert all(type(v) is float for v in a.state_dict().values())
+    a.update(np.array([]))  # an empty batch changes nothing
+    assert a.count == pytest.approx(len(data) + PRIOR_COUNT)
+    plain = RunningMeanStd(epsilon=0.0)
+    plain.update(data)
+    assert plain.var == pytest.approx(np.var(data), rel=1e-12) and plain.mean == pytest.approx(np.mean(data))
+    c = RunningMeanStd()
+    c.load_state_dict(json.loads(json.dumps(a.state_dict())))
+    assert c.state_dict() == a.state_dict()
+    for bad, where in [({"mean": 0.0, "var": -1.0, "count": 1.0}, "var"), ({"mean": "x", "var": 1.0, "count": 1.0}, "mean"),
+                       ({"mean": 0.0, "var": 1.0}, "count"), ({"mean": math.nan, "var": 1.0, "count": 1.0}, "mean")]:
+        with pytest.raises(ConfigError, match=f"rms.{where}"):
+            c.load_state_dict(bad, "rms")
+    assert c.state_dict() == a.state_dict()
 
 
 # ---- eval() freezes statistics (through the composer) -----------------------------------------
