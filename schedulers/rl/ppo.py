@@ -13,6 +13,8 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
+from rewardkit.normalizers import RunningMeanStd
+
 from .rollout import RolloutBatch
 
 
@@ -217,34 +219,12 @@ class EntropyController:
         self.scale = float(state["scale"])
 
 
-class RunningMeanStd:
-    """Running mean and variance (parallel update of Chan et al.) of a scalar stream."""
-
-    def __init__(self, epsilon: float = 1e-4) -> None:
-        self.mean, self.var, self.count = 0.0, 1.0, epsilon
-
-    def update(self, x: torch.Tensor) -> None:
-        x = x.detach().double().flatten()
-        if x.numel() == 0:
-            return
-        b_mean, b_var, b_count = float(x.mean()), float(x.var(unbiased=False)), x.numel()
-        delta = b_mean - self.mean
-        total = self.count + b_count
-        self.mean += delta * b_count / total
-        m2 = self.var * self.count + b_var * b_count + delta**2 * self.count * b_count / total
-        self.var, self.count = m2 / total, total
-
-    def state_dict(self) -> dict[str, float]:
-        return {"mean": self.mean, "var": self.var, "count": self.count}
-
-    def load_state_dict(self, state: dict[str, float]) -> None:
-        self.mean, self.var, self.count = float(state["mean"]), float(state["var"]), float(state["count"])
-
-
 class RewardScaler:
     """Divides rewards by the running std of the discounted return (no mean subtraction).
 
-    Keeps one discounted-return accumulator per environment, reset where an episode ended.
+    Keeps one discounted-return accumulator per environment, reset where an episode ended; the
+    statistics are rewardkit's :class:`~rewardkit.normalizers.RunningMeanStd`, the same ones the
+    ``return_std`` normalizer of a reward config keeps.
     """
 
     def __init__(self, n_envs: int, gamma: float, epsilon: float = 1e-8) -> None:
@@ -255,7 +235,7 @@ class RewardScaler:
     def __call__(self, rewards: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
         """Scale one step's rewards ``(n_envs,)``; ``done`` marks episodes that ended at this step."""
         self.returns = self.returns * self.gamma + rewards.double()
-        self.rms.update(self.returns)
+        self.rms.update(self.returns.numpy())
         self.returns = torch.where(done.bool(), torch.zeros_like(self.returns), self.returns)
         return (rewards.double() / math.sqrt(self.rms.var + self.epsilon)).to(rewards.dtype)
 

@@ -8,11 +8,11 @@ import math
 import pytest
 import torch
 
+from rewardkit.normalizers import RunningMeanStd
 from schedulers.rl.policy import ReplicaScorerPolicy
 from schedulers.rl.ppo import (
     EntropyController,
     RewardScaler,
-    RunningMeanStd,
     UpdateSettings,
     categorical_kl,
     explained_variance,
