@@ -404,8 +404,8 @@ def _parse_components(spec: Any, path: str, prefix: str, problems: _Problems,
     nodes: list[TermNode | GroupNode] = []
     for name, entry in spec.items():
         if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-            problems.add(f"expected a name of letters, digits, '_' or '-', got {describe(name)}",
-                         f"{path}.{describe(name) if not isinstance(name, str) else name}")
+            shown = name if isinstance(name, str) and name.isprintable() else describe(name)
+            problems.add(f"expected a name of letters, digits, '_' or '-', got {describe(name)}", f"{path}.{shown}")
             continue
         node = _parse_node(name, entry, f"{path}.{name}", prefix, problems, leaves)
         if node is not None:
@@ -426,6 +426,7 @@ def _parse_node(name: str, entry: Any, path: str, prefix: str, problems: _Proble
         return None
     n_before = len(problems.errors)
     full_name = f"{prefix}{name}"
+    cls = None if kind == "group" else problems.attempt(f"{path}.type", lambda: get_component_class(kind))
     _check_keys(entry, GROUP_KEYS if kind == "group" else TERM_KEYS, path, problems)
     weight = problems.attempt(None, lambda: make_schedule(entry.get("weight", 1.0), path=f"{path}.weight",
                                                           source=source))
@@ -440,7 +441,6 @@ def _parse_node(name: str, entry: Any, path: str, prefix: str, problems: _Proble
         if len(problems.errors) > n_before:
             return None
         return GroupNode(full_name, children, weight, normalizer, transforms, description)
-    cls = problems.attempt(f"{path}.type", lambda: get_component_class(kind))
     params = entry.get("params")
     params = {} if params is None else params
     if not isinstance(params, Mapping):
