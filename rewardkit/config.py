@@ -45,8 +45,8 @@ TOTAL_KEYS = {"transforms"}
 _MISSING = object()  # marks an absent key, so that errors can tell it from an explicit null
 
 # ---- limits on every document rewardkit reads (documented in docs/configuration.md#limits) -----
-#: largest YAML file read, in bytes.
-MAX_FILE_BYTES = 1_048_576
+#: largest YAML file read, in bytes (pure-Python PyYAML parses one this size in about two seconds).
+MAX_FILE_BYTES = 131_072
 #: most values (scalars, lists, mappings and keys) a document may hold once aliases and merge
 #: keys are expanded: a few hundred bytes of nested aliases would otherwise expand to billions.
 MAX_EXPANDED_VALUES = 200_000
@@ -116,6 +116,14 @@ class _SafeLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def fetch_flow_collection_start(self, token_class: Any) -> None:
+        # The scanner looks ahead across every open '[' or '{' (quadratic in their nesting): stop early.
+        if self.flow_level >= MAX_DEPTH:
+            raise yaml.scanner.ScannerError(
+                None, None, f"expected at most {MAX_DEPTH} levels of nested lists and mappings, got more",
+                self.get_mark())
+        super().fetch_flow_collection_start(token_class)
 
     def flatten_mapping(self, node: yaml.MappingNode) -> None:
         # Called on every mapping before merge keys rewrite its pairs: check the written keys here.

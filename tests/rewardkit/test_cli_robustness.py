@@ -146,7 +146,7 @@ YAML_TEXT = st.lists(st.sampled_from(["version: 1\n", "components:\n", "  a: {ty
 PLUGIN_NAMES = {ep.name for ep in cli.plugin_entry_points()} - set(COMMANDS)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(command=st.sampled_from(COMMANDS) | st.text(max_size=8), rest=st.lists(TOKEN, max_size=6),
        json_value=JSON_VALUES, yaml_text=YAML_TEXT)
 def test_fuzz_cli_never_raises(workdir, command, rest, json_value, yaml_text):
