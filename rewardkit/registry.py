@@ -20,6 +20,8 @@ from .params import Param
 
 ENTRY_POINT_GROUP = "rewardkit.components"
 MONOTONE_DIRECTIONS = ("increasing", "decreasing")
+#: attributes every component instance sets itself, which a parameter must not overwrite.
+_INSTANCE_ATTRIBUTES = frozenset({"name", "config", "input_keys"})
 
 _REGISTRY: dict[str, type[BaseReward]] = {}
 _entry_points_loaded = False
@@ -91,7 +93,8 @@ def declaration_problems(cls: type[BaseReward]) -> list[str]:
         problems.append(f"params must be a dict of name to Param, got {params!r}")
         params = {}
     for pname, param in params.items():
-        if not isinstance(pname, str) or not pname.isidentifier() or hasattr(BaseReward, pname):
+        if (not isinstance(pname, str) or not pname.isidentifier() or hasattr(BaseReward, pname)
+                or pname in _INSTANCE_ATTRIBUTES):
             problems.append(f"parameter name {pname!r} must be an identifier that is not a BaseReward attribute")
         if not isinstance(param, Param):
             problems.append(f"params[{pname!r}] must be a Param, got {param!r}")
