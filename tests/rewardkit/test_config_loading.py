@@ -332,3 +332,15 @@ def test_config_error_path_ok_for_existing_file(tmp_path: Path):
     path = tmp_path / "ok.yaml"
     path.write_text(V + "components:\n  a: {type: linear}\n", encoding="utf-8")
     assert RewardComposer.from_yaml(path).term_names == ("a",)
+
+
+def test_docs_state_the_limits_and_the_transactional_guarantee():
+    root = Path(__file__).resolve().parents[2]
+    docs = (root / "docs" / "configuration.md").read_text(encoding="utf-8")
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    for number in (MAX_FILE_BYTES, MAX_EXPANDED_VALUES, MAX_DEPTH, MAX_TERMS):
+        assert str(number) in docs
+    assert f"{MAX_FILE_BYTES // 1024} KiB" in docs and f"{MAX_FILE_BYTES // 1024} KiB" in readme
+    assert f"{MAX_DEPTH} levels" in readme and f"{MAX_EXPANDED_VALUES:,}" in readme
+    for text in (docs, readme):
+        assert "a call or `load_state_dict` that raises changes nothing" in " ".join(text.lower().split())
