@@ -262,7 +262,7 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("validate", help="check reward configs; print OK or the error per file",
-                       description="Build each config and report OK or the first error (file, key path, expected).")
+                       description="Build each config and report OK or every error (file, key path, expected).")
     p.add_argument("configs", nargs="+", metavar="CONFIG", help="YAML reward config(s)")
     p.set_defaults(func=cmd_validate)
 
