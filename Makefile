@@ -15,10 +15,12 @@ $(STAMP): pyproject.toml Makefile constraints.txt
 	# vidur without its ~100 unused dependencies; the simulator's real imports are the extras.
 	$(PIP) install --quiet --no-deps -c constraints.txt vidur==0.0.26
 	# pyproject.toml gives compatible ranges; constraints.txt the exact versions CI tests.
-	$(PIP) install --quiet -c constraints.txt -e ".[dev,gym,plot,torch,optuna,vidur,router]"
+	$(PIP) install --quiet -c constraints.txt -e ".[dev,gym,plot,torch,optuna,dashboard,vidur,sb3,trl,router]"
 	touch $(STAMP)
 
 test: $(STAMP)
+	# PostgreSQL's server binaries for the optimizer's distributed-study test (apt-get when absent)
+	bash .ci/install-postgres.sh
 	$(PY) -m pytest -q -p no:cacheprovider
 
 demo: $(STAMP)

@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from schedulers.cli import DEFAULT_BASELINES  # noqa: E402
-from schedulers.env_config import load_env_config  # noqa: E402
-from schedulers.evaluate import evaluate_policies  # noqa: E402
-from schedulers.routers import HeuristicRouter  # noqa: E402
+from schedulers.sim.env_config import load_env_config  # noqa: E402
+from schedulers.evaluate.paired import evaluate_policies  # noqa: E402
+from schedulers.routing.router import HeuristicRouter  # noqa: E402
 
 ENV = ROOT / "configs" / "envs" / "codellama34b_tp2_4r.yaml"
 SEEDS = [101, 102, 103, 104, 105]
@@ -86,13 +86,13 @@ def main(argv: list[str] | None = None) -> int:
     train_seconds = None
     checkpoint = args.checkpoint
     if checkpoint is None:
-        from schedulers.train import train
+        from schedulers.train.trainer import train
 
         t0 = time.perf_counter()
         result = train(ROOT / "configs" / "ppo_vidur.yaml", ROOT / "runs" / "bench_ppo")
         train_seconds = time.perf_counter() - t0
         checkpoint = str(result.policy_path)
-    from schedulers.ppo_router import PPORouter
+    from schedulers.rl.ppo_router import PPORouter
 
     ppo = TimedRouter(PPORouter.from_checkpoint(checkpoint))
     out = Path(args.out)

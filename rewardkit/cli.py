@@ -1,6 +1,7 @@
 """The ``rewardkit`` command: validate and explain reward configs, list and document components.
 
-Core subcommands: ``validate``, ``explain``, ``components`` and ``docs``. Other packages add
+Core subcommands: ``validate``, ``explain``, ``components``, ``docs`` and ``optimize`` (which
+imports optuna only when it runs). Other packages add
 subcommands through the entry-point group ``rewardkit.commands``: each entry point loads a
 function ``add(subparsers)`` that adds its parser and sets ``func=callable(args) -> int``.
 A plugin is imported only when its subcommand runs (so ``validate`` never pays for torch), and
@@ -12,6 +13,7 @@ Exit codes: 0 success, 1 bad config or context, 2 usage error or unavailable plu
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from importlib import metadata
@@ -25,10 +27,11 @@ from .composer import RewardComposer, RewardOutput
 from .config import MAX_DEPTH, MAX_FILE_BYTES, check_structure
 from .docgen import components_markdown, components_text
 from .errors import ConfigError, RewardKitError
+from .migrate_rllama import migrate_rllama_file
 from .params import describe
 
 PLUGIN_GROUP = "rewardkit.commands"
-CORE_COMMANDS = ("validate", "explain", "components", "docs")
+CORE_COMMANDS = ("validate", "explain", "components", "docs", "migrate", "optimize")
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -37,9 +40,30 @@ class ContextError(RewardKitError):
     """A context file for ``explain`` is missing, malformed or lacks keys."""
 
 
+# ---- --import --------------------------------------------------------------------------------
+def import_modules(names: Sequence[str] | None) -> None:
+    """Import the user's modules named by ``--import`` so their ``@register`` components exist."""
+    for name in names or ():
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - any failure of user code is reported, not raised
+            raise ImportFailed(f"--import {name}: importing it failed: {type(exc).__name__}: {exc}") from None
+
+
+class ImportFailed(RewardKitError):
+    """A module named by ``--import`` could not be imported."""
+
+
+def add_import_option(parser: argparse.ArgumentParser) -> None:
+    """``--import MODULE`` (repeatable): modules that register the user's components."""
+    parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                        help="import MODULE first (its @register components become usable); repeatable")
+
+
 # ---- validate ------------------------------------------------------------------------------
 def cmd_validate(args: argparse.Namespace) -> int:
     """Build each config; print ``<path>: OK`` or the ConfigError. Exit 1 if any failed."""
+    import_modules(args.imports)
     failed = 0
     for path in args.configs:
         try:
@@ -151,6 +175,7 @@ def explain_table(composer: RewardComposer, out: RewardOutput) -> str:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """Evaluate a config on the context(s) of a JSON file and print the per-term breakdown."""
+    import_modules(args.imports)
     composer = RewardComposer.from_yaml(args.config)
     contexts = load_contexts(args.context)
     required = composer.required_context_keys()
@@ -189,6 +214,7 @@ def cmd_components(args: argparse.Namespace) -> int:
 
 def cmd_docs(args: argparse.Namespace) -> int:
     """Write (or, with --check, compare against) the generated Markdown component reference."""
+    import_modules(args.imports)
     text = components_markdown()
     if args.out is None:
         print(text, end="")
@@ -211,6 +237,63 @@ def cmd_docs(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     print(f"wrote {out} ({text.count(chr(10))} lines)")
     return EXIT_OK
+
+
+# ---- migrate ---------------------------------------------------------------------------------
+def cmd_migrate_rllama(args: argparse.Namespace) -> int:
+    """Convert an RLlama config; print or write it, and list what was not converted on stderr."""
+    migration = migrate_rllama_file(args.old)
+    text = migration.to_yaml()
+    if args.out is None:
+        print(text, end="")
+    else:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {args.out} ({len(migration.config['components'])} components)")
+    for line in migration.unconverted:
+        print(f"not converted: {line}", file=sys.stderr)
+    return EXIT_OK
+
+
+# ---- optimize -------------------------------------------------------------------------------
+def cmd_optimize(args: argparse.Namespace) -> int:
+    """Run or continue a reward-tuning study (rewardkit.optimize, which imports optuna)."""
+    try:
+        from .optimize.command import run_optimize
+    except ImportError as exc:
+        print(f"rewardkit optimize needs optuna (pip install 'rewardkit[optuna]'): {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return run_optimize(args)
+
+
+def add_optimize_parser(sub: Any) -> None:
+    """The ``optimize`` subcommand's flags (docs/optimization.md)."""
+    p = sub.add_parser("optimize", help="tune a reward's weights and parameters with Optuna (resumable)",
+                       description="Run or continue an Optuna study over the keys of a search space; "
+                                   "--n-trials is the study's total, so running again continues it.")
+    p.add_argument("--study", required=True, metavar="NAME", help="study name")
+    p.add_argument("--base", required=True, metavar="REWARD.yaml", help="base reward config")
+    p.add_argument("--search-space", required=True, metavar="SPACE.yaml", help="key paths to tune and their ranges")
+    p.add_argument("--objective", required=True, metavar="vidur|MODULE:FUNCTION",
+                   help="a registered objective (group rewardkit.objectives) or MODULE:FUNCTION importable "
+                        "from the working directory")
+    p.add_argument("--storage", default=None, metavar="URL|PATH",
+                   help="RDB URL with a scheme (sqlite:///s.db, postgresql://...) or a journal file "
+                        "(default: <study>.journal here)")
+    p.add_argument("--n-trials", type=int, default=None, metavar="N",
+                   help="the study's total of finished trials (complete, pruned or failed)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S", help="stop starting trials after S seconds")
+    p.add_argument("--workers", type=int, default=1, metavar="W", help="worker processes on this machine")
+    p.add_argument("--sampler", choices=("tpe", "gp", "random", "nsga2"), default=None,
+                   help="default: the study's stored sampler, else tpe")
+    p.add_argument("--pruner", choices=("none", "median", "hyperband", "wilcoxon"), default=None,
+                   help="default: the study's stored pruner, else none")
+    p.add_argument("--seed", type=int, default=None, metavar="S", help="sampler seed (stored with the study)")
+    p.add_argument("--enqueue", nargs="+", default=None, metavar="CONFIG.yaml",
+                   help="seed the study with known reward configs (each once)")
+    p.add_argument("--export-best", default=None, metavar="OUT.yaml", help="write the best trial's reward config")
+    p.add_argument("--report", action="store_true",
+                   help="re-evaluate the best trials and the base config on fresh seeds")
+    p.set_defaults(func=cmd_optimize)
 
 
 # ---- plugins --------------------------------------------------------------------------------
@@ -264,6 +347,7 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="check reward configs; print OK or the error per file",
                        description="Build each config and report OK or every error (file, key path, expected).")
     p.add_argument("configs", nargs="+", metavar="CONFIG", help="YAML reward config(s)")
+    add_import_option(p)
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("explain", help="evaluate a config on a context and print each term",
@@ -273,6 +357,7 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
                    help="JSON object of context signals (or a list of them, evaluated in order)")
     p.add_argument("--step", type=_step_argument, default=None, metavar="N",
                    help="global step for weight schedules (default 0)")
+    add_import_option(p)
     p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("components", help="list registered components with params and inputs")
@@ -282,7 +367,19 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
                        description="Generate the component reference from the registry.")
     p.add_argument("--out", default=None, metavar="PATH", help="file to write (default: print it)")
     p.add_argument("--check", action="store_true", help="exit 1 if PATH differs from the generated text")
+    add_import_option(p)
     p.set_defaults(func=cmd_docs)
+
+    p = sub.add_parser("migrate", help="convert a reward config from another library",
+                       description="Convert another library's reward config into a rewardkit config.")
+    migrate = p.add_subparsers(dest="source", metavar="SOURCE", required=True)
+    m = migrate.add_parser("rllama", help="an RLlama YAML (composer_settings / reward_components / reward_shaping)",
+                           description="Convert an RLlama config; what cannot be converted is listed with its line.")
+    m.add_argument("old", metavar="OLD.yaml", help="the RLlama config")
+    m.add_argument("-o", "--out", default=None, metavar="NEW.yaml", help="file to write (default: print it)")
+    m.set_defaults(func=cmd_migrate_rllama)
+
+    add_optimize_parser(sub)
 
     for ep in plugin_entry_points():
         if ep.name in CORE_COMMANDS:

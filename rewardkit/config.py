@@ -42,6 +42,8 @@ TOP_KEYS = {"version", "components", "total", "description"}
 TERM_KEYS = {"type", "params", "weight", "inputs", "normalize", "transforms", "description"}
 GROUP_KEYS = {"type", "components", "weight", "normalize", "transforms", "description"}
 TOTAL_KEYS = {"transforms"}
+# top-level keys of an RLlama config: a rewardkit config given one points at `rewardkit migrate rllama`
+RLLAMA_KEYS = frozenset({"composer_settings", "reward_components", "reward_shaping", "shaper_settings"})
 _MISSING = object()  # marks an absent key, so that errors can tell it from an explicit null
 
 # ---- limits on every document rewardkit reads (documented in docs/configuration.md#limits) -----
@@ -346,6 +348,7 @@ def parse_config(data: Any, *, source: str | None = None) -> RewardSpec:
         got = "an empty document" if data is None else describe(data)
         raise ConfigError(f"expected a mapping with 'version' and 'components' at the top level, got {got}",
                           source=source)
+    _refuse_rllama(data, source)
     check_structure(data, source=source)
     problems = _Problems(source)
     _check_keys(data, TOP_KEYS, "", problems)
@@ -383,6 +386,15 @@ def _walk(nodes: list[TermNode | GroupNode]) -> Iterator[TermNode | GroupNode]:
         yield node
         if isinstance(node, GroupNode):
             stack.extend(reversed(node.children))
+
+
+def _refuse_rllama(data: Mapping, source: str | None) -> None:
+    """An RLlama config gets a hint at the converter rather than an unknown-key error."""
+    found = sorted(RLLAMA_KEYS & {str(k) for k in data})
+    if found:
+        file = source if source and not source.startswith("<") else "OLD.yaml"
+        raise ConfigError(f"unknown key; this looks like an RLlama config; convert it with "
+                          f"`rewardkit migrate rllama {file} -o NEW.yaml`", source=source, path=found[0])
 
 
 def _description(d: Mapping, path: str, problems: _Problems) -> str | None:

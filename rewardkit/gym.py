@@ -1,29 +1,44 @@
 """Gymnasium 1.x wrappers that replace an environment's reward with a composed one.
 
-``RewardWrapper`` wraps one ``gymnasium.Env``; ``VectorRewardWrapper`` wraps a
-``gymnasium.vector.VectorEnv`` (``gymnasium.make_vec``). Both call
-``context_fn(obs, reward, terminated, truncated, info) -> ctx`` after each step, return
+``ComposedReward`` wraps one ``gymnasium.Env``; ``VectorComposedReward`` wraps a
+``gymnasium.vector.VectorEnv`` (``gymnasium.make_vec``). The names say what they are and do not
+shadow Gymnasium's own ``RewardWrapper`` / ``VectorRewardWrapper`` base classes. After each step
+both call ``context_fn(t)`` with a :class:`Transition` (the observation before and after the
+step, the action, the environment's own reward, the episode flags and the info), return
 ``composer(ctx, terminated=..., truncated=...).total`` as the reward, and store the breakdown
 (``out.as_dict()``) in ``info["reward_terms"]`` and the environment's own reward in
 ``info["env_reward"]``. Importing this module imports gymnasium; ``import rewardkit`` does not.
 
+One composer per vector wrapper, evaluated once per step on the whole batch: weight schedules
+count the global step once (``num_envs`` per vector step, as the agent's step counter does),
+normalizers pool every environment's values (as VecNormalize does), and the call costs one
+NumPy pass instead of ``num_envs`` Python calls. One composer per sub-environment copy would
+instead advance each copy's schedule at ``1/num_envs`` of the true rate and normalize each
+environment by its own statistics.
+
 Episode boundaries and stateful components (``potential_shaping``, ``ema_delta``, ``return_std``):
 
 - ``reset()`` clears the composer's per-environment state and, with ``prime_on_reset=True`` (the
-  default), evaluates the composer once on the reset observation in ``eval()`` mode, with
-  ``reward=0.0`` and both flags false. That call only lets stateful components record the first
-  state (phi(s0) for potential shaping); its output is discarded, normalizer statistics and the
-  step counter do not move. Turn it off if ``context_fn`` cannot build a context at reset.
+  default), evaluates the composer once on the reset observation in ``eval()`` mode, with a
+  ``Transition`` whose ``obs_before`` and ``action`` are None, ``reward=0.0`` and both flags
+  false. That call only lets stateful components record the first state (phi(s0) for potential
+  shaping); its output is discarded, normalizer statistics and the step counter do not move.
+  Turn it off if ``context_fn`` cannot build a context at reset.
+- ``Transition.obs`` is always the observation the action led to, and ``Transition.info`` its
+  info. For ending environments of a vector env that matters in ``AutoresetMode.SAME_STEP``,
+  where Gymnasium already returns the next episode's first observation: the wrapper puts the
+  ending environments' ``info["final_obs"]`` rows into ``obs`` and their ``info["final_info"]``
+  entries into ``info`` (the reset info of those environments is dropped from it), so
+  ``context_fn`` never needs to know the autoreset mode. The step still returns Gymnasium's
+  observation and info unchanged.
 - Vector envs in the default ``AutoresetMode.NEXT_STEP``: the step after an episode ends returns
   the new episode's first observation with reward 0 and no real transition. The wrapper still
   evaluates the composer there (stateful components record the new first state, exactly like
   priming) but returns reward 0 for those environments and zeroes their ``/contribution`` and
   ``total`` entries in ``info["reward_terms"]``. Normalizer statistics do see that step's raw
   values. Potential-based shaping therefore telescopes exactly in every episode.
-- ``AutoresetMode.SAME_STEP``: the observation returned at the end of an episode is already the
-  next episode's first one (the final one is in ``info["final_obs"]``, which ``context_fn`` should
-  read for ending environments). The composer's state for an ending environment is cleared after
-  that step, so stateful components first see the new episode at its second observation.
+- ``AutoresetMode.SAME_STEP``: the composer's state for an ending environment is cleared after
+  its final step, so stateful components first see the new episode at its second observation.
 - ``AutoresetMode.DISABLED``: ``reset(options={"reset_mask": mask})`` calls
   ``composer.reset(mask)``, which clears the masked environments' component state and
   ``return_std`` returns (no priming, as the other environments are mid-episode), so
@@ -32,6 +47,7 @@ Episode boundaries and stateful components (``potential_shaping``, ``ema_delta``
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, SupportsFloat
 
 import gymnasium
@@ -40,10 +56,29 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 from .composer import RewardComposer
 
-ContextFn = Callable[[Any, Any, Any, Any, Mapping[str, Any]], Mapping[str, Any]]
-
 TERMS_KEY = "reward_terms"
 ENV_REWARD_KEY = "env_reward"
+_FINAL_KEYS = ("final_obs", "_final_obs", "final_info", "_final_info")
+
+
+@dataclass(frozen=True)
+class Transition:
+    """What ``context_fn`` sees after a step (batched, with a leading env axis, in vector envs).
+
+    ``obs_before`` and ``action`` are None on the priming call at reset. ``obs`` and ``info``
+    belong to the observation the action led to, the final one for ending episodes.
+    """
+
+    obs_before: Any
+    action: Any
+    obs: Any
+    reward: Any
+    terminated: Any
+    truncated: Any
+    info: Mapping[str, Any]
+
+
+ContextFn = Callable[[Transition], Mapping[str, Any]]
 
 
 def _prime(composer: RewardComposer, ctx: Mapping[str, Any], terminated: Any, truncated: Any) -> None:
@@ -59,6 +94,8 @@ def _prime(composer: RewardComposer, ctx: Mapping[str, Any], terminated: Any, tr
 
 def _attach(wrapper: Any, composer: RewardComposer, context_fn: ContextFn, prime_on_reset: bool, info_key: str) -> None:
     """The settings both wrappers share, checked once."""
+    if not isinstance(composer, RewardComposer):
+        raise TypeError(f"composer must be a RewardComposer, got {type(composer).__name__}")
     if not callable(context_fn):
         raise TypeError(f"context_fn must be callable, got {context_fn!r}")
     wrapper.composer = composer
@@ -67,36 +104,40 @@ def _attach(wrapper: Any, composer: RewardComposer, context_fn: ContextFn, prime
     wrapper.info_key = info_key
 
 
-class RewardWrapper(gymnasium.Wrapper):
-    """Replace a single environment's reward with ``composer(context_fn(...)).total``.
+class ComposedReward(gymnasium.Wrapper):
+    """Replace a single environment's reward with ``composer(context_fn(transition)).total``.
 
-    ``context_fn(obs, reward, terminated, truncated, info)`` returns a mapping of signal names to
-    floats (vector inputs such as ``replica_loads`` as 1-D arrays).
+    ``context_fn(t: Transition)`` returns a mapping of signal names to floats (vector inputs such
+    as ``replica_loads`` as 1-D arrays).
     """
 
     def __init__(self, env: gymnasium.Env, composer: RewardComposer, context_fn: ContextFn, *,
                  prime_on_reset: bool = True, info_key: str = TERMS_KEY) -> None:
         super().__init__(env)
         _attach(self, composer, context_fn, prime_on_reset, info_key)
+        self._last_obs: Any = None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Reset the environment and the composer's per-episode state (see the module docstring)."""
         obs, info = self.env.reset(seed=seed, options=options)
         self.composer.reset()
+        self._last_obs = obs
         if self.prime_on_reset:
-            _prime(self.composer, self.context_fn(obs, 0.0, False, False, info), False, False)
+            ctx = self.context_fn(Transition(None, None, obs, 0.0, False, False, info))
+            _prime(self.composer, ctx, False, False)
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Step the environment; the reward is the composed total, the breakdown goes to ``info``."""
         obs, reward, terminated, truncated, info = self.env.step(action)
-        ctx = self.context_fn(obs, reward, terminated, truncated, info)
+        ctx = self.context_fn(Transition(self._last_obs, action, obs, reward, terminated, truncated, info))
+        self._last_obs = obs
         out = self.composer(ctx, terminated=bool(terminated), truncated=bool(truncated))
         total = out.total
         if isinstance(total, np.ndarray):
             if total.size != 1:
                 raise ValueError(f"context_fn returned a batch of {total.size} environments for a single "
-                                 "environment; use VectorRewardWrapper for vector envs")
+                                 "environment; use VectorComposedReward for vector envs")
             total = float(total.reshape(-1)[0])
         info = dict(info)
         info[self.info_key] = out.as_dict()
@@ -104,11 +145,12 @@ class RewardWrapper(gymnasium.Wrapper):
         return obs, total, terminated, truncated, info
 
 
-class VectorRewardWrapper(VectorWrapper):
+class VectorComposedReward(VectorWrapper):
     """Replace a vector environment's rewards with the composed totals, one per sub-environment.
 
-    ``context_fn`` receives the batched ``obs, rewards, terminations, truncations, infos`` and
-    returns a mapping of signal names to arrays with a leading ``num_envs`` axis.
+    ``context_fn(t: Transition)`` receives batched fields and returns a mapping of signal names
+    to arrays with a leading ``num_envs`` axis. One composer serves every sub-environment (see
+    the module docstring for why).
     """
 
     def __init__(self, env: VectorEnv, composer: RewardComposer, context_fn: ContextFn, *,
@@ -118,6 +160,7 @@ class VectorRewardWrapper(VectorWrapper):
         mode = env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
         self.autoreset_mode = mode if isinstance(mode, AutoresetMode) else AutoresetMode(mode)
         self._autoreset = np.zeros(self.num_envs, dtype=bool)
+        self._last_obs: Any = None
 
     def reset(self, *, seed: int | list[int | None] | None = None,
               options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
@@ -125,12 +168,14 @@ class VectorRewardWrapper(VectorWrapper):
         mask = None if options is None else options.get("reset_mask")
         mask = None if mask is None else np.array(mask, dtype=bool)  # the env pops it from options
         obs, info = self.env.reset(seed=seed, options=options)
+        self._last_obs = obs
         if mask is None:
             self.composer.reset()
             self._autoreset[:] = False
             if self.prime_on_reset:
                 flags = np.zeros(self.num_envs, dtype=bool)
-                _prime(self.composer, self.context_fn(obs, np.zeros(self.num_envs), flags, flags, info), flags, flags)
+                ctx = self.context_fn(Transition(None, None, obs, np.zeros(self.num_envs), flags, flags, info))
+                _prime(self.composer, ctx, flags, flags)
         else:
             self.composer.reset(mask)
             self._autoreset[mask] = False
@@ -139,7 +184,14 @@ class VectorRewardWrapper(VectorWrapper):
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step all environments; rewards are the composed totals (0 on next-step autoreset steps)."""
         obs, rewards, terminations, truncations, info = self.env.step(actions)
-        ctx = self.context_fn(obs, rewards, terminations, truncations, info)
+        next_obs, next_info = obs, info
+        if self.autoreset_mode == AutoresetMode.SAME_STEP and "_final_obs" in info:
+            ending = np.asarray(info["_final_obs"], dtype=bool)
+            next_obs = _with_rows(obs, info["final_obs"], ending)
+            next_info = _merge_final_info(info, info.get("final_info", {}), ending)
+        ctx = self.context_fn(Transition(self._last_obs, actions, next_obs, rewards, terminations, truncations,
+                                         next_info))
+        self._last_obs = obs
         if not any(isinstance(v, np.ndarray) and v.ndim and v.shape[0] == self.num_envs for v in ctx.values()):
             raise ValueError(f"context_fn must return arrays with a leading axis of {self.num_envs} environments; "
                              f"got {_shapes(ctx)}")
@@ -160,6 +212,49 @@ class VectorRewardWrapper(VectorWrapper):
         info[self.info_key] = terms
         info[ENV_REWARD_KEY] = rewards
         return obs, total, terminations, truncations, info
+
+
+def _with_rows(batch: Any, rows: np.ndarray, mask: np.ndarray) -> Any:
+    """``batch`` with row ``i`` replaced by ``rows[i]`` where ``mask[i]`` (arrays and dicts of them)."""
+    if isinstance(batch, dict):
+        return {k: _with_rows(v, np.array([None if r is None else r[k] for r in rows], dtype=object), mask)
+                for k, v in batch.items()}
+    if isinstance(batch, np.ndarray):
+        out = batch.copy()
+        for i in np.flatnonzero(mask):
+            out[i] = rows[i]
+        return out
+    raise TypeError(f"cannot substitute final observations into a batch of type {type(batch).__name__}; "
+                    "read info['final_obs'] in context_fn instead")
+
+
+def _merge_final_info(info: Mapping[str, Any], final: Mapping[str, Any], ending: np.ndarray) -> dict[str, Any]:
+    """The step's vector info with ending environments' entries taken from their final info."""
+    merged: dict[str, Any] = {}
+    for key, value in info.items():
+        if key in _FINAL_KEYS or key.startswith("_"):
+            continue
+        merged[key] = value
+        present = info.get(f"_{key}")
+        if present is not None and not isinstance(value, dict):
+            merged[f"_{key}"] = np.asarray(present, dtype=bool) & ~ending  # drop the reset infos
+    for key, value in final.items():
+        if key.startswith("_"):
+            continue
+        present = np.asarray(final.get(f"_{key}", ending), dtype=bool)
+        if isinstance(value, dict):
+            merged[key] = _merge_final_info(merged.get(key, {}), value, present)
+            continue
+        value = np.asarray(value)
+        base = merged.get(key)
+        if isinstance(base, np.ndarray) and base.shape == value.shape:
+            base = base.astype(np.result_type(base, value), copy=True)
+        else:
+            base = np.zeros_like(value)
+        base[present] = value[present]
+        merged[key] = base
+        merged[f"_{key}"] = np.asarray(merged.get(f"_{key}", np.zeros(len(present), bool)), dtype=bool) | present
+    return merged
 
 
 def _shapes(ctx: Mapping[str, Any]) -> str:

@@ -163,7 +163,7 @@ class RunningMinMax(Normalizer):
         return {"low": _enc(self.low), "high": _enc(self.high)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.low, self.high = _dec(state["low"]), _dec(state["high"])
+        self.low, self.high = float(state["low"]), float(state["high"])
 
 
 class ReturnStd(Normalizer):
@@ -221,10 +221,6 @@ class ReturnStd(Normalizer):
 
 def _enc(v: float) -> float | str:
     return v if math.isfinite(v) else ("inf" if v > 0 else "-inf")
-
-
-def _dec(v: float | str) -> float:
-    return float(v)
 
 
 NORMALIZERS: dict[str, type[Normalizer]] = {c.name: c for c in (RunningZScore, RunningMinMax, ReturnStd)}

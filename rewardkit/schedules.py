@@ -265,5 +265,3 @@ def make_schedule(spec: Any, *, path: str = "weight", source: str | None = None)
             raise exc.within(source, path if not (exc.path or "").startswith(path) else None) from None
         raise
 
-
-ScheduleLike = Callable[[int], float]

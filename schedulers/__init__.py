@@ -1,5 +1,10 @@
 """Vidur request router trained with PPO on rewardkit rewards.
 
+Packages, imported one way (each only from those before it): ``routing`` (snapshot, observations,
+heuristics, routers; NumPy only) <- ``sim`` (everything that touches Vidur) <- ``rl`` (policy,
+PPO), ``train`` (trainer, checkpoints, logs), ``evaluate`` (paired comparison) <- ``tune``
+(reward optimization) <- ``cli``, ``demo``.
+
 ``import schedulers`` is light: the Vidur env, its configs and routers load on first use
 (``schedulers.VidurRoutingEnv``, ``schedulers.EnvConfig``, ...), so that importing the package does
 not import Vidur, Gymnasium or torch.
@@ -11,24 +16,24 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "VidurRoutingEnv": "schedulers.env",
-    "EpisodeMetrics": "schedulers.env",
-    "FEATURE_NAMES": "schedulers.env",
-    "build_observation": "schedulers.env",
-    "EnvConfig": "schedulers.env_config",
-    "ObservationConfig": "schedulers.env_config",
-    "load_env_config": "schedulers.env_config",
-    "with_overrides": "schedulers.env_config",
-    "to_simulation_config": "schedulers.env_config",
-    "ReplicaSnapshot": "schedulers.heuristics",
-    "HEURISTICS": "schedulers.heuristics",
-    "POLICY_NAMES": "schedulers.heuristics",
-    "Router": "schedulers.routers",
-    "HeuristicRouter": "schedulers.routers",
-    "make_router": "schedulers.routers",
-    "register_router": "schedulers.routers",
-    "evaluate_policies": "schedulers.evaluate",
-    "VidurSetupError": "schedulers.vidur_profiles",
+    "VidurRoutingEnv": "schedulers.sim.env",
+    "EpisodeMetrics": "schedulers.sim.metrics",
+    "FEATURE_NAMES": "schedulers.routing.observation",
+    "build_observation": "schedulers.routing.observation",
+    "ObservationConfig": "schedulers.routing.observation",
+    "EnvConfig": "schedulers.sim.env_config",
+    "load_env_config": "schedulers.sim.env_config",
+    "with_overrides": "schedulers.sim.env_config",
+    "to_simulation_config": "schedulers.sim.simulation_config",
+    "ReplicaSnapshot": "schedulers.routing.snapshot",
+    "HEURISTICS": "schedulers.routing.heuristics",
+    "POLICY_NAMES": "schedulers.routing.heuristics",
+    "Router": "schedulers.routing.router",
+    "HeuristicRouter": "schedulers.routing.router",
+    "make_router": "schedulers.routing.router",
+    "register_router": "schedulers.routing.router",
+    "evaluate_policies": "schedulers.evaluate.paired",
+    "VidurSetupError": "schedulers.sim.profiles",
 }
 
 __all__ = sorted(_LAZY)

@@ -18,21 +18,35 @@ DEFAULT_ENV = "configs/envs/codellama34b_tp2_4r.yaml"
 EVAL_SEEDS = (101, 102, 103, 104, 105)
 
 
+#: exit code of ``train`` and ``evaluate`` for a bad config or a Vidur set-up error (documented in docs/vidur-scheduler.md).
+EXIT_BAD_INPUT = 2
+
+
 def add_train_command(subparsers: Any) -> None:
     """Add ``train``: PPO training of the Vidur router from a config YAML."""
-    from .train import add_train_arguments, train_command
-
     parser = subparsers.add_parser("train", help="train the PPO request router in Vidur",
                                    description="Train the PPO request router (resumes an interrupted run).")
-    add_train_arguments(parser)
+    parser.add_argument("config", nargs="?", default="configs/ppo_vidur.yaml", help="training config YAML")
     parser.add_argument("--config", dest="config_opt", default=None, help="training config YAML (same as CONFIG)")
+    parser.add_argument("--out", default=None, help="output folder (default: runs/<config name>)")
+    parser.add_argument("--no-resume", action="store_true", help="start over even if out has checkpoints")
+    parser.set_defaults(func=train_command)
 
-    def run(args: argparse.Namespace) -> int:
-        if args.config_opt:
-            args.config = args.config_opt
-        return train_command(args)
 
-    parser.set_defaults(func=run)
+def train_command(args: argparse.Namespace) -> int:
+    """Train from parsed arguments; print where the policy went; return an exit code."""
+    from .sim.profiles import VidurSetupError
+    from .train.trainer import train  # heavy (torch): imported when the command runs
+
+    config = args.config_opt or args.config
+    out = args.out or str(Path("runs") / Path(config).stem)
+    try:
+        result = train(config, out, resume=not args.no_resume)
+    except (ConfigError, VidurSetupError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"trained {result.updates} updates, {result.global_step} env steps; policy: {result.policy_path}")
+    return 0
 
 
 def evaluation_seeds(spec: str) -> list[int]:
@@ -64,9 +78,9 @@ def add_evaluate_command(subparsers: Any) -> None:
 
 def evaluate_command(args: argparse.Namespace) -> int:
     """Run the comparison from parsed arguments; return an exit code."""
-    from .env_config import load_env_config
-    from .evaluate import evaluate_policies
-    from .routers import HeuristicRouter
+    from .evaluate.paired import evaluate_policies  # heavy (Vidur): imported when the command runs
+    from .routing.router import HeuristicRouter
+    from .sim.env_config import load_env_config
 
     overrides: dict[str, Any] = {}
     if args.qps is not None:
@@ -84,14 +98,14 @@ def evaluate_command(args: argparse.Namespace) -> int:
         for name in [b.strip() for b in args.baselines.split(",") if b.strip()]:
             routers[name] = HeuristicRouter(name)
         if args.checkpoint:
-            from .ppo_router import PPORouter
+            from .rl.ppo_router import PPORouter
 
             routers["ppo"] = PPORouter.from_checkpoint(args.checkpoint)
         out = Path(args.out) if args.out else Path("runs") / f"eval-{cfg.name}"
         results = evaluate_policies(cfg, routers, seeds, out_dir=out)
     except (ConfigError, ValueError, FileNotFoundError, RuntimeError) as exc:  # RuntimeError: VidurSetupError
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     print(results.format_table())
     print(f"results and plots in {out}/")
     return 0

@@ -22,12 +22,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baselines", default=DEFAULT_BASELINES, help="heuristics to compare with")
     args = parser.parse_args(argv)
 
-    from .env_config import load_env_config
-    from .evaluate import evaluate_policies
-    from .ppo_router import PPORouter
-    from .routers import HeuristicRouter
-    from .train import train
-    from .train_config import load_config
+    from .evaluate.paired import evaluate_policies
+    from .rl.ppo_router import PPORouter
+    from .routing.router import HeuristicRouter
+    from .sim.env_config import load_env_config
+    from .train.config import load_config
+    from .train.trainer import train
 
     print(f"[demo] training with {args.config} into {args.out} (resumes if interrupted)", flush=True)
     result = train(args.config, args.out)

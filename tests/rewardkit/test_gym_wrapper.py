@@ -18,7 +18,7 @@ gym = pytest.importorskip("gymnasium")  # an optional extra ("gym"); installed i
 from gymnasium.vector import AutoresetMode  # noqa: E402
 
 from rewardkit import RewardComposer  # noqa: E402
-from rewardkit.gym import RewardWrapper, VectorRewardWrapper  # noqa: E402
+from rewardkit.gym import ComposedReward, Transition, VectorComposedReward  # noqa: E402
 
 GAMMA = 0.9
 CONFIG = {
@@ -35,15 +35,20 @@ def phi_of(obs: np.ndarray) -> np.ndarray | float:
     return -np.abs(np.asarray(obs[..., 0], dtype=np.float64))
 
 
-def ctx_single(obs, reward, terminated, truncated, info):
-    return {"upright": 1.0 - abs(float(obs[2])) / 0.2095, "phi": float(phi_of(obs))}
+def ctx_single(t: Transition) -> dict:
+    return {"upright": 1.0 - abs(float(t.obs[2])) / 0.2095, "phi": float(phi_of(t.obs))}
 
 
-def ctx_vector(obs, rewards, terminations, truncations, info):
-    return {"upright": 1.0 - np.abs(obs[:, 2]) / 0.2095, "phi": phi_of(obs)}
+def ctx_vector(t: Transition) -> dict:
+    return {"upright": 1.0 - np.abs(t.obs[:, 2]) / 0.2095, "phi": phi_of(t.obs)}
 
 
-def run_episode(env: RewardWrapper, seed: int) -> dict:
+def at(obs, terminated=False, truncated=False, info=None) -> Transition:
+    """A transition as the check composers see it (only the fields the context functions read)."""
+    return Transition(None, None, obs, 0.0, terminated, truncated, {} if info is None else info)
+
+
+def run_episode(env: ComposedReward, seed: int) -> dict:
     obs, _ = env.reset(seed=seed)
     env.action_space.seed(seed)
     first_phi = float(phi_of(obs))
@@ -60,15 +65,15 @@ def run_episode(env: RewardWrapper, seed: int) -> dict:
 
 def test_single_env_reward_is_composed_total_and_breakdown_is_in_info():
     composer = RewardComposer.from_dict(CONFIG)
-    env = RewardWrapper(gym.make("CartPole-v1"), composer, ctx_single)
+    env = ComposedReward(gym.make("CartPole-v1"), composer, ctx_single)
     obs, _ = env.reset(seed=1)
     check = RewardComposer.from_dict(CONFIG)  # an independent composer fed the same contexts
     check.eval()
-    check(ctx_single(obs, 0.0, False, False, {}))
+    check(ctx_single(at(obs)))
     check.train()
     for _ in range(5):
         obs, reward, terminated, truncated, info = env.step(0)
-        expected = check(ctx_single(obs, 1.0, terminated, truncated, info),
+        expected = check(ctx_single(at(obs, terminated, truncated, info)),
                          terminated=terminated, truncated=truncated)
         assert isinstance(reward, float)
         assert reward == pytest.approx(expected.total, abs=1e-12)
@@ -83,7 +88,7 @@ def test_single_env_reward_is_composed_total_and_breakdown_is_in_info():
 
 
 def test_single_env_shaping_telescopes_on_terminated_episodes():
-    env = RewardWrapper(gym.make("CartPole-v1"), RewardComposer.from_dict(CONFIG), ctx_single)
+    env = ComposedReward(gym.make("CartPole-v1"), RewardComposer.from_dict(CONFIG), ctx_single)
     for seed in range(3):  # several episodes through one wrapper: reset must clear state
         ep = run_episode(env, seed)
         assert ep["terminated"]  # random actions drop the pole well before 500 steps
@@ -91,19 +96,19 @@ def test_single_env_shaping_telescopes_on_terminated_episodes():
 
 
 def test_single_env_shaping_telescopes_on_truncated_episodes():
-    env = RewardWrapper(gym.make("CartPole-v1", max_episode_steps=6), RewardComposer.from_dict(CONFIG), ctx_single)
+    env = ComposedReward(gym.make("CartPole-v1", max_episode_steps=6), RewardComposer.from_dict(CONFIG), ctx_single)
     ep = run_episode(env, seed=3)
     assert not ep["terminated"] and ep["T"] == 6
     assert ep["shaped"] == pytest.approx(GAMMA ** 6 * ep["phiT"] - ep["phi0"], abs=1e-9)
 
 
 def test_without_priming_the_first_shaping_term_is_zero():
-    env = RewardWrapper(gym.make("CartPole-v1"), RewardComposer.from_dict(CONFIG), ctx_single,
+    env = ComposedReward(gym.make("CartPole-v1"), RewardComposer.from_dict(CONFIG), ctx_single,
                         prime_on_reset=False)
     env.reset(seed=0)
     _, _, _, _, info = env.step(1)
     assert info["reward_terms"]["shaping/contribution"] == 0.0
-    primed = RewardWrapper(gym.make("CartPole-v1"), RewardComposer.from_dict(CONFIG), ctx_single)
+    primed = ComposedReward(gym.make("CartPole-v1"), RewardComposer.from_dict(CONFIG), ctx_single)
     obs0, _ = primed.reset(seed=0)
     obs1, _, _, _, info = primed.step(1)
     assert info["reward_terms"]["shaping/contribution"] == pytest.approx(
@@ -111,7 +116,7 @@ def test_without_priming_the_first_shaping_term_is_zero():
 
 
 def test_reset_starts_a_new_episode_for_stateful_components():
-    env = RewardWrapper(gym.make("CartPole-v1"), RewardComposer.from_dict(CONFIG), ctx_single)
+    env = ComposedReward(gym.make("CartPole-v1"), RewardComposer.from_dict(CONFIG), ctx_single)
     env.reset(seed=0)
     for _ in range(3):
         env.step(1)
@@ -121,19 +126,19 @@ def test_reset_starts_a_new_episode_for_stateful_components():
 
 
 def test_wrapper_rejects_a_batched_context_for_a_single_env():
-    def batched(obs, *args):
+    def batched(t):
         return {"upright": np.ones(2), "phi": np.zeros(2)}
 
-    env = RewardWrapper(gym.make("CartPole-v1"), RewardComposer.from_dict(CONFIG), batched, prime_on_reset=False)
+    env = ComposedReward(gym.make("CartPole-v1"), RewardComposer.from_dict(CONFIG), batched, prime_on_reset=False)
     env.reset(seed=0)
-    with pytest.raises(ValueError, match="VectorRewardWrapper"):
+    with pytest.raises(ValueError, match="VectorComposedReward"):
         env.step(0)
 
 
 # ---- vector environments ---------------------------------------------------------------------
 def test_vector_rewards_are_composed_per_env():
     composer = RewardComposer.from_dict(CONFIG)
-    env = VectorRewardWrapper(gym.make_vec("CartPole-v1", num_envs=3), composer, ctx_vector)
+    env = VectorComposedReward(gym.make_vec("CartPole-v1", num_envs=3), composer, ctx_vector)
     assert env.autoreset_mode == AutoresetMode.NEXT_STEP
     env.reset(seed=0)
     obs, rewards, term, trunc, info = env.step(np.array([0, 1, 0]))
@@ -146,7 +151,7 @@ def test_vector_rewards_are_composed_per_env():
 
 
 def test_vector_next_step_autoreset_gives_zero_and_shaping_telescopes_per_env():
-    env = VectorRewardWrapper(gym.make_vec("CartPole-v1", num_envs=3), RewardComposer.from_dict(CONFIG), ctx_vector)
+    env = VectorComposedReward(gym.make_vec("CartPole-v1", num_envs=3), RewardComposer.from_dict(CONFIG), ctx_vector)
     obs, _ = env.reset(seed=0)
     env.action_space.seed(0)
     phi0 = phi_of(obs)
@@ -175,31 +180,109 @@ def test_vector_next_step_autoreset_gives_zero_and_shaping_telescopes_per_env():
     assert checked >= 5 and autoreset_steps >= 5
 
 
-def test_vector_same_step_mode_returns_every_composed_total():
+def test_vector_same_step_mode_composes_on_final_observations():
     env = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync",
                        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
-    wrapped = VectorRewardWrapper(env, RewardComposer.from_dict(CONFIG), ctx_vector)
+    wrapped = VectorComposedReward(env, RewardComposer.from_dict(CONFIG), ctx_vector)
     assert wrapped.autoreset_mode == AutoresetMode.SAME_STEP
-    check = RewardComposer.from_dict(CONFIG)  # fed the same contexts, nothing masked
+    check = RewardComposer.from_dict(CONFIG)  # fed the final observations by hand, nothing masked
     obs, info = wrapped.reset(seed=0)
     flags = np.zeros(2, dtype=bool)
     check.eval()
-    check(ctx_vector(obs, None, flags, flags, info), terminated=flags, truncated=flags)
+    check(ctx_vector(at(obs)), terminated=flags, truncated=flags)
     check.train()
     ended = 0
     for _ in range(60):
         obs, rewards, term, trunc, info = wrapped.step(np.array([0, 0]))
-        expected = check(ctx_vector(obs, None, term, trunc, info), terminated=term, truncated=trunc)
+        final = obs.copy()
+        for i in np.flatnonzero(term | trunc):
+            final[i] = info["final_obs"][i]
+            assert not np.array_equal(final[i], obs[i])  # obs already holds the next episode's start
+        expected = check(ctx_vector(at(final)), terminated=term, truncated=trunc)
         np.testing.assert_allclose(rewards, expected.total, rtol=0, atol=1e-12)
         assert np.all(rewards != 0.0)  # no step is masked in same-step mode
         ended += int((term | trunc).sum())
     assert ended >= 2
 
 
+def test_vector_same_step_mode_hands_final_info_to_context_fn():
+    class EpisodeInfo(gym.Wrapper):
+        """Reports the step number in info; reset reports -1 so a mix-up would show."""
+
+        def reset(self, **kwargs):
+            self.t = 0
+            obs, info = self.env.reset(**kwargs)
+            return obs, {**info, "t": -1}
+
+        def step(self, action):
+            self.t += 1
+            obs, r, term, trunc, info = self.env.step(action)
+            return obs, r, term, trunc, {**info, "t": self.t}
+
+    env = gym.vector.SyncVectorEnv([lambda: EpisodeInfo(gym.make("CartPole-v1")) for _ in range(2)],
+                                   autoreset_mode=AutoresetMode.SAME_STEP)
+    seen = []
+
+    def ctx(t: Transition) -> dict:
+        if t.action is not None:
+            seen.append((t.info["t"].copy(), t.info["_t"].copy(), t.terminated | t.truncated))
+        return ctx_vector(t)
+
+    wrapped = VectorComposedReward(env, RewardComposer.from_dict(CONFIG), ctx)
+    wrapped.reset(seed=0)
+    steps = np.zeros(2, dtype=int)
+    for _ in range(40):
+        _, _, term, trunc, info = wrapped.step(np.array([1, 1]))
+        steps += 1
+        t, present, ended = seen[-1]
+        np.testing.assert_array_equal(t, steps)  # the final step number, never the reset's -1
+        assert present.all()
+        if ended.any():
+            assert np.all(info["t"][ended] == -1)  # the returned info is Gymnasium's, untouched
+        steps[ended] = 0
+    assert any(e.any() for _, _, e in seen)
+
+
+def test_context_fn_sees_action_and_observations_before_and_after():
+    seen: list[Transition] = []
+
+    def ctx(t: Transition) -> dict:
+        seen.append(t)
+        return ctx_single(t)
+
+    env = ComposedReward(gym.make("CartPole-v1"), RewardComposer.from_dict(CONFIG), ctx)
+    obs0, _ = env.reset(seed=0)
+    assert seen[-1].obs_before is None and seen[-1].action is None  # the priming call
+    obs1, _, _, _, _ = env.step(1)
+    obs2, _, _, _, _ = env.step(0)
+    assert seen[1].action == 1 and seen[2].action == 0
+    np.testing.assert_array_equal(seen[1].obs_before, obs0)
+    np.testing.assert_array_equal(seen[1].obs, obs1)
+    np.testing.assert_array_equal(seen[2].obs_before, obs1)
+    np.testing.assert_array_equal(seen[2].obs, obs2)
+    assert seen[2].reward == 1.0 and seen[2].terminated is False
+
+    vseen: list[Transition] = []
+    venv = VectorComposedReward(gym.make_vec("CartPole-v1", num_envs=2), RewardComposer.from_dict(CONFIG),
+                                lambda t: vseen.append(t) or ctx_vector(t))
+    vobs0, _ = venv.reset(seed=0)
+    vobs1, _, _, _, _ = venv.step(np.array([0, 1]))
+    np.testing.assert_array_equal(vseen[-1].action, [0, 1])
+    np.testing.assert_array_equal(vseen[-1].obs_before, vobs0)
+    np.testing.assert_array_equal(vseen[-1].obs, vobs1)
+
+
+def test_wrapper_names_do_not_shadow_gymnasiums_base_classes():
+    import rewardkit.gym as rkgym
+
+    assert not hasattr(rkgym, "RewardWrapper") and not hasattr(rkgym, "VectorRewardWrapper")
+    assert issubclass(ComposedReward, gym.Wrapper) and issubclass(VectorComposedReward, gym.vector.VectorWrapper)
+
+
 def test_vector_disabled_mode_reset_mask_clears_only_masked_envs():
     env = gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync",
                        vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED})
-    wrapped = VectorRewardWrapper(env, RewardComposer.from_dict(CONFIG), ctx_vector)
+    wrapped = VectorComposedReward(env, RewardComposer.from_dict(CONFIG), ctx_vector)
     wrapped.reset(seed=0)
     for _ in range(3):
         wrapped.step(np.array([1, 1]))
@@ -212,10 +295,10 @@ def test_vector_disabled_mode_reset_mask_clears_only_masked_envs():
 
 
 def test_vector_context_without_env_axis_is_rejected():
-    def scalar_ctx(obs, *args):
+    def scalar_ctx(t):
         return {"upright": 1.0, "phi": 0.0}
 
-    env = VectorRewardWrapper(gym.make_vec("CartPole-v1", num_envs=2), RewardComposer.from_dict(CONFIG), scalar_ctx,
+    env = VectorComposedReward(gym.make_vec("CartPole-v1", num_envs=2), RewardComposer.from_dict(CONFIG), scalar_ctx,
                               prime_on_reset=False)
     env.reset(seed=0)
     with pytest.raises(ValueError, match="leading axis of 2 environments"):

@@ -16,7 +16,7 @@ TINY_CONFIG = ROOT / "configs" / "envs" / "tiny.yaml"
 @pytest.fixture(scope="session")
 def tiny_config():
     """``configs/envs/tiny.yaml``: 2 replicas, 80 requests per episode."""
-    from schedulers.env_config import load_env_config
+    from schedulers.sim.env_config import load_env_config
 
     return load_env_config(TINY_CONFIG)
 
@@ -28,8 +28,8 @@ def vidur_predictor(tiny_config):
     The first session on a fresh cache trains it (about a minute on 2 cores); later sessions load
     it in about a second. Every env in the session reuses it.
     """
-    from schedulers.env_config import to_simulation_config
-    from schedulers.vidur_profiles import get_predictor
+    from schedulers.sim.simulation_config import to_simulation_config
+    from schedulers.sim.profiles import get_predictor
 
     start = time.perf_counter()
     predictor = get_predictor(to_simulation_config(tiny_config))
@@ -70,7 +70,7 @@ def composer() -> RecordingComposer:
 @pytest.fixture
 def make_tiny_env(tiny_config, vidur_predictor):
     """Factory of tiny envs with a recording composer (``make_tiny_env(**env_kwargs)``)."""
-    from schedulers.env import VidurRoutingEnv
+    from schedulers.sim.env import VidurRoutingEnv
 
     envs = []
 

@@ -119,8 +119,8 @@ def test_matches_vidur_simulator_exactly(make_tiny_env, tiny_config):
     """Same arrivals and per-request latencies as Vidur's own Simulator (its generator, its loop)."""
     from vidur.simulator import Simulator
 
-    from schedulers.env import reset_vidur_ids
-    from schedulers.env_config import to_simulation_config
+    from schedulers.sim.vidur_ids import reset_vidur_ids
+    from schedulers.sim.simulation_config import to_simulation_config
 
     env = make_tiny_env(evaluate=True, compute_reward=False)
     for policy in ("round_robin", "least_tokens"):  # Vidur built-in, and ours registered into Vidur
@@ -143,7 +143,7 @@ def test_matches_vidur_simulator_exactly(make_tiny_env, tiny_config):
 
 def test_observation_never_sees_future_output_length(make_tiny_env, monkeypatch):
     """Until a request completes, longer future outputs must leave observations unchanged."""
-    import schedulers.env as env_module
+    import schedulers.sim.env as env_module
 
     baseline = make_tiny_env()
     obs_a, _, infos_a = run_episode(baseline, "least_tokens", seed=8)
@@ -170,7 +170,7 @@ def test_observation_never_sees_future_output_length(make_tiny_env, monkeypatch)
 
 # ---- rewards ---------------------------------------------------------------------------------------
 def test_reward_context_and_littles_law(make_tiny_env, tiny_config):
-    from schedulers.env import CONTEXT_KEYS
+    from schedulers.sim.reward_context import CONTEXT_KEYS
 
     env = make_tiny_env()
     _, rewards, infos = run_episode(env, "jsq", seed=6)
@@ -218,7 +218,7 @@ def test_awaiting_first_token_sums_to_total_ttft(make_tiny_env, tiny_config):
 
 
 def test_composer_needing_unknown_context_key_is_rejected(tiny_config, vidur_predictor, composer):
-    from schedulers.env import VidurRoutingEnv
+    from schedulers.sim.env import VidurRoutingEnv
 
     composer.context_keys = lambda: {"throughput", "bogus_signal"}
     with pytest.raises(ConfigError, match="bogus_signal"):
@@ -226,7 +226,7 @@ def test_composer_needing_unknown_context_key_is_rejected(tiny_config, vidur_pre
 
 
 def test_missing_reward_config_file_is_reported(tiny_config, vidur_predictor):
-    from schedulers.env import VidurRoutingEnv
+    from schedulers.sim.env import VidurRoutingEnv
 
     cfg = dataclasses.replace(tiny_config, reward_config="configs/rewards/does_not_exist.yaml")
     with pytest.raises(ConfigError, match=r"reward_config: .*does_not_exist\.yaml"):
@@ -262,7 +262,7 @@ def test_bad_actions_and_heuristic_names(make_tiny_env):
     ],
 )
 def test_bad_env_config_names_file_and_key(tmp_path, text, message):
-    from schedulers.env_config import load_env_config
+    from schedulers.sim.env_config import load_env_config
 
     path = tmp_path / "bad.yaml"
     path.write_text(text)
@@ -271,7 +271,8 @@ def test_bad_env_config_names_file_and_key(tmp_path, text, message):
 
 
 def test_env_config_overrides_and_missing_trace(tmp_path, tiny_config):
-    from schedulers.env_config import load_env_config, resolved_trace_file, with_overrides
+    from schedulers.sim.env_config import load_env_config, with_overrides
+    from schedulers.sim.simulation_config import resolved_trace_file
 
     cfg = with_overrides(tiny_config, qps=3.5, num_replicas=3, trace_file=None)
     assert (cfg.qps, cfg.num_replicas, cfg.trace_file) == (3.5, 3, tiny_config.trace_file)
@@ -286,7 +287,7 @@ def test_env_config_overrides_and_missing_trace(tmp_path, tiny_config):
     with pytest.raises(ConfigError, match="env config file not found"):
         load_env_config(tmp_path / "absent.yaml")
     assert load_env_config(tiny_config.source) == tiny_config
-    from schedulers.env_config import env_config_from_dict
+    from schedulers.sim.env_config import env_config_from_dict
 
     assert env_config_from_dict(tiny_config.to_dict()) == tiny_config  # plain-data round trip
 
@@ -296,7 +297,8 @@ def test_env_config_overrides_and_missing_trace(tmp_path, tiny_config):
 def test_reward_presets_run_on_the_env(tiny_config, vidur_predictor, preset):
     from rewardkit import RewardComposer
 
-    from schedulers.env import CONTEXT_KEYS, VidurRoutingEnv
+    from schedulers.sim.env import VidurRoutingEnv
+    from schedulers.sim.reward_context import CONTEXT_KEYS
 
     env = VidurRoutingEnv(tiny_config, f"configs/rewards/{preset}.yaml")
     assert isinstance(env.composer, RewardComposer)
@@ -309,7 +311,7 @@ def test_reward_presets_run_on_the_env(tiny_config, vidur_predictor, preset):
 
 
 def test_default_reward_is_the_env_configs(tiny_config, vidur_predictor):
-    from schedulers.env import VidurRoutingEnv
+    from schedulers.sim.env import VidurRoutingEnv
 
     env = VidurRoutingEnv(tiny_config)
     assert env.reward_source.endswith("configs/rewards/vidur_hybrid.yaml")
@@ -322,9 +324,10 @@ def test_ppo_scheduler_inside_vidur_sees_the_env_observations(tiny_config, make_
     """Vidur's registered ``ppo`` scheduler builds the same observations as the env, decision by decision."""
     from vidur.simulator import Simulator
 
-    from schedulers import routers
-    from schedulers.env import FEATURE_NAMES, reset_vidur_ids
-    from schedulers.env_config import to_simulation_config
+    from schedulers.routing import router as routers
+    from schedulers.routing.observation import FEATURE_NAMES
+    from schedulers.sim.vidur_ids import reset_vidur_ids
+    from schedulers.sim.simulation_config import to_simulation_config
 
     column = FEATURE_NAMES.index("outstanding_tokens")
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from schedulers.heuristics import (
+from schedulers.routing.heuristics import (
     HEURISTICS,
     POLICY_NAMES,
     ReplicaSnapshot,
@@ -128,8 +128,9 @@ def _replica(queue=(), allocated=None, blocks=0, capacity=1000, batches=0):
     )
 
 
+@pytest.mark.vidur
 def test_tracker_snapshot_from_vidur_requests():
-    from schedulers.vidur_registration import ClusterTracker
+    from schedulers.sim.tracker import ClusterTracker
 
     waiting = _request(300, 50)  # queued on replica 0
     partial = _request(100, 10)  # replica 0: 40 of 100 prompt tokens processed
@@ -161,8 +162,9 @@ def test_tracker_snapshot_from_vidur_requests():
         assert np.array_equal(getattr(again, name), getattr(snap, name)), name
 
 
+@pytest.mark.vidur
 def test_tracker_completions_first_tokens_and_area():
-    from schedulers.vidur_registration import ClusterTracker
+    from schedulers.sim.tracker import ClusterTracker
 
     a, b = _request(10, 5, arrived_at=1.0), _request(10, 5, arrived_at=2.0)
     tracker = ClusterTracker([_replica(), _replica()], recent_window_s=5.0)
@@ -185,11 +187,12 @@ def test_tracker_completions_first_tokens_and_area():
 
 
 # ---- registration into Vidur ---------------------------------------------------------------------------
+@pytest.mark.vidur
 def test_schedulers_registered_with_vidur():
     from vidur.config import BaseGlobalSchedulerConfig
     from vidur.scheduler import GlobalSchedulerRegistry
 
-    from schedulers import vidur_registration as reg
+    from schedulers.sim import registration as reg
 
     for name, (key, config_cls, scheduler_cls) in reg.REGISTERED.items():
         assert str(key) == name
@@ -202,9 +205,10 @@ def test_schedulers_registered_with_vidur():
         reg.global_scheduler_config("best")
 
 
+@pytest.mark.vidur
 def test_vidur_cli_accepts_registered_scheduler(tmp_path, monkeypatch):
     """Vidur's own argument parser builds a config with our scheduler and the PPO checkpoint option."""
-    import schedulers.vidur_registration as reg
+    import schedulers.sim.registration as reg
     from vidur.config import SimulationConfig
 
     argv = [
@@ -228,7 +232,7 @@ def test_vidur_cli_accepts_registered_scheduler(tmp_path, monkeypatch):
 
 
 def test_make_router_hook():
-    from schedulers.routers import HeuristicRouter, Router, make_router, register_router, router_names
+    from schedulers.routing.router import HeuristicRouter, Router, make_router, register_router, router_names
 
     router = make_router("least_tokens")
     assert isinstance(router, HeuristicRouter) and isinstance(router, Router)

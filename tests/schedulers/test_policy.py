@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from schedulers.policy import ReplicaScorerPolicy
-from schedulers.ppo_router import PPORouter
+from schedulers.rl.policy import ReplicaScorerPolicy
+from schedulers.rl.ppo_router import PPORouter
 
 torch.set_num_threads(1)
 
@@ -159,7 +159,7 @@ def test_router_from_checkpoint(tmp_path) -> None:
 
 
 def test_router_registers_with_make_router(tmp_path) -> None:
-    from schedulers.routers import Router, make_router
+    from schedulers.routing.router import Router, make_router
 
     path = tmp_path / "policy.pt"
     torch.save(make_policy(n_features=3).to_checkpoint(), path)

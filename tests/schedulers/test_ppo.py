@@ -8,19 +8,18 @@ import math
 import pytest
 import torch
 
-from schedulers.policy import ReplicaScorerPolicy
-from schedulers.ppo import (
+from schedulers.rl.policy import ReplicaScorerPolicy
+from schedulers.rl.ppo import (
     EntropyController,
     RewardScaler,
     RunningMeanStd,
     UpdateSettings,
     categorical_kl,
-    compute_gae,
     explained_variance,
     ppo_loss,
     ppo_update,
 )
-from schedulers.rollout import RolloutBatch, RolloutBuffer
+from schedulers.rl.rollout import RolloutBatch, RolloutBuffer, compute_gae
 
 torch.set_num_threads(1)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from schedulers.vidur_profiles import (
+from schedulers.sim.profiles import (
     CACHE_ENV_VAR,
     PROFILES_ENV_VAR,
     VidurSetupError,
@@ -140,7 +140,7 @@ def test_folder_precedence(tmp_path, monkeypatch):
 
 def test_default_profiles_dir_through_a_symlinked_shared_folder(tmp_path, monkeypatch):
     """The default is ``../shared/vidur/profiles``; ``../shared`` may be a symbolic link (a worktree's is)."""
-    import schedulers.vidur_profiles as vidur_profiles
+    import schedulers.sim.profiles as vidur_profiles
 
     project = tmp_path / "checkout" / "project"
     project.mkdir(parents=True)
@@ -157,7 +157,7 @@ def test_default_profiles_dir_through_a_symlinked_shared_folder(tmp_path, monkey
 
 
 def test_env_reports_bad_profiles_before_training(tiny_config, tmp_path):
-    from schedulers.env import VidurRoutingEnv
+    from schedulers.sim.env import VidurRoutingEnv
 
     cfg = dataclasses.replace(tiny_config, profiles_dir=str(tmp_path / "missing"), cache_dir=str(tmp_path / "cache"))
     with pytest.raises(VidurSetupError, match="missing.*does not exist"):

@@ -12,10 +12,10 @@ import torch
 import yaml
 
 from rewardkit.errors import ConfigError
-from schedulers.ppo_router import PPORouter
-from schedulers.checkpoints import latest_checkpoint, load_checkpoint
-from schedulers.train import train
-from schedulers.train_config import load_config
+from schedulers.rl.ppo_router import PPORouter
+from schedulers.train.checkpoints import latest_checkpoint, load_checkpoint
+from schedulers.train.trainer import train
+from schedulers.train.config import load_config
 
 sys.path.insert(0, str(Path(__file__).parent))
 from toy_env import ToyRoutingEnv  # noqa: E402
@@ -283,12 +283,13 @@ def test_env_contract_violations_are_clear(tmp_path) -> None:
 def test_train_command_reports_config_errors(tmp_path, capsys) -> None:
     import argparse
 
-    from schedulers.train import add_train_arguments, train_command
+    from schedulers.cli import EXIT_BAD_INPUT, add_train_command
 
     parser = argparse.ArgumentParser()
-    add_train_arguments(parser)
+    add_train_command(parser.add_subparsers())
     path = write_config(tmp_path, {"ppo": {"clip_coef": -1}})
-    assert train_command(parser.parse_args([str(path), "--out", str(tmp_path / "run")])) == 2
+    args = parser.parse_args(["train", str(path), "--out", str(tmp_path / "run")])
+    assert EXIT_BAD_INPUT == 2 and args.func(args) == EXIT_BAD_INPUT
     assert "ppo.clip_coef: expected a positive number, got -1" in capsys.readouterr().err
 
 

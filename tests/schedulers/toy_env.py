@@ -69,7 +69,7 @@ class ToyRoutingEnv(gym.Env):
         self.overflow_penalty = overflow_penalty
         self.observation_space = spaces.Box(0.0, np.inf, shape=(num_replicas, N_FEATURES), dtype=np.float32)
         self.action_space = spaces.Discrete(num_replicas)
-        self.reward_composer = ToyRewardComposer()
+        self.composer = ToyRewardComposer()
         self._queues: list[list[float]] = [[] for _ in range(num_replicas)]
         self._size = 0.0
         self._t = 0
@@ -95,7 +95,7 @@ class ToyRoutingEnv(gym.Env):
             a_i, c_i = self._serve(queue, dt * self.speeds[i])
             area += a_i / self.speeds[i]
             completed += c_i
-        self.reward_composer.step += 1
+        self.composer.step += 1
         self._t += 1
         self._size = self._draw_size()
         reward = -area

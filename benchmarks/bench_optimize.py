@@ -1,0 +1,149 @@
+"""Tuned reward against the hand-set ones: a Bayesian study with the Vidur objective, then a fair final.
+
+1. A study of ``--trials`` trials (default 20) tunes configs/rewards/vidur_hybrid.yaml's weights
+   (configs/tune/vidur_hybrid_space.yaml) with the Vidur objective: each trial trains the router
+   with ``--train-config`` (short: configs/tune/ppo_tune.yaml) and is scored on paired tuning seeds
+   (TTFT p99 relative to round_robin), median pruning on. The hand-set configs are enqueued first.
+2. The best ``--top`` tuned configs and the hand-set vidur_hybrid.yaml and vidur_ttft.yaml are each
+   trained with the full budget (``--full-config``, default configs/ppo_vidur.yaml) and evaluated
+   together on the full config's ``seeds.eval`` (101-105), never used by the study.
+
+Prints the study's table, what pruning saved (trials pruned, simulated requests avoided), the final
+table (TTFT p99, mean e2e, each relative to the best hand-set reward) with the target (tuned TTFT
+p99 at least 5% lower than the best hand-set, mean e2e no worse), and the wall time.
+
+Env: ``--env`` (default configs/envs/slowdowns.yaml when it exists, else the homogeneous
+configs/envs/codellama34b_tp2_4r.yaml; the run says which). The study resumes when re-run.
+Run: ``.venv/bin/python benchmarks/bench_optimize.py [--trials 20] [--out runs/bench_optimize]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from optuna.trial import TrialState
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rewardkit.optimize import BayesianRewardOptimizer  # noqa: E402
+from rewardkit.optimize.optimizer import counted_trials  # noqa: E402
+from rewardkit.optimize.results import best_table, format_table, save_plots  # noqa: E402
+from schedulers.evaluate.paired import evaluate_policies  # noqa: E402
+from schedulers.rl.ppo_router import PPORouter  # noqa: E402
+from schedulers.routing.router import HeuristicRouter  # noqa: E402
+from schedulers.train.config import load_config  # noqa: E402
+from schedulers.train.trainer import train  # noqa: E402
+from schedulers.tune.vidur_objective import VidurObjective  # noqa: E402
+
+SLOWDOWNS = ROOT / "configs" / "envs" / "slowdowns.yaml"
+HOMOGENEOUS = ROOT / "configs" / "envs" / "codellama34b_tp2_4r.yaml"
+HAND_SET = {"vidur_hybrid": ROOT / "configs" / "rewards" / "vidur_hybrid.yaml",
+            "vidur_ttft": ROOT / "configs" / "rewards" / "vidur_ttft.yaml"}
+
+
+def default_env() -> Path:
+    return SLOWDOWNS if SLOWDOWNS.exists() else HOMOGENEOUS
+
+
+def run_study(args: argparse.Namespace, env: Path, out: Path) -> BayesianRewardOptimizer:
+    objective = VidurObjective(train_config=args.train_config, env_config=env, n_seeds=args.tune_seeds,
+                               eval_every=args.eval_every, quiet=True)
+    opt = BayesianRewardOptimizer(HAND_SET["vidur_hybrid"], args.space, objective, study_name="bench_optimize",
+                                  storage=str(out / "bench_optimize.journal"), pruner="median", seed=0,
+                                  n_seeds=args.tune_seeds)
+    opt.enqueue(HAND_SET["vidur_hybrid"])
+    opt.optimize(n_trials=args.trials)
+    return opt
+
+
+def pruning_savings(opt: BayesianRewardOptimizer, train_config: Path) -> tuple[int, int, int]:
+    """(pruned trials, simulated requests avoided, simulated requests spent) over the study."""
+    cfg, _ = load_config(train_config)
+    budget = int(cfg["ppo"]["total_timesteps"])
+    finished = counted_trials(opt.study)
+    pruned = [t for t in finished if t.state == TrialState.PRUNED]
+    avoided = sum(max(0, budget - int(t.user_attrs.get("steps_trained", 0))) for t in pruned)
+    spent = sum(int(t.user_attrs.get("steps_trained", 0)) + int(t.user_attrs.get("eval_requests", 0))
+                for t in finished)
+    return len(pruned), avoided, spent
+
+
+def final_comparison(opt: BayesianRewardOptimizer, args: argparse.Namespace, env: Path, out: Path) -> str:
+    candidates: dict[str, Path] = {}
+    for t in opt.best_trials()[: args.top]:
+        path = out / "final" / f"tuned_trial{t.number}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(opt.config_of(t), sort_keys=False))
+        candidates[f"tuned_trial{t.number}"] = path
+    candidates.update(HAND_SET)
+    full = VidurObjective(train_config=args.full_config, env_config=env, quiet=False)
+    routers: dict[str, Any] = {"round_robin": HeuristicRouter("round_robin"),
+                               "least_prefill": HeuristicRouter("least_prefill")}
+    for name, reward in candidates.items():
+        cfg = full.training_config(reward.resolve())
+        print(f"[final] training {name} with the full budget ({args.full_config})", flush=True)
+        result = train(cfg, out / "final" / name, resume=True)
+        routers[name] = PPORouter.from_checkpoint(result.policy_path)
+    seeds = list(load_config(args.full_config)[0]["seeds"]["eval"])[: args.final_seeds]
+    res = evaluate_policies(full.env(full.training_config(HAND_SET["vidur_ttft"].resolve())), routers, seeds,
+                            out_dir=out / "final" / "evaluation")
+    metric: dict[str, dict[str, float]] = {}
+    for name in routers:
+        rows = [r for r in res.episodes if r["router"] == name]
+        metric[name] = {"ttft_p99": float(np.mean([r["ttft_p99"] for r in rows])),
+                        "e2e_mean": float(np.mean([r["e2e_mean"] for r in rows]))}
+    best_hand = min(HAND_SET, key=lambda n: metric[n]["ttft_p99"])
+    ref = metric[best_hand]
+    rows = [[name, f"{m['ttft_p99']:.4f}", f"{m['e2e_mean']:.4f}", f"{m['ttft_p99'] / ref['ttft_p99']:.4f}",
+             f"{m['e2e_mean'] / ref['e2e_mean']:.4f}"] for name, m in metric.items()]
+    table = format_table(["policy", "TTFT p99 (s)", "e2e mean (s)", f"TTFT p99 / {best_hand}",
+                          f"e2e mean / {best_hand}"], rows)
+    tuned = [n for n in metric if n.startswith("tuned_")]
+    best_tuned = min(tuned, key=lambda n: metric[n]["ttft_p99"])
+    gain = 1 - metric[best_tuned]["ttft_p99"] / ref["ttft_p99"]
+    e2e_ok = metric[best_tuned]["e2e_mean"] <= ref["e2e_mean"]
+    verdict = (f"target: {best_tuned} TTFT p99 {-gain:+.1%} vs {best_hand} (need <= -5.0%): "
+               f"{'met' if gain >= 0.05 else 'NOT met'}; mean e2e no worse: {'met' if e2e_ok else 'NOT met'}")
+    return f"final, seeds {seeds} (never used by the study):\n{table}\n{verdict}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", type=Path, default=None, help="env config (default: slowdowns if present)")
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--space", type=Path, default=ROOT / "configs" / "tune" / "vidur_hybrid_space.yaml")
+    parser.add_argument("--train-config", type=Path, default=ROOT / "configs" / "tune" / "ppo_tune.yaml")
+    parser.add_argument("--full-config", type=Path, default=ROOT / "configs" / "ppo_vidur.yaml")
+    parser.add_argument("--tune-seeds", type=int, default=3)
+    parser.add_argument("--eval-every", type=int, default=2, help="PPO updates between reported evaluations")
+    parser.add_argument("--top", type=int, default=3, help="tuned configs trained with the full budget")
+    parser.add_argument("--final-seeds", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_optimize")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    env = args.env or default_env()
+    note = "" if args.env else (" (slowdowns setup)" if env == SLOWDOWNS else
+                                " (configs/envs/slowdowns.yaml not found: the homogeneous setup instead)")
+    print(f"env: {env}{note}", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    opt = run_study(args, env, args.out)
+    print(best_table(opt))
+    for path in save_plots(opt):
+        print(f"wrote {path}")
+    pruned, avoided, spent = pruning_savings(opt, args.train_config)
+    print(f"pruning: {pruned} of {opt.finished_count()} trials pruned; {avoided} simulated training requests "
+          f"avoided ({spent} simulated in training and evaluation)")
+    study_wall = time.perf_counter() - start
+    print(final_comparison(opt, args, env, args.out))
+    print(f"wall time: study {study_wall / 60:.1f} min, total {(time.perf_counter() - start) / 60:.1f} min")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+"""Tune reward weights and parameters by Bayesian optimization (Optuna).
+
+The one rewardkit package that imports optuna. See docs/optimization.md.
+
+- :class:`BayesianRewardOptimizer`: the study (samplers tpe/gp/random/nsga2, pruners
+  median/hyperband/wilcoxon, journal or RDB storage, resumable, many workers).
+- :class:`SearchSpace`: the YAML of key paths to tune, checked against the base config.
+- :mod:`.trial_context`: what an objective reads from its trial and how it reports evaluations.
+"""
+
+from __future__ import annotations
+
+from .objectives import OBJECTIVE_GROUP, resolve_objective
+from .optimizer import BayesianRewardOptimizer, check_values
+from .search_space import Dimension, SearchSpace
+from .storage import parse_storage
+from .strategies import PRUNERS, SAMPLERS, StudySettings
+from .trial_context import (REPORT_SEED_BASE, report_evaluation, report_seeds, trial_directory, trial_phase,
+                            trial_seeds, tuning_seeds)
+
+__all__ = [
+    "BayesianRewardOptimizer", "SearchSpace", "Dimension", "StudySettings", "SAMPLERS", "PRUNERS",
+    "OBJECTIVE_GROUP", "resolve_objective", "parse_storage", "check_values", "report_evaluation",
+    "trial_seeds", "trial_directory", "trial_phase", "tuning_seeds", "report_seeds", "REPORT_SEED_BASE",
+]

@@ -1,0 +1,54 @@
+"""Re-evaluate the best trials on fresh seeds (``rewardkit optimize --report``).
+
+The best of many noisy trials is optimistic: its value was picked for being lucky on the tuning
+seeds. The report runs the objective again for the best trials (the Pareto front with two
+objectives) and for the base config, on seeds the study never used, and writes
+``<study folder>/report/report.csv`` next to each candidate's ``reward.yaml``.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+from optuna.trial import FixedTrial
+
+from .optimizer import BayesianRewardOptimizer, check_values, write_reward_yaml
+from .results import format_table
+from .trial_context import PHASE_ATTR, SEEDS_ATTR, TRIAL_DIR_ATTR, report_seeds
+
+
+def run_report(opt: BayesianRewardOptimizer, top_k: int = 3) -> tuple[str, Path]:
+    """Evaluate the best ``top_k`` trials and the base config on fresh seeds; return (table, csv)."""
+    out_dir = opt.study_dir / "report"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    seeds = report_seeds(opt.settings.n_seeds)
+    candidates: list[tuple[str, dict[str, Any], list[float] | None]] = [
+        (f"trial {t.number}", opt.config_of(t), list(t.values)) for t in opt.best_trials()[:top_k]]
+    candidates.append(("base", opt.base_config, None))
+    n_obj = len(opt.settings.directions)
+    rows = []
+    for label, config, study_values in candidates:
+        folder = out_dir / label.replace(" ", "_")
+        folder.mkdir(parents=True, exist_ok=True)
+        write_reward_yaml(folder / "reward.yaml", config, f"{label} of study {opt.study_name}, re-evaluated on seeds {seeds}")
+        trial = FixedTrial({}, number=-1)
+        trial.set_user_attr(SEEDS_ATTR, seeds)
+        trial.set_user_attr(TRIAL_DIR_ATTR, str(folder))
+        trial.set_user_attr(PHASE_ATTR, "report")
+        fresh = check_values(opt.objective(config, trial), n_obj)
+        fresh = [fresh] if n_obj == 1 else list(fresh)
+        rows.append((label, study_values, fresh))
+    names = ["value"] if n_obj == 1 else [f"value{i + 1}" for i in range(n_obj)]
+    header = ["candidate", *(f"study {n}" for n in names), *(f"fresh {n}" for n in names)]
+    text_rows = [[label, *(("-",) * n_obj if sv is None else (f"{v:.4g}" for v in sv)), *(f"{v:.4g}" for v in fv)]
+                 for label, sv, fv in rows]
+    csv_path = out_dir / "report.csv"
+    with csv_path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header + ["seeds"])
+        for label, sv, fv in rows:
+            writer.writerow([label, *([""] * n_obj if sv is None else sv), *fv, " ".join(map(str, seeds))])
+    title = f"re-evaluated on fresh seeds {seeds} (the study used other seeds):\n"
+    return title + format_table(header, text_rows), csv_path

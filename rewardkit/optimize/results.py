@@ -1,0 +1,110 @@
+"""What people look at after a study: a table of the best trials and PNG plots.
+
+Plots (matplotlib, written to ``<study folder>/plots/``): the optimization history, parameter
+importances (once two trials are complete) and, for two objectives, the Pareto front.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Sequence
+
+from optuna.trial import FrozenTrial, TrialState
+
+from .optimizer import FINISHED, BayesianRewardOptimizer, counted_trials
+
+
+def short_name(path: str) -> str:
+    """``components.absolute.components.latency.weight`` -> ``absolute.latency.weight``."""
+    return ".".join(k for k in path.split(".") if k != "components")
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned first column, right-aligned others, a rule under the header."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(r: Sequence[str]) -> str:
+        cells = [str(r[0]).ljust(widths[0])] + [str(c).rjust(w) for c, w in zip(r[1:], widths[1:])]
+        return "  ".join(cells).rstrip()
+
+    return "\n".join([line(header), "-" * len(line(header)), *(line(r) for r in rows)])
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "null" if value is None else str(value)
+
+
+def best_table(opt: BayesianRewardOptimizer, k: int = 5) -> str:
+    """The best ``k`` trials (or the Pareto front) with their values and parameters, and counts."""
+    study = opt.study
+    finished = counted_trials(study, FINISHED)
+    states = [t.state for t in finished]
+    summary = (f"study {opt.study_name}: {len(finished)} finished trials "
+               f"({states.count(TrialState.COMPLETE)} complete, {states.count(TrialState.PRUNED)} pruned, "
+               f"{states.count(TrialState.FAIL)} failed)")
+    best = opt.best_trials()[:k]
+    if not best:
+        return summary + "\nno complete trial yet"
+    n_obj = len(opt.settings.directions)
+    value_names = ["value"] if n_obj == 1 else [f"value{i + 1}" for i in range(n_obj)]
+    header = ["trial", *value_names, *(short_name(p) for p in opt.space.paths)]
+    rows = [[str(t.number), *(_fmt(v) for v in t.values), *(_fmt(t.params.get(p)) for p in opt.space.paths)]
+            for t in best]
+    title = "best trials" if n_obj == 1 else "Pareto front"
+    directions = ", ".join(opt.settings.directions)
+    return f"{summary}\n{title} ({directions}):\n" + format_table(header, rows)
+
+
+def save_plots(opt: BayesianRewardOptimizer, out_dir: Path | None = None) -> list[Path]:
+    """Write the study's plots as PNG; return the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from optuna.visualization import matplotlib as ovm
+
+    out_dir = out_dir or opt.study_dir / "plots"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    study = opt.study
+    complete = counted_trials(study, (TrialState.COMPLETE,))
+    written: list[Path] = []
+    n_obj = len(opt.settings.directions)
+    names = ["objective"] if n_obj == 1 else [f"objective {i + 1}" for i in range(n_obj)]
+
+    def save(name: str, make) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ax = make()
+        fig = (ax.flat[0] if hasattr(ax, "flat") else ax).figure
+        fig.set_size_inches(8, 5)
+        fig.tight_layout()
+        path = out_dir / name
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+
+    if not complete:
+        return written
+    for i, label in enumerate(names):
+        target = None if n_obj == 1 else (lambda t, i=i: t.values[i])
+        suffix = "" if n_obj == 1 else f"_{i + 1}"
+        save(f"history{suffix}.png", lambda: ovm.plot_optimization_history(study, target=target, target_name=label))
+    if len(complete) >= 2 and _varied(complete):
+        for i, label in enumerate(names):
+            target = None if n_obj == 1 else (lambda t, i=i: t.values[i])
+            suffix = "" if n_obj == 1 else f"_{i + 1}"
+            save(f"importances{suffix}.png",
+                 lambda: ovm.plot_param_importances(study, target=target, target_name=label))
+    if n_obj == 2:
+        save("pareto_front.png", lambda: ovm.plot_pareto_front(study, target_names=names))
+    return written
+
+
+def _varied(trials: list[FrozenTrial]) -> bool:
+    """True when some parameter takes two values across ``trials`` (importances need that)."""
+    keys = {k for t in trials for k in t.params}
+    return any(len({repr(t.params.get(k)) for t in trials}) > 1 for k in keys)
+

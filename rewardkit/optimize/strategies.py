@@ -1,0 +1,104 @@
+"""Samplers and pruners by name, and their settings stored with the study.
+
+Optuna does not persist a study's sampler or pruner, so a resumed study (or another worker) would
+silently use the defaults. The settings are written into the study's user attributes when it is
+created (``rewardkit.study``: these settings, the search space and the base config) and read back by every later run.
+
+Pruning and several objectives: Optuna's pruners raise in multi-objective studies, so a pruner
+with more than one direction is refused with a :class:`ConfigError` (use ``pruner=None``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+import optuna
+
+from ..errors import ConfigError
+
+SAMPLERS = ("tpe", "gp", "random", "nsga2")
+PRUNERS = ("none", "median", "hyperband", "wilcoxon")
+STUDY_ATTR = "rewardkit.study"
+
+
+@dataclass(frozen=True)
+class StudySettings:
+    """What a study was created with; every run and worker of the study uses the same."""
+
+    sampler: str = "tpe"
+    pruner: str = "none"
+    directions: tuple[str, ...] = ("minimize",)
+    seed: int | None = None
+    n_seeds: int = 1
+
+    def __post_init__(self) -> None:
+        if self.sampler not in SAMPLERS:
+            raise ConfigError(f"expected one of {', '.join(SAMPLERS)}, got {self.sampler!r}", path="sampler")
+        if self.pruner not in PRUNERS:
+            raise ConfigError(f"expected one of {', '.join(PRUNERS)}, got {self.pruner!r}", path="pruner")
+        if not self.directions or any(d not in ("minimize", "maximize") for d in self.directions):
+            raise ConfigError(f"expected a non-empty list of 'minimize'/'maximize', got {list(self.directions)}",
+                              path="directions")
+        if len(self.directions) > 1 and self.pruner != "none":
+            raise ConfigError(
+                f"a pruner ({self.pruner}) needs a single objective: Optuna's pruners raise in "
+                f"multi-objective studies and rewardkit does not guess a rule to combine "
+                f"{len(self.directions)} objectives; use pruner none (--pruner none)", path="pruner")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
+            raise ConfigError(f"expected an integer or null, got {self.seed!r}", path="seed")
+        if isinstance(self.n_seeds, bool) or not isinstance(self.n_seeds, int) or self.n_seeds < 1:
+            raise ConfigError(f"expected a positive integer, got {self.n_seeds!r}", path="n_seeds")
+
+    def to_attr(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["directions"] = list(self.directions)
+        return d
+
+    @classmethod
+    def from_attr(cls, data: Mapping[str, Any]) -> "StudySettings":
+        return cls(sampler=data["sampler"], pruner=data["pruner"], directions=tuple(data["directions"]),
+                   seed=data.get("seed"), n_seeds=int(data.get("n_seeds", 1)))
+
+    def differences(self, other: "StudySettings") -> list[str]:
+        """Human-readable ``name: stored vs given`` for each setting that differs."""
+        mine, theirs = self.to_attr(), other.to_attr()
+        return [f"{k}: {mine[k]!r} (stored) vs {theirs[k]!r} (given)" for k in mine if mine[k] != theirs[k]]
+
+
+def make_sampler(settings: StudySettings, worker: int = 0) -> optuna.samplers.BaseSampler:
+    """The sampler of ``settings``; worker ``k`` seeds with ``seed + k`` so workers differ."""
+    seed = None if settings.seed is None else settings.seed + worker
+    name = settings.sampler
+    if name == "tpe":
+        # constant_liar: running trials of other workers count as bad guesses, so parallel
+        # workers spread out instead of sampling the same point
+        return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
+    if name == "gp":
+        return optuna.samplers.GPSampler(seed=seed)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    return optuna.samplers.NSGAIISampler(seed=seed)
+
+
+def make_pruner(settings: StudySettings) -> optuna.pruners.BasePruner:
+    """The pruner of ``settings`` (``NopPruner`` for none).
+
+    The Wilcoxon pruner compares a trial's values with the best trial's at the same steps; the
+    objective reports one value per (evaluation, seed) pair through
+    :func:`rewardkit.optimize.trial_context.report_evaluation`, which makes those steps paired.
+    """
+    name = settings.pruner
+    if name == "none":
+        return optuna.pruners.NopPruner()
+    if name == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=4, n_warmup_steps=0)
+    if name == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=1, reduction_factor=3)
+    return optuna.pruners.WilcoxonPruner(p_threshold=0.1, n_startup_steps=2)
+
+
+def read_settings(study: optuna.Study) -> StudySettings | None:
+    """The settings stored with ``study``, or None for a study rewardkit did not create."""
+    data = study.user_attrs.get(STUDY_ATTR)
+    return None if data is None else StudySettings.from_attr(data["settings"])

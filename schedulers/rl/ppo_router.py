@@ -1,0 +1,73 @@
+"""``PPORouter``: a trained :class:`ReplicaScorerPolicy` behind the evaluation code's Router protocol.
+
+Loads ``policy.pt``, ``bc_policy.pt`` or any training checkpoint written by
+:mod:`schedulers.train`; ``act(obs, env) -> int`` picks a replica, ``reset(seed)`` reseeds the
+sampler so that stochastic evaluation is reproducible per evaluation seed. Importing this module
+registers the router as ``make_router("ppo", checkpoint=path, deterministic=True)``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from .policy import ReplicaScorerPolicy
+from ..routing.router import register_router
+
+
+class PPORouter:
+    """Routes with a trained policy: arg-max when ``deterministic``, else a seeded sample."""
+
+    name = "ppo"
+
+    def __init__(self, policy: ReplicaScorerPolicy, deterministic: bool = True, seed: int | None = None) -> None:
+        self.policy = policy.eval()
+        self.deterministic = deterministic
+        self.generator = torch.Generator()
+        self.reset(seed)
+
+    @classmethod
+    def from_checkpoint(
+        cls, path: str | os.PathLike, deterministic: bool = True, temperature: float | None = None, seed: int | None = None
+    ) -> "PPORouter":
+        """Build from a file the trainer wrote; ``temperature`` overrides the saved one."""
+        try:
+            data = torch.load(path, map_location="cpu", weights_only=True)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{path}: no such policy checkpoint") from None
+        if not isinstance(data, dict) or "policy_kwargs" not in data or "policy_state" not in data:
+            raise ValueError(f"{path}: expected a policy checkpoint written by schedulers.train (policy_kwargs, policy_state)")
+        policy = ReplicaScorerPolicy.from_checkpoint_dict(data)
+        if temperature is not None:
+            policy.temperature = temperature
+        return cls(policy, deterministic=deterministic, seed=seed)
+
+    def reset(self, seed: int | None = None) -> None:
+        """Reseed the action sampler (deterministic routing ignores it)."""
+        self.generator.manual_seed(0 if seed is None else int(seed))
+
+    def act(self, obs: Any, env: Any = None) -> int:
+        """Replica index for one observation ``(num_replicas, n_features)``; ``env`` is unused."""
+        step = self.policy.act(obs, deterministic=self.deterministic, generator=self.generator)
+        return int(step.action)
+
+    def __repr__(self) -> str:
+        mode = "deterministic" if self.deterministic else "sampling"
+        return f"PPORouter({mode}, temperature={self.policy.temperature:g})"
+
+    def probabilities(self, obs: Any) -> torch.Tensor:
+        """The policy's routing probabilities for one observation (for inspection and plots)."""
+        with torch.no_grad():
+            return torch.softmax(self.policy.logits(self.policy.as_tensor(obs)), dim=-1)[0]
+
+
+def make_ppo_router(
+    checkpoint: str | os.PathLike, deterministic: bool = True, temperature: float | None = None, seed: int | None = None
+) -> PPORouter:
+    """Factory behind ``schedulers.routing.router.make_router("ppo", checkpoint=...)``."""
+    return PPORouter.from_checkpoint(checkpoint, deterministic=deterministic, temperature=temperature, seed=seed)
+
+
+register_router("ppo", make_ppo_router)

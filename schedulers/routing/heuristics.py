@@ -1,0 +1,115 @@
+"""Load-aware routing heuristics as pure functions of a per-replica state snapshot.
+
+Each heuristic maps a :class:`ReplicaSnapshot` (numpy arrays, one entry per replica) and a seeded
+``numpy.random.Generator`` to a replica index. Ties are broken uniformly at random with that
+generator, so that no replica is favoured by its index. None of them reads a request's future
+output length; the snapshot does not hold it.
+
+==============  =========================================================================
+name            routes to the replica with
+==============  =========================================================================
+jsq             fewest outstanding requests (waiting + running)
+least_kv        fewest allocated KV-cache blocks
+least_tokens    fewest outstanding known tokens: unprocessed prompt tokens + output tokens
+                generated so far, over its unfinished requests
+least_prefill   fewest unprocessed prompt tokens (queued or running)
+power_of_two    fewer outstanding requests of two distinct replicas drawn at random
+==============  =========================================================================
+
+Vidur's own ``round_robin``, ``random`` and ``lor`` are reproduced by :func:`round_robin`,
+:func:`random_choice` and :func:`lor` with Vidur's semantics (``lor`` counts only waiting requests
+and breaks ties toward the lowest index), so every policy can run through the same env.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .snapshot import ReplicaSnapshot
+
+
+def argmin_random(values: np.ndarray, rng: np.random.Generator) -> int:
+    """Index of the smallest value; ties broken uniformly at random."""
+    values = np.asarray(values)
+    ties = np.flatnonzero(values == values.min())
+    if len(ties) == 1:
+        return int(ties[0])
+    return int(ties[rng.integers(len(ties))])
+
+
+def jsq(snapshot: ReplicaSnapshot, rng: np.random.Generator) -> int:
+    """Join the shortest queue: fewest waiting + running requests."""
+    return argmin_random(snapshot.outstanding_requests, rng)
+
+
+def least_kv(snapshot: ReplicaSnapshot, rng: np.random.Generator) -> int:
+    """Fewest allocated KV-cache blocks."""
+    return argmin_random(snapshot.kv_blocks, rng)
+
+
+def least_tokens(snapshot: ReplicaSnapshot, rng: np.random.Generator) -> int:
+    """Fewest outstanding known tokens (unprocessed prompt + generated output)."""
+    return argmin_random(snapshot.outstanding_tokens, rng)
+
+
+def least_prefill(snapshot: ReplicaSnapshot, rng: np.random.Generator) -> int:
+    """Fewest prompt tokens not yet processed, queued or running."""
+    return argmin_random(snapshot.prefill_tokens, rng)
+
+
+def power_of_two(snapshot: ReplicaSnapshot, rng: np.random.Generator) -> int:
+    """The less loaded (outstanding requests) of two distinct replicas drawn at random."""
+    n = snapshot.num_replicas
+    if n == 1:
+        return 0
+    pair = rng.choice(n, size=2, replace=False)
+    loads = snapshot.outstanding_requests[pair]
+    return int(pair[argmin_random(loads, rng)])
+
+
+def round_robin(decision_index: int, num_replicas: int) -> int:
+    """Vidur's round robin: the ``decision_index``-th request goes to ``decision_index % n``."""
+    return decision_index % num_replicas
+
+
+def random_choice(num_replicas: int, rng: np.random.Generator) -> int:
+    """Vidur's random router: uniform over replicas (seeded here instead of Python's global RNG)."""
+    return int(rng.integers(num_replicas))
+
+
+def lor(snapshot: ReplicaSnapshot) -> int:
+    """Vidur's least outstanding requests: fewest *waiting* requests, ties to the lowest index."""
+    return int(np.argmin(snapshot.waiting))
+
+
+Heuristic = Callable[[ReplicaSnapshot, np.random.Generator], int]
+
+#: load-aware heuristics that take (snapshot, rng).
+HEURISTICS: dict[str, Heuristic] = {
+    "jsq": jsq,
+    "least_kv": least_kv,
+    "least_tokens": least_tokens,
+    "least_prefill": least_prefill,
+    "power_of_two": power_of_two,
+}
+#: Vidur's built-in global schedulers, reproduced for the env.
+VIDUR_BASELINES = ("round_robin", "random", "lor")
+#: every policy name ``VidurRoutingEnv.heuristic_action`` accepts.
+POLICY_NAMES = VIDUR_BASELINES + tuple(HEURISTICS)
+
+
+def choose(
+    name: str, snapshot: ReplicaSnapshot, rng: np.random.Generator, *, decision_index: int = 0
+) -> int:
+    """The replica policy ``name`` picks; ``decision_index`` is used by ``round_robin`` only."""
+    if name in HEURISTICS:
+        return HEURISTICS[name](snapshot, rng)
+    if name == "round_robin":
+        return round_robin(decision_index, snapshot.num_replicas)
+    if name == "random":
+        return random_choice(snapshot.num_replicas, rng)
+    if name == "lor":
+        return lor(snapshot)
+    raise ValueError(f"unknown heuristic {name!r}; expected one of: {', '.join(POLICY_NAMES)}")

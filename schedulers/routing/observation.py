@@ -1,0 +1,109 @@
+"""Observation rows a router sees: per-replica load features plus the arriving request's, NumPy only.
+
+Row ``i`` is replica ``i``'s features followed by the request's features (the same on every row),
+so a scorer applied to each row is permutation-equivariant. See ``FEATURE_NAMES`` and
+:mod:`schedulers.sim.env` for what each feature means.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .snapshot import ReplicaSnapshot
+
+
+@dataclass(frozen=True)
+class ObservationConfig:
+    """How replica and request features are normalized (see :mod:`schedulers.sim.env`)."""
+
+    #: window (simulated seconds) for "recent completions" and the recent throughput/latency.
+    recent_window_s: float = 10.0
+    #: request counts are divided by this.
+    count_scale: float = 16.0
+    #: token counts are divided by this.
+    token_scale: float = 4096.0
+
+
+
+REPLICA_FEATURES = (
+    "waiting",
+    "running",
+    "kv_used_frac",
+    "prefill_tokens",
+    "decoded_tokens",
+    "outstanding_tokens",
+    "waiting_prefill_tokens",
+    "recent_completions",
+    "busy",
+    "rel_outstanding_requests",
+    "rel_outstanding_tokens",
+    "rel_kv_used_frac",
+)
+REQUEST_FEATURES = ("req_prompt_tokens", "req_prompt_kv_frac")
+FEATURE_NAMES = REPLICA_FEATURES + REQUEST_FEATURES
+
+
+DEFAULT_BLOCK_SIZE = 16
+
+
+def build_observation(
+    snapshot: ReplicaSnapshot,
+    prompt_tokens: float,
+    obs_config: ObservationConfig,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+) -> np.ndarray:
+    """Observation rows ``(num_replicas, len(FEATURE_NAMES))`` for a request of ``prompt_tokens``."""
+    cs, ts = obs_config.count_scale, obs_config.token_scale
+    outstanding_req = snapshot.outstanding_requests
+    outstanding_tok = snapshot.outstanding_tokens
+    kv = snapshot.kv_fraction
+    replica = np.stack(
+        [
+            snapshot.waiting / cs,
+            snapshot.running / cs,
+            kv,
+            snapshot.prefill_tokens / ts,
+            snapshot.decoded_tokens / ts,
+            outstanding_tok / ts,
+            snapshot.waiting_prefill_tokens / ts,
+            snapshot.recent_completions / cs,
+            snapshot.busy,
+            (outstanding_req - outstanding_req.mean()) / cs,
+            (outstanding_tok - outstanding_tok.mean()) / ts,
+            kv - kv.mean(),
+        ],
+        axis=1,
+    )
+    blocks = math.ceil(prompt_tokens / block_size)
+    request = np.stack(
+        [np.full(snapshot.num_replicas, prompt_tokens / ts), blocks / np.maximum(snapshot.kv_capacity, 1.0)], axis=1
+    )
+    return np.concatenate([replica, request], axis=1).astype(np.float32)
+
+
+def observation_bounds(obs: ObservationConfig, max_in_flight: int, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-feature bounds when at most ``max_in_flight`` requests of ``max_tokens`` each are in flight."""
+    counts = max_in_flight / obs.count_scale
+    tokens = max_in_flight * max_tokens / obs.token_scale
+    high = {
+        "waiting": counts,
+        "running": counts,
+        "kv_used_frac": 1.0,
+        "prefill_tokens": tokens,
+        "decoded_tokens": tokens,
+        "outstanding_tokens": tokens,
+        "waiting_prefill_tokens": tokens,
+        "recent_completions": counts,
+        "busy": 1.0,
+        "rel_outstanding_requests": counts,
+        "rel_outstanding_tokens": tokens,
+        "rel_kv_used_frac": 1.0,
+        "req_prompt_tokens": max_tokens / obs.token_scale,
+        "req_prompt_kv_frac": 1.0,
+    }
+    high_arr = np.array([high[name] for name in FEATURE_NAMES], dtype=np.float32)
+    low_arr = np.array([-high[name] if name.startswith("rel_") else 0.0 for name in FEATURE_NAMES], dtype=np.float32)
+    return low_arr, high_arr

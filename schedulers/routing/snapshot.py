@@ -1,0 +1,79 @@
+"""``ReplicaSnapshot``: the per-replica load a router sees at one routing decision (NumPy arrays)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ReplicaSnapshot:
+    """Per-replica load at one instant; every field is an array of length ``num_replicas``."""
+
+    #: requests routed to the replica and not yet admitted (no KV-cache blocks yet).
+    waiting: np.ndarray
+    #: admitted, unfinished requests (holding KV-cache blocks).
+    running: np.ndarray
+    #: allocated KV-cache blocks.
+    kv_blocks: np.ndarray
+    #: KV-cache blocks the replica has in total.
+    kv_capacity: np.ndarray
+    #: prompt tokens not yet processed, over queued and running requests.
+    prefill_tokens: np.ndarray
+    #: output tokens generated so far by unfinished requests.
+    decoded_tokens: np.ndarray
+    #: prompt tokens of the waiting (not yet admitted) requests.
+    waiting_prefill_tokens: np.ndarray
+    #: requests the replica completed within the recent window.
+    recent_completions: np.ndarray
+    #: 1 while the replica executes a batch, else 0.
+    busy: np.ndarray
+
+    @classmethod
+    def build(cls, num_replicas: int | None = None, **fields: object) -> "ReplicaSnapshot":
+        """Snapshot from keyword arrays; missing fields are zeros (``kv_capacity`` defaults to 1000)."""
+        arrays = {k: np.asarray(v, dtype=np.float64) for k, v in fields.items()}
+        unknown = set(arrays) - {f for f in cls.__dataclass_fields__}
+        if unknown:
+            raise TypeError(f"unknown snapshot fields: {sorted(unknown)}")
+        if num_replicas is None:
+            if not arrays:
+                raise ValueError("give num_replicas or at least one field")
+            num_replicas = len(next(iter(arrays.values())))
+        for name, arr in arrays.items():
+            if arr.shape != (num_replicas,):
+                raise ValueError(f"field {name!r}: expected shape ({num_replicas},), got {arr.shape}")
+        defaults = {f: np.zeros(num_replicas) for f in cls.__dataclass_fields__}
+        defaults["kv_capacity"] = np.full(num_replicas, 1000.0)
+        defaults.update(arrays)
+        return cls(**defaults)
+
+    @property
+    def num_replicas(self) -> int:
+        return len(self.waiting)
+
+    @property
+    def outstanding_requests(self) -> np.ndarray:
+        """Waiting plus running requests."""
+        return self.waiting + self.running
+
+    @property
+    def outstanding_tokens(self) -> np.ndarray:
+        """Unprocessed prompt tokens plus output tokens generated so far."""
+        return self.prefill_tokens + self.decoded_tokens
+
+    @property
+    def kv_fraction(self) -> np.ndarray:
+        """Allocated share of the KV cache, in [0, 1]."""
+        return self.kv_blocks / np.maximum(self.kv_capacity, 1.0)
+
+    def with_assignment(self, replica: int, prompt_tokens: int) -> "ReplicaSnapshot":
+        """The snapshot after queueing one more request of ``prompt_tokens`` on ``replica``."""
+        waiting = self.waiting.copy()
+        prefill = self.prefill_tokens.copy()
+        waiting_prefill = self.waiting_prefill_tokens.copy()
+        waiting[replica] += 1
+        prefill[replica] += prompt_tokens
+        waiting_prefill[replica] += prompt_tokens
+        return replace(self, waiting=waiting, prefill_tokens=prefill, waiting_prefill_tokens=waiting_prefill)

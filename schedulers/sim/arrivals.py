@@ -1,0 +1,68 @@
+"""One episode's arrivals, drawn exactly as Vidur's synthetic generator draws them for a seed."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from rewardkit.errors import ConfigError
+
+from .env_config import EnvConfig
+from .simulation_config import resolved_trace_file
+
+
+@lru_cache(maxsize=8)
+def _trace_lengths(trace_file: str, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt and output lengths of a trace, shortened to ``max_tokens`` as Vidur does."""
+    import pandas as pd
+
+    df = pd.read_csv(trace_file)
+    for col in ("num_prefill_tokens", "num_decode_tokens"):
+        if col not in df.columns:
+            raise ConfigError(f"{trace_file}: expected a column {col!r}, got columns {list(df.columns)}", path="trace_file")
+    prefill = df["num_prefill_tokens"].astype(int)
+    decode = df["num_decode_tokens"].astype(int)
+    total = prefill + decode
+    diff = (total - max_tokens).clip(lower=0)
+    prefill = prefill - np.ceil(diff * (prefill / total)).astype(int)
+    decode = decode - np.ceil(diff * (decode / total)).astype(int)
+    return prefill.clip(lower=1).to_numpy(), decode.clip(lower=1).to_numpy()
+
+
+@lru_cache(maxsize=64)
+def _shuffle(n: int, seed: int) -> np.ndarray:
+    import pandas as pd
+
+    return pd.Series(np.arange(n)).sample(frac=1, random_state=seed).to_numpy()
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    """One episode's arrivals: times (s) and prompt/output lengths (the latter hidden from policies)."""
+
+    arrived_at: np.ndarray
+    prefill_tokens: np.ndarray
+    decode_tokens: np.ndarray
+
+
+def sample_arrivals(cfg: EnvConfig, seed: int) -> Arrivals:
+    """Vidur's synthetic generator (trace lengths, Poisson intervals capped at 3/qps) for ``seed``."""
+    prefill, decode = _trace_lengths(str(resolved_trace_file(cfg)), cfg.max_tokens)
+    n = cfg.requests_per_episode
+    if n > len(prefill):
+        raise ConfigError(
+            f"expected at most {len(prefill)} (the trace's length), got {n}", source=cfg.source, path="requests_per_episode"
+        )
+    order = _shuffle(len(prefill), seed)[:n]
+    rng = random.Random(seed)
+    cap = 3.0 / cfg.qps
+    times = np.empty(n)
+    now = 0.0
+    for i in range(n):
+        now += min(-math.log(1.0 - rng.random()) / cfg.qps, cap)
+        times[i] = now
+    return Arrivals(times, prefill[order].astype(np.int64), decode[order].astype(np.int64))

@@ -1,0 +1,359 @@
+"""``VidurRoutingEnv``: Gymnasium env in which each step routes one arriving request in Vidur.
+
+Vidur's ``Simulator.run()`` is a heap-queue event loop without a step API, so this env drives the
+event queue itself: it pops and handles events exactly as ``Simulator.run()`` does, and stops
+when a ``GlobalScheduleEvent`` would route requests. Each waiting request is one decision (several
+requests arriving at once are decided one by one, each observation showing the earlier choices).
+``step(action)`` queues the request on replica ``action`` (what Vidur's global scheduler would do)
+and runs the simulation to the next decision.
+
+Episodes
+    ``reset(seed=s)`` builds a fresh cluster (resetting Vidur's class-level id counters, so many
+    episodes run in one process) and draws ``requests_per_episode`` arrivals: Poisson at ``qps``
+    with prompt/output lengths from the trace, exactly as Vidur's synthetic generator does for
+    ``seed=s`` (same ``random.Random(s)`` interval stream, same ``pandas.sample(random_state=s)``
+    shuffle, same clipping to ``max_tokens``), but without touching global random state. Same seed,
+    same episode. ``reset()`` without a seed draws an episode seed from ``self.np_random``.
+
+    The episode ends right after the last routing decision with ``truncated=True`` and
+    ``terminated=False``: requests still in flight are the value function's business (PPO
+    bootstraps from the final observation, whose request features are zero). The last step covers
+    no simulated time. With ``evaluate=True`` the env then drains the simulation to the end so
+    that :meth:`VidurRoutingEnv.episode_metrics` covers every request.
+
+Observation
+    ``Box(shape=(num_replicas, n_features), float32)``. Row ``i`` is replica ``i``'s features
+    followed by the arriving request's features (the same on every row), so a scorer applied to
+    each row is permutation-equivariant. Names in ``env.feature_names``:
+
+    ========================  ====================================================================
+    waiting                   requests queued on the replica, not yet admitted / count_scale
+    running                   admitted unfinished requests (holding KV cache) / count_scale
+    kv_used_frac              allocated share of the replica's KV-cache blocks, in [0, 1]
+    prefill_tokens            prompt tokens not yet processed, queued or running / token_scale
+    decoded_tokens            output tokens generated so far by unfinished requests / token_scale
+    outstanding_tokens        prefill_tokens + decoded_tokens (what ``least_tokens`` minimises)
+    waiting_prefill_tokens    prompt tokens of the queued (not admitted) requests / token_scale
+    recent_completions        requests completed in the last recent_window_s / count_scale
+    busy                      1 while the replica executes a batch, else 0
+    rel_outstanding_requests  (waiting + running - cluster mean) / count_scale
+    rel_outstanding_tokens    (outstanding tokens - cluster mean) / token_scale
+    rel_kv_used_frac          kv_used_frac - cluster mean
+    req_prompt_tokens         the arriving request's prompt tokens / token_scale
+    req_prompt_kv_frac        KV blocks its prompt needs / the replica's total blocks
+    ========================  ====================================================================
+
+    No feature depends on any request's future output length (Vidur's ``num_decode_tokens``).
+
+Reward context
+    Each step feeds the reward composer the context built by :mod:`schedulers.sim.reward_context`
+    (every key is documented there); ``info["reward_terms"]`` holds ``out.as_dict()``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from typing import Any, Mapping
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from rewardkit.errors import ConfigError
+
+from ..routing.heuristics import POLICY_NAMES, choose
+from ..routing.observation import FEATURE_NAMES, build_observation, observation_bounds
+from ..routing.snapshot import ReplicaSnapshot
+from .arrivals import sample_arrivals
+from .env_config import EnvConfig, load_env_config
+from .metrics import EpisodeMetrics
+from .profiles import get_predictor
+from .registration import EnvGlobalScheduler
+from .reward_context import CONTEXT_KEYS, RewardContextBuilder, load_reward_composer
+from .simulation_config import resolved_trace_file, to_simulation_config
+from .vidur_ids import reset_vidur_ids
+
+# ---- the env -------------------------------------------------------------------------------------
+class _Episode:
+    """Mutable state of one simulated episode."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self.time = 0.0
+        self.heap: list = []
+        self.pending: list = []
+        self.touched: set[int] = set()
+        self.requests: list = []
+        self.decisions = 0
+        self.done = False
+        self.snapshot: ReplicaSnapshot | None = None
+        self.routed = None
+        self.rng = np.random.default_rng(seed)
+
+
+class VidurRoutingEnv(gym.Env):
+    """Route each arriving request of a Vidur-simulated LLM cluster to one of its replicas.
+
+    ``env_config`` is an :class:`~schedulers.sim.env_config.EnvConfig` or a path to its YAML.
+    ``reward_composer`` is ``None`` (load ``env_config.reward_config``), a path to a rewardkit
+    YAML, or any callable ``composer(ctx, step=..., terminated=..., truncated=...)`` returning an
+    object with ``.total`` and ``.as_dict()``. ``compute_reward=False`` skips rewards (reward 0).
+    ``evaluate=True`` drains the simulation after the final decision. See the module docstring.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(
+        self,
+        env_config: EnvConfig | str | os.PathLike[str],
+        reward_composer: Any = None,
+        *,
+        evaluate: bool = False,
+        compute_reward: bool = True,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__()
+        if render_mode is not None:
+            raise ValueError(f"VidurRoutingEnv has no render modes, got render_mode={render_mode!r}")
+        cfg = env_config if isinstance(env_config, EnvConfig) else load_env_config(env_config)
+        self.env_config = cfg
+        self.evaluate = evaluate
+        self.num_replicas = cfg.num_replicas
+        self.feature_names: tuple[str, ...] = FEATURE_NAMES
+        self.action_space = spaces.Discrete(cfg.num_replicas)
+        low, high = observation_bounds(cfg.observation, cfg.requests_per_episode, cfg.max_tokens)
+        self.observation_space = spaces.Box(
+            low=np.tile(low, (cfg.num_replicas, 1)), high=np.tile(high, (cfg.num_replicas, 1)), dtype=np.float32
+        )
+        resolved_trace_file(cfg)
+        self._sim_config = to_simulation_config(cfg, global_scheduler="round_robin", seed=0)
+        self._predictor = get_predictor(self._sim_config)
+        from vidur.metrics import MetricsStore
+
+        self._metrics_store = MetricsStore(self._sim_config)  # write_metrics=False: handlers are no-ops
+        self._block_size = self._sim_config.cluster_config.cache_config.block_size
+        self.composer = None
+        self.reward_source = None
+        if compute_reward:
+            self.composer, self.reward_source = load_reward_composer(reward_composer, cfg)
+            needed = getattr(self.composer, "context_keys", None)
+            if callable(needed):
+                missing = set(needed()) - CONTEXT_KEYS
+                if missing:
+                    raise ConfigError(
+                        f"reads context keys {sorted(missing)} that VidurRoutingEnv does not provide; "
+                        f"expected keys among: {', '.join(sorted(CONTEXT_KEYS))}",
+                        source=self.reward_source,
+                    )
+        self._context = RewardContextBuilder(cfg.observation.recent_window_s)
+        self._ep: _Episode | None = None
+        self._scheduler = None
+        self._tracker = None
+
+    # ---- gymnasium API -------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: Mapping[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        episode_seed = int(seed) if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
+        self._start_episode(episode_seed)
+        if self.composer is not None and hasattr(self.composer, "reset"):
+            self.composer.reset()
+        if not self._advance():
+            raise RuntimeError("the episode has no arrivals to route")
+        ep = self._ep
+        self._tracker.sync(ep.time)
+        return self._observation(), {"episode_seed": episode_seed, "time": ep.time, "decisions": 0}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        ep = self._ep
+        if ep is None or ep.done:
+            raise RuntimeError("step() called before reset() or after the episode ended; call reset()")
+        replica = self._check_action(action)
+        request = ep.pending.pop(0)
+        self._tracker.replica_schedulers[replica].add_request(request)
+        self._tracker.assign(request, replica)
+        ep.routed[replica] += 1
+        ep.touched.add(replica)
+        ep.decisions += 1
+        ep.snapshot = None
+        if not ep.pending:
+            self._release_touched()
+        truncated = ep.decisions >= self.env_config.requests_per_episode
+        if not truncated and not ep.pending and not self._advance():
+            raise RuntimeError(f"simulation ran out of events after {ep.decisions} decisions")
+        sync = self._tracker.sync(ep.time)
+        ctx = self._context(self._tracker, sync, self._current_snapshot(), ep.time, len(ep.pending))
+        info: dict[str, Any] = {"time": ep.time, "decisions": ep.decisions, "episode_seed": ep.seed}
+        reward = 0.0
+        if self.composer is not None:
+            out = self.composer(ctx, terminated=False, truncated=truncated)
+            reward = float(out.total)
+            info["reward_terms"] = out.as_dict()
+        if truncated:
+            ep.done = True
+            if self.evaluate:
+                self.drain()
+        return self._observation(), reward, False, truncated, info
+
+    def close(self) -> None:
+        self._ep = None
+        self._scheduler = None
+        self._tracker = None
+
+    # ---- policies and metrics -----------------------------------------------------------------
+    def heuristic_action(self, name: str) -> int:
+        """The replica heuristic ``name`` (see :data:`schedulers.routing.heuristics.POLICY_NAMES`) picks now.
+
+        Tie-breaking and ``random`` use a generator seeded with the episode seed, so a heuristic's
+        episode is reproducible; ``round_robin`` sends the k-th request of the episode to k mod n.
+        """
+        ep = self._ep
+        if ep is None or ep.done or not ep.pending:
+            raise RuntimeError("heuristic_action() needs a pending routing decision; call reset() first")
+        if name not in POLICY_NAMES:
+            raise ValueError(f"unknown heuristic {name!r}; expected one of: {', '.join(POLICY_NAMES)}")
+        return choose(name, self._current_snapshot(), ep.rng, decision_index=ep.decisions)
+
+    def snapshot(self) -> ReplicaSnapshot:
+        """Per-replica state at the current decision (what heuristics and observations read)."""
+        return self._current_snapshot()
+
+    @property
+    def pending_prompt_tokens(self) -> int:
+        """Prompt length of the request awaiting routing (0 when none)."""
+        ep = self._ep
+        return int(ep.pending[0].num_prefill_tokens) if ep and ep.pending else 0
+
+    @property
+    def sim_time(self) -> float:
+        """Current simulated time (s)."""
+        return self._ep.time if self._ep else 0.0
+
+    def drain(self) -> None:
+        """Run the simulation to its end (all routed requests complete; no further routing)."""
+        ep = self._ep
+        if ep is None:
+            raise RuntimeError("drain() called before reset()")
+        if ep.pending:
+            raise RuntimeError("drain() with requests awaiting routing; route them with step() first")
+        self._release_touched()
+        sched, metrics = self._scheduler, self._metrics_store
+        while ep.heap:
+            _, event = heapq.heappop(ep.heap)
+            ep.time = event._time
+            for new in event.handle_event(sched, metrics):
+                heapq.heappush(ep.heap, (new._priority_number, new))
+        if sched._request_queue:
+            raise RuntimeError(f"{len(sched._request_queue)} requests arrived but were never routed")
+        self._tracker.sync(ep.time)
+        ep.snapshot = None
+
+    def episode_metrics(self) -> EpisodeMetrics:
+        """Latency and throughput of the current episode's completed requests (drained if evaluating)."""
+        ep = self._ep
+        if ep is None:
+            raise RuntimeError("episode_metrics() called before reset()")
+        done = [r for r in ep.requests if r.completed]
+        e2e = np.array([r.completed_at - r.arrived_at for r in done])
+        ttft = np.array([r._prefill_completed_at - r.arrived_at for r in done])
+        delay = np.array([r._scheduling_delay for r in done])
+        if done:
+            start = min(r.arrived_at for r in ep.requests)
+            makespan = max(r.completed_at for r in done) - start
+            throughput = len(done) / makespan if makespan > 0 else float("nan")
+        else:
+            makespan, throughput = 0.0, 0.0
+        return EpisodeMetrics(
+            seed=ep.seed,
+            num_requests=len(ep.requests),
+            num_routed=ep.decisions,
+            num_completed=len(done),
+            e2e=e2e,
+            ttft=ttft,
+            scheduling_delay=delay,
+            throughput=float(throughput),
+            makespan=float(makespan),
+            routed_per_replica=ep.routed.copy(),
+        )
+
+    # ---- internals ------------------------------------------------------------------------------
+    def _check_action(self, action: Any) -> int:
+        try:
+            value = int(action)
+        except (TypeError, ValueError):
+            raise ValueError(f"action must be an integer replica index in [0, {self.num_replicas}), got {action!r}") from None
+        if value != action or not 0 <= value < self.num_replicas:
+            raise ValueError(f"action must be an integer replica index in [0, {self.num_replicas}), got {action!r}")
+        return value
+
+    def _start_episode(self, seed: int) -> None:
+        from vidur.entities import Cluster, Request
+        from vidur.events import RequestArrivalEvent
+
+        reset_vidur_ids()
+        cfg = self.env_config
+        arrivals = sample_arrivals(cfg, seed)
+        self._sim_config.seed = seed
+        cluster = Cluster(self._sim_config.cluster_config, self._sim_config.metrics_config)
+        scheduler = EnvGlobalScheduler(
+            self._sim_config,
+            cluster.replicas,
+            predictor=self._predictor,
+            recent_window_s=cfg.observation.recent_window_s,
+        )
+        ep = _Episode(seed)
+        ep.routed = np.zeros(cfg.num_replicas, dtype=np.int64)
+        for t, p, d in zip(arrivals.arrived_at, arrivals.prefill_tokens, arrivals.decode_tokens):
+            request = Request(arrived_at=float(t), num_prefill_tokens=int(p), num_decode_tokens=int(d))
+            ep.requests.append(request)
+            event = RequestArrivalEvent(request.arrived_at, request)
+            heapq.heappush(ep.heap, (event._priority_number, event))
+        self._ep, self._scheduler, self._tracker = ep, scheduler, scheduler.tracker
+        self._context.reset()
+
+    def _advance(self) -> bool:
+        """Handle events until requests await routing; False when the event queue runs dry."""
+        from vidur.events.global_schedule_event import GlobalScheduleEvent
+
+        ep, sched, metrics = self._ep, self._scheduler, self._metrics_store
+        ep.snapshot = None
+        while ep.heap:
+            _, event = heapq.heappop(ep.heap)
+            ep.time = event._time
+            if isinstance(event, GlobalScheduleEvent):
+                if sched._request_queue:
+                    sched.sort_requests()
+                    ep.pending.extend(sched._request_queue)
+                    sched._request_queue.clear()
+                    return True
+                continue
+            for new in event.handle_event(sched, metrics):
+                heapq.heappush(ep.heap, (new._priority_number, new))
+        return False
+
+    def _release_touched(self) -> None:
+        """Wake the replicas that got requests, as ``GlobalScheduleEvent.handle_event`` does."""
+        from vidur.events.replica_schedule_event import ReplicaScheduleEvent
+        from vidur.types import ReplicaId
+
+        ep = self._ep
+        for replica in sorted(ep.touched):
+            event = ReplicaScheduleEvent(ep.time, ReplicaId(replica))
+            heapq.heappush(ep.heap, (event._priority_number, event))
+        ep.touched.clear()
+        ep.snapshot = None
+
+    def _current_snapshot(self) -> ReplicaSnapshot:
+        ep = self._ep
+        if ep.snapshot is None:
+            ep.snapshot = self._tracker.snapshot()
+        return ep.snapshot
+
+    def _observation(self) -> np.ndarray:
+        return build_observation(
+            self._current_snapshot(), self.pending_prompt_tokens, self.env_config.observation, self._block_size
+        )
+
+ENV_ID = "rewardkit/VidurRouting-v0"
+if ENV_ID not in gym.registry:
+    gym.register(id=ENV_ID, entry_point="schedulers.sim.env:VidurRoutingEnv")

@@ -1,0 +1,52 @@
+"""Per-episode serving metrics (e2e, TTFT, scheduling delay, throughput) from Vidur's request objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+
+@dataclass
+class EpisodeMetrics:
+    """Per-request latencies of one episode, from Vidur's request objects (completed requests only)."""
+
+    seed: int
+    num_requests: int
+    num_routed: int
+    num_completed: int
+    #: end-to-end time, completed_at - arrived_at (Vidur's request_e2e_time), s.
+    e2e: np.ndarray
+    #: time to first token, prefill_completed_at - arrived_at (Vidur's prefill_e2e_time), s.
+    ttft: np.ndarray
+    #: arrival to first scheduling on a replica (Vidur's request_scheduling_delay), s.
+    scheduling_delay: np.ndarray
+    #: completed requests per second between the first arrival and the last completion.
+    throughput: float
+    #: simulated seconds from the first arrival to the last completion.
+    makespan: float
+    #: requests routed to each replica.
+    routed_per_replica: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    @property
+    def complete(self) -> bool:
+        """Whether every request of the episode completed (``evaluate=True`` drains to the end)."""
+        return self.num_completed == self.num_requests
+
+    def summary(self) -> dict[str, float]:
+        """Scalar statistics (numpy's linear percentiles); NaN where no request completed."""
+
+        def stat(values: np.ndarray, fn: Callable[[np.ndarray], float]) -> float:
+            return float(fn(values)) if len(values) else float("nan")
+
+        out: dict[str, float] = {}
+        for name, values in (("e2e", self.e2e), ("ttft", self.ttft), ("sched_delay", self.scheduling_delay)):
+            out[f"{name}_mean"] = stat(values, np.mean)
+            for q in (50, 90, 99):
+                out[f"{name}_p{q}"] = stat(values, lambda v, q=q: np.percentile(v, q))
+        out["throughput"] = self.throughput
+        out["makespan"] = self.makespan
+        out["num_completed"] = float(self.num_completed)
+        out["num_requests"] = float(self.num_requests)
+        return out

@@ -1,0 +1,1 @@
+"""Tuning reward configs against the trained router's serving metrics (the Vidur objective of ``rewardkit optimize``)."""

@@ -1,0 +1,183 @@
+"""The Vidur objective of ``rewardkit optimize --objective vidur``: how good is the router a reward trains?
+
+For each trial: train the PPO router with the trial's reward (the training config's ``reward:``
+key set to the trial's ``reward.yaml``) for the training config's budget, evaluate the policy on
+paired tuning seeds against round_robin (same arrivals per seed), and return the mean over seeds
+of TTFT p99 relative to round_robin (lower is better); with ``objectives=2`` also mean e2e
+latency relative to round_robin. Every ``eval_every`` PPO updates the current policy is evaluated
+the same way and reported, so a pruner can stop a bad trial early.
+
+Seeds: tuning seeds come from :func:`rewardkit.optimize.trial_seeds` and are mapped into
+``[TUNE_SEED_BASE, TUNE_SEED_BASE + TUNE_SEED_SPAN)``, which must stay clear of the training
+config's ``seeds.eval`` (the final report's seeds) and of its training seeds (``>= train_start``):
+checked, a ConfigError otherwise. ``rewardkit optimize --report`` re-evaluates on ``seeds.eval``.
+
+The ``vidur`` entry point (group ``rewardkit.objectives``) is :data:`objective`, configured by
+environment variables: ``REWARDKIT_VIDUR_TRAIN_CONFIG`` (default ``configs/tune/ppo_tune.yaml``),
+``REWARDKIT_VIDUR_ENV`` (an env config replacing the training config's), ``REWARDKIT_VIDUR_OBJECTIVES``
+(1 or 2) and ``REWARDKIT_VIDUR_SEEDS`` (tuning seeds per trial, default 3).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import optuna
+import yaml
+
+from rewardkit.errors import ConfigError
+from rewardkit.optimize import report_evaluation, trial_directory, trial_phase, trial_seeds
+
+from ..evaluate.paired import evaluate_policies
+from ..paths import resolve_path
+from ..rl.ppo_router import PPORouter
+from ..routing.router import HeuristicRouter
+from ..sim.env_config import EnvConfig, load_env_config
+from ..train.checkpoints import latest_checkpoint
+from ..train.config import load_config
+from ..train.trainer import train
+
+TUNE_SEED_BASE = 200
+TUNE_SEED_SPAN = 700
+BASELINE = "round_robin"
+DEFAULT_TRAIN_CONFIG = "configs/tune/ppo_tune.yaml"
+
+
+@dataclass
+class VidurObjective:
+    """``objective(config, trial)``: train with the trial's reward, return TTFT p99 / round_robin."""
+
+    train_config: str | Path = DEFAULT_TRAIN_CONFIG
+    env_config: str | Path | None = None
+    objectives: int = 1
+    n_seeds: int = 3
+    eval_every: int = 2
+    quiet: bool = True
+    _baseline_cache: dict[tuple[str, int], dict[str, float]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.objectives not in (1, 2):
+            raise ConfigError(f"expected 1 or 2, got {self.objectives!r}", path="objectives")
+        if self.n_seeds < 1 or self.eval_every < 0:
+            raise ConfigError(f"expected n_seeds >= 1 and eval_every >= 0, got {self.n_seeds}, {self.eval_every}")
+
+    @property
+    def directions(self) -> tuple[str, ...]:
+        return ("minimize",) * self.objectives
+
+    @classmethod
+    def from_environment(cls) -> "VidurObjective":
+        """The objective the ``vidur`` entry point uses (see the module doc for the variables)."""
+        return cls(train_config=os.environ.get("REWARDKIT_VIDUR_TRAIN_CONFIG", DEFAULT_TRAIN_CONFIG),
+                   env_config=os.environ.get("REWARDKIT_VIDUR_ENV") or None,
+                   objectives=int(os.environ.get("REWARDKIT_VIDUR_OBJECTIVES", "1")),
+                   n_seeds=int(os.environ.get("REWARDKIT_VIDUR_SEEDS", "3")))
+
+    # ---- pieces ------------------------------------------------------------------------------
+    def training_config(self, reward_path: Path) -> dict[str, Any]:
+        """The training config (checked) with ``reward`` set to the trial's file; quiet logging."""
+        path = resolve_path(self.train_config)
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        cfg, _ = load_config(path)  # errors name the training config file
+        raw["reward"] = str(reward_path)
+        for key in ("env",):
+            if raw.get(key) is not None:
+                raw[key] = str(resolve_path(raw[key], path))
+        if self.env_config is not None:
+            raw["env"] = str(resolve_path(self.env_config))
+            raw["env_overrides"] = {}
+        logging = dict(raw.get("logging") or {})
+        logging.update(tensorboard=False, plots=False, progress=not self.quiet)
+        raw["logging"] = logging
+        load_config(raw)
+        return raw
+
+    def env(self, cfg: Mapping[str, Any]) -> EnvConfig:
+        return load_env_config(cfg["env"], dict(cfg.get("env_overrides") or {}))
+
+    def env_seeds(self, cfg: Mapping[str, Any], trial: Any) -> list[int]:
+        """Seeds for this evaluation: tuning seeds mapped clear of training and report seeds."""
+        checked, _ = load_config(cfg)
+        report = list(checked["seeds"]["eval"])
+        if trial_phase(trial) == "report":
+            return report
+        seeds = [TUNE_SEED_BASE + s % TUNE_SEED_SPAN for s in trial_seeds(trial, range(self.n_seeds))]
+        clash = sorted(set(seeds) & set(report))
+        if clash or max(seeds) >= checked["seeds"]["train_start"]:
+            raise ConfigError(f"tuning seeds {seeds} overlap the report seeds {report} or reach train_start "
+                              f"{checked['seeds']['train_start']}", path="seeds")
+        return seeds
+
+    def baseline(self, env: EnvConfig, seeds: list[int]) -> dict[int, dict[str, float]]:
+        """round_robin's metrics per seed (computed once per env and seed)."""
+        missing = [s for s in seeds if (env.name, s) not in self._baseline_cache]
+        if missing:
+            res = evaluate_policies(env, {BASELINE: HeuristicRouter(BASELINE)}, missing, baseline=BASELINE,
+                                    log=lambda msg: None)
+            for row in res.episodes:
+                self._baseline_cache[(env.name, int(row["seed"]))] = {k: row[k] for k in ("ttft_p99", "e2e_mean")}
+        return {s: self._baseline_cache[(env.name, s)] for s in seeds}
+
+    def ratios(self, env: EnvConfig, policy_path: Path, seeds: list[int]) -> tuple[list[float], list[float], int]:
+        """Per seed: TTFT p99 and mean e2e of the policy over round_robin's; simulated requests."""
+        base = self.baseline(env, seeds)
+        res = evaluate_policies(env, {"ppo": PPORouter.from_checkpoint(policy_path)}, seeds, baseline="ppo",
+                                log=lambda msg: None)
+        ttft, e2e, requests = [], [], 0
+        for row in res.episodes:
+            seed = int(row["seed"])
+            ttft.append(row["ttft_p99"] / base[seed]["ttft_p99"])
+            e2e.append(row["e2e_mean"] / base[seed]["e2e_mean"])
+            requests += int(row["num_requests"])
+        if not all(np.isfinite(ttft + e2e)):
+            raise ValueError(f"non-finite metrics on seeds {seeds}: TTFT ratios {ttft}, e2e ratios {e2e}")
+        return ttft, e2e, requests
+
+    # ---- the objective -------------------------------------------------------------------------
+    def __call__(self, config: dict[str, Any], trial: Any) -> float | tuple[float, float]:
+        folder = trial_directory(trial) or Path("runs/tune") / f"trial_{getattr(trial, 'number', 0)}"
+        folder.mkdir(parents=True, exist_ok=True)
+        reward_path = folder / "reward.yaml"
+        if not reward_path.exists():
+            reward_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        cfg = self.training_config(reward_path.resolve())
+        env = self.env(cfg)
+        seeds = self.env_seeds(cfg, trial)
+        train_dir = folder / "train"
+        evaluated = {"requests": 0}
+
+        def on_update(row: Mapping[str, Any]) -> None:
+            update = int(row.get("update", 0))
+            if not self.eval_every or update % self.eval_every:
+                return
+            ckpt = latest_checkpoint(train_dir)
+            if ckpt is None:
+                return
+            ttft, _, requests = self.ratios(env, ckpt, seeds)
+            evaluated["requests"] += requests
+            step = int(row.get("global_step", update))
+            trial.set_user_attr("steps_trained", step)
+            if report_evaluation(trial, step, ttft):
+                trial.set_user_attr("eval_requests", evaluated["requests"])
+                raise optuna.TrialPruned(f"TTFT p99 ratio {np.mean(ttft):.4f} at step {step}")
+
+        result = train(cfg, train_dir, resume=True, callback=on_update)
+        ttft, e2e, requests = self.ratios(env, result.policy_path, seeds)
+        evaluated["requests"] += requests
+        metrics = {"ttft_p99_ratio": float(np.mean(ttft)), "e2e_mean_ratio": float(np.mean(e2e)),
+                   "ttft_p99_ratio_per_seed": ttft, "e2e_mean_ratio_per_seed": e2e, "seeds": seeds,
+                   "steps_trained": int(result.global_step), "eval_requests": evaluated["requests"]}
+        for key, value in metrics.items():
+            trial.set_user_attr(key, value)
+        (folder / "vidur_metrics.yaml").write_text(yaml.safe_dump(metrics, sort_keys=False), encoding="utf-8")
+        if self.objectives == 2:
+            return metrics["ttft_p99_ratio"], metrics["e2e_mean_ratio"]
+        return metrics["ttft_p99_ratio"]
+
+
+objective = VidurObjective.from_environment()
+"""The ``vidur`` objective (entry point ``rewardkit.objectives``)."""

@@ -1,0 +1,15 @@
+"""Markers for the whole suite: ``pytest -m "not vidur"`` runs everything that needs no Vidur simulator."""
+
+from __future__ import annotations
+
+import pytest
+
+#: fixtures that build a Vidur config, predictor or environment.
+VIDUR_FIXTURES = frozenset({"tiny_config", "vidur_predictor", "make_tiny_env"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that uses a Vidur fixture ``vidur`` (tests that import Vidur directly say so themselves)."""
+    for item in items:
+        if VIDUR_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.vidur)

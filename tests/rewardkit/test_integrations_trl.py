@@ -1,0 +1,122 @@
+"""rewardkit.integrations.trl driven by TRL's own GRPOTrainer on a tiny model built here (CPU, offline).
+
+The reward functions are called by the installed trainer's code: a two-step ``train()`` and its
+``_calculate_rewards`` on batches of different sizes, the method through which GRPOTrainer calls
+every reward function (keyword arguments prompts, completions, completion_ids, the dataset
+columns, trainer_state, log_extra, log_metric).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("trl")  # the optional extra "trl"
+
+import torch  # noqa: E402
+from datasets import Dataset  # noqa: E402
+from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
+from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast  # noqa: E402
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+
+from rewardkit import RewardComposer  # noqa: E402
+from rewardkit.integrations.trl import TRLRewardFunctions  # noqa: E402
+
+WORDS = ["[PAD]", "[UNK]", "[EOS]"] + "the a cat dog sat ran on mat yes no 1 2 3 4 answer is".split()
+CONFIG = {
+    "version": 1,
+    "components": {
+        "correct": {"type": "info_value", "params": {"key": "correct"}, "weight": 2.0},
+        "length": {"type": "linear", "inputs": {"value": "n_words"},
+                   "weight": {"schedule": "linear", "start": -0.1, "end": -0.5, "steps": 40}},
+    },
+}
+
+
+def features(prompt: str, completion: str, answer: str, **_: object) -> dict[str, float]:
+    """One completion's context: whether it contains the row's answer, and its length in words."""
+    return {"correct": float(answer in completion.split()), "n_words": float(len(completion.split()))}
+
+
+def tiny_trainer(tmp_path, reward_funcs, reward_weights) -> GRPOTrainer:
+    vocab = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
+    vocab.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=vocab, pad_token="[PAD]", eos_token="[EOS]",
+                                        unk_token="[UNK]")
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(WORDS), n_positions=32, n_embd=16, n_layer=1, n_head=2,
+                                       bos_token_id=2, eos_token_id=2, pad_token_id=0))
+    data = Dataset.from_dict({"prompt": ["the cat sat", "a dog ran", "the answer is", "yes no"],
+                              "answer": ["1", "2", "3", "yes"]})
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2,
+                      max_completion_length=4, max_steps=2, report_to=[], use_cpu=True, logging_steps=1,
+                      save_strategy="no", bf16=False, reward_weights=reward_weights)
+    return GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=data,
+                       processing_class=tokenizer)
+
+
+def batch(n: int, offset: int = 0) -> tuple[list[dict], list[str], list[str], list[list[int]]]:
+    """n dataset rows and completions, as GRPOTrainer hands them to _calculate_rewards."""
+    prompts = [f"prompt {i}" for i in range(offset, offset + n)]
+    completions = [" ".join(["answer", "is", str(i % 4 + 1)][: i % 3 + 1]) for i in range(offset, offset + n)]
+    inputs = [{"prompt": p, "answer": str((i * 7) % 4 + 1)} for i, p in zip(range(offset, offset + n), prompts)]
+    return inputs, prompts, completions, [[0] * len(c.split()) for c in completions]
+
+
+def test_per_term_functions_are_named_weighted_and_sum_to_the_total_in_grpo_training(tmp_path):
+    rewards = TRLRewardFunctions(RewardComposer.from_dict(CONFIG), features)
+    assert [f.__name__ for f in rewards.funcs] == ["correct", "length"]
+    assert rewards.reward_weights() == [2.0, -0.1]
+    trainer = tiny_trainer(tmp_path, rewards.funcs, rewards.reward_weights())
+    rewards.bind(trainer)
+    trainer.train()
+    logs = [row for row in trainer.state.log_history if "reward" in row]
+    assert len(logs) == 2
+    for row in logs:
+        # TRL logs each term by its name, and its weighted sum of them is the reward
+        assert "rewards/correct/mean" in row and "rewards/length/mean" in row
+        assert "rewardkit/length/weight" in row  # logged through TRL's log_metric
+        weights = (2.0, row["rewardkit/length/weight"])
+        assert row["reward"] == pytest.approx(weights[0] * row["rewards/correct/mean"]
+                                              + weights[1] * row["rewards/length/mean"], abs=1e-4)
+    assert rewards.composer.step == 8  # two batches of 4 completions (2 prompts x 2 generations)
+    assert [row["rewardkit/length/weight"] for row in logs] == pytest.approx([-0.1, -0.1 - 0.4 * 4 / 40])
+    assert trainer.reward_weights.tolist() == pytest.approx([2.0, -0.14])  # the schedule at step 4, bound
+
+    # the exact call path, batch sizes changing between calls
+    check = RewardComposer.from_dict(CONFIG)
+    check.step = rewards.composer.step
+    for n, offset in ((4, 0), (7, 4), (3, 11)):
+        inputs, prompts, completions, ids = batch(n, offset)
+        per_func = trainer._calculate_rewards(inputs, prompts, completions, ids)
+        assert per_func.shape == (n, 2)
+        expected = check({k: np.array([features(p, c, **{"answer": r["answer"]})[k]
+                                       for p, c, r in zip(prompts, completions, inputs)])
+                          for k in ("correct", "n_words")}, terminated=np.ones(n, bool))
+        np.testing.assert_allclose(per_func[:, 0].numpy(), expected.terms["correct"].normalized, atol=1e-6)
+        np.testing.assert_allclose(per_func[:, 1].numpy(), expected.terms["length"].normalized, atol=1e-6)
+        total = (per_func * trainer.reward_weights.unsqueeze(0)).sum(dim=1)
+        np.testing.assert_allclose(total.numpy(), expected.total, rtol=1e-5, atol=1e-5)
+
+
+def test_one_total_function_logs_terms_through_log_metric(tmp_path):
+    rewards = TRLRewardFunctions(RewardComposer.from_dict(CONFIG), features, per_term=False)
+    assert [f.__name__ for f in rewards.funcs] == ["rewardkit_total"] and rewards.reward_weights() == [1.0]
+    trainer = tiny_trainer(tmp_path, rewards.funcs, rewards.reward_weights())
+    check = RewardComposer.from_dict(CONFIG)
+    for n in (5, 2):
+        inputs, prompts, completions, ids = batch(n)
+        per_func = trainer._calculate_rewards(inputs, prompts, completions, ids)
+        ctx = {k: np.array([features(p, c, answer=r["answer"])[k] for p, c, r in zip(prompts, completions, inputs)])
+               for k in ("correct", "n_words")}
+        np.testing.assert_allclose(per_func[:, 0].numpy(), check(ctx, terminated=np.ones(n, bool)).total, atol=1e-6)
+    assert set(trainer._pending_metrics) >= {"rewardkit/correct/contribution", "rewardkit/length/contribution"}
+
+
+def test_bad_features_and_total_transforms_are_refused():
+    with pytest.raises(ValueError, match="per_term=False"):
+        TRLRewardFunctions(RewardComposer.from_dict({**CONFIG, "total": {"transforms": ["tanh"]}}), features)
+    rewards = TRLRewardFunctions(RewardComposer.from_dict(CONFIG),
+                                 lambda p, c, **kw: {"correct": 1.0} if p == "a" else {"correct": 1.0, "n_words": 2})
+    with pytest.raises(ValueError, match="'n_words' for completion 0 but not for completion 1"):
+        rewards.funcs[0](prompts=["b", "a"], completions=["x", "y"])

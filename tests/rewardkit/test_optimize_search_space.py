@@ -1,0 +1,142 @@
+"""Search spaces: malformed files and values a component refuses give located errors before any trial."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rewardkit import ConfigError, RewardComposer
+from rewardkit.config import load_yaml
+from rewardkit.optimize import SearchSpace
+
+ROOT = Path(__file__).resolve().parents[2]
+HYBRID = ROOT / "configs" / "rewards" / "vidur_hybrid.yaml"
+
+
+def space_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "space.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def check(tmp_path: Path, text: str, base: Path = HYBRID) -> None:
+    SearchSpace.from_yaml(space_file(tmp_path, text)).check_against(load_yaml(base), base_source=str(base))
+
+
+@pytest.mark.parametrize("text, located, expected", [
+    ("components.absolute.weight: {low: 0, high: 1}\n", "components.absolute.weight.type",
+     "expected one of float, int, categorical, got nothing"),
+    ("components.absolute.weight: {type: floaty, low: 0, high: 1}\n", "components.absolute.weight.type",
+     "got 'floaty'"),
+    ("components.absolute.weight: {type: float, low: 1, high: 0}\n", "components.absolute.weight",
+     "expected low < high"),
+    ("components.absolute.weight: {type: float, low: 0, high: 1, lg: true}\n", "components.absolute.weight.lg",
+     "unknown key for a float dimension"),
+    ("components.absolute.weight: {type: float, low: 0, high: .inf}\n", "components.absolute.weight.high",
+     "expected a finite number"),
+    ("components.absolute.weight: {type: float, low: 0, high: 1, log: true}\n", "components.absolute.weight.low",
+     "expected low > 0 with log: true"),
+    ("components.delta.params.ema_alpha: {type: int, low: 0.5, high: 3}\n", "components.delta.params.ema_alpha.low",
+     "expected an integer"),
+    ("components.load_balance.normalize: {type: categorical, choices: []}\n",
+     "components.load_balance.normalize.choices", "expected a non-empty list of choices"),
+    ("components.load_balance.normalize: {type: categorical, choices: [[1, 2]]}\n",
+     "components.load_balance.normalize.choices[0]", "expected null, a boolean, a number or a string"),
+    ("components.delta.enabled: {type: categorical, choices: [yes, 1]}\n", "components.delta.enabled",
+     "choices: [true, false]"),
+    ("components.absolute.weight: 0.5\n", "components.absolute.weight", "expected a mapping such as"),
+    ("[1, 2]\n", None, "expected a non-empty mapping of reward-config key paths"),
+])
+def test_malformed_spec_is_located(tmp_path, text, located, expected):
+    path = space_file(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        SearchSpace.from_yaml(path)
+    assert info.value.source == str(path)
+    assert info.value.path == located
+    assert expected in str(info.value)
+
+
+def test_duplicate_path_is_refused_by_the_loader(tmp_path):
+    with pytest.raises(ConfigError, match=r"duplicate key 'components.a.weight'"):
+        SearchSpace.from_yaml(space_file(tmp_path, "components.a.weight: {type: float, low: 0, high: 1}\n"
+                                                   "components.a.weight: {type: float, low: 0, high: 2}\n"))
+
+
+@pytest.mark.parametrize("text, located, expected", [
+    # a path the base config lacks (typo in a term name): names what is there instead
+    ("components.absolute.components.latncy.weight: {type: float, low: -2, high: 0}\n",
+     "components.absolute.components.latncy.weight", "has no key 'latncy' under components.absolute.components "
+     "(it has: throughput, latency, logistic)"),
+    ("components.delta.paramz.ema_alpha: {type: float, low: 0.1, high: 0.5}\n",
+     "components.delta.paramz.ema_alpha", "has no key 'paramz' under components.delta"),
+    # a parameter the component does not have
+    ("components.delta.params.alpha: {type: float, low: 0.1, high: 0.5}\n", "components.delta.params.alpha",
+     "unknown parameter 'alpha'"),
+    # a value the component's schema refuses: sigma must be positive
+    ("components.absolute.components.logistic.params.sigma: {type: float, low: -1, high: 4}\n",
+     "components.absolute.components.logistic.params.sigma", "low -1.0 is refused"),
+    ("components.delta.params.ema_alpha: {type: float, low: 0.5, high: 1.5}\n",
+     "components.delta.params.ema_alpha", "high 1.5 is refused"),
+    ("components.load_balance.normalize: {type: categorical, choices: [null, zscore_please]}\n",
+     "components.load_balance.normalize", "choice 'zscore_please' is refused"),
+    # inside a schedule: the base weight is a number, not a schedule mapping
+    ("components.delta.weight.start: {type: float, low: 0, high: 1}\n", "components.delta.weight.start",
+     "has 0.2 at components.delta.weight, not a mapping"),
+])
+def test_path_or_value_the_base_refuses_is_located(tmp_path, text, located, expected):
+    path = space_file(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        check(tmp_path, text)
+    assert info.value.source == str(path)
+    assert info.value.path == located
+    assert expected in str(info.value)
+
+
+def test_schedule_paths_and_on_off_apply(tmp_path):
+    base = {"version": 1, "components": {
+        "a": {"type": "linear", "inputs": {"value": "x"}, "weight": {"schedule": "linear", "start": 1.0,
+                                                                        "end": 0.0, "steps": 100}},
+        "b": {"type": "linear", "inputs": {"value": "y"}}}}
+    space = SearchSpace.from_dict({
+        "components.a.weight.start": {"type": "float", "low": 0.0, "high": 2.0},
+        "components.a.weight.schedule": {"type": "categorical", "choices": ["linear", "cosine"]},
+        "components.b.enabled": {"type": "categorical", "choices": [True, False]},
+        "components.b.normalize": {"type": "categorical", "choices": [None, "running_zscore"]},
+    })
+    space.check_against(base)
+    config = space.apply(base, {"components.a.weight.start": 1.5, "components.a.weight.schedule": "cosine",
+                                "components.b.enabled": True, "components.b.normalize": "running_zscore"})
+    assert config["components"]["a"]["weight"] == {"schedule": "cosine", "start": 1.5, "end": 0.0, "steps": 100}
+    assert config["components"]["b"]["normalize"] == "running_zscore"
+    composer = RewardComposer.from_dict(config)
+    assert composer.term_names == ("a", "b")
+    dropped = space.apply(base, {"components.b.enabled": False, "components.b.normalize": None})
+    assert list(dropped["components"]) == ["a"]
+    assert base["components"]["b"] == {"type": "linear", "inputs": {"value": "y"}}  # base untouched
+    # turning off the only other term is fine; a space that could drop every term is refused
+    lonely = {"version": 1, "components": {"b": base["components"]["b"]}}
+    with pytest.raises(ConfigError, match="choice False is refused"):
+        SearchSpace.from_dict({"components.b.enabled": {"type": "categorical", "choices": [True, False]}},
+                              source="s.yaml").check_against(lonely)
+
+
+def test_values_in_reads_a_known_config_for_enqueueing():
+    space = SearchSpace.from_dict({
+        "components.absolute.weight": {"type": "float", "low": 0.0, "high": 1.0},
+        "components.absolute.components.logistic.params.sigma": {"type": "float", "low": 0.5, "high": 8, "log": True},
+        "components.delta.enabled": {"type": "categorical", "choices": [True, False]},
+        "components.load_balance.normalize": {"type": "categorical", "choices": [None, "running_zscore"]},
+        # left out of the base config: the component's default counts
+        "components.absolute.components.latency.params.slope": {"type": "float", "low": 0.5, "high": 2},
+    })
+    values = space.values_in(load_yaml(HYBRID), source=str(HYBRID))
+    assert values == {"components.absolute.weight": 0.8,
+                      "components.absolute.components.logistic.params.sigma": 2.0,
+                      "components.delta.enabled": True, "components.load_balance.normalize": None,
+                      "components.absolute.components.latency.params.slope": 1.0}
+    narrow = SearchSpace.from_dict({"components.absolute.weight": {"type": "float", "low": 0.0, "high": 0.5}})
+    with pytest.raises(ConfigError) as info:
+        narrow.values_in(load_yaml(HYBRID), source=str(HYBRID))
+    assert info.value.source == str(HYBRID) and info.value.path == "components.absolute.weight"
+    assert "float in [0.0, 0.5]" in str(info.value) and "got 0.8" in str(info.value)

@@ -1,0 +1,63 @@
+"""The Vidur objective: trains with the trial's reward, reports evaluations, returns TTFT p99 / round_robin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from optuna.trial import TrialState
+
+from rewardkit.optimize import BayesianRewardOptimizer, resolve_objective
+from schedulers.tune.vidur_objective import TUNE_SEED_BASE, VidurObjective
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.vidur
+
+
+def tiny_train_config(tmp_path: Path) -> Path:
+    """configs/tune/ppo_tune.yaml on the tiny env with a budget of 4 updates of 128 decisions."""
+    cfg = yaml.safe_load((ROOT / "configs" / "tune" / "ppo_tune.yaml").read_text())
+    cfg["env"] = str(ROOT / "configs" / "envs" / "tiny.yaml")
+    cfg["ppo"].update(total_timesteps=512, n_envs=1, n_steps=128, minibatch_size=64, n_epochs=2)
+    cfg["entropy"]["coef"] = 0.01
+    cfg["bc"].update(demo_steps=128, epochs=2, minibatch_size=64)
+    cfg["logging"]["progress"] = False
+    path = tmp_path / "tiny_tune.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_vidur_objective_trains_with_each_trials_reward(tmp_path):
+    objective = VidurObjective(train_config=tiny_train_config(tmp_path), n_seeds=2, eval_every=2)
+    BayesianRewardOptimizer.show_progress = False
+    opt = BayesianRewardOptimizer(
+        ROOT / "configs" / "rewards" / "vidur_ttft.yaml",
+        {"components.time_in_system.weight": {"type": "float", "low": -1.0, "high": 0.0}},
+        objective, study_name="vidur", storage=str(tmp_path / "vidur.journal"), seed=0, n_seeds=2,
+        pruner="median")
+    opt.optimize(n_trials=2)
+    trials = opt.study.trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.COMPLETE], [
+        t.user_attrs.get("rewardkit.error") for t in trials]
+    for t in trials:
+        folder = opt.trial_dir(t.number)
+        # the training run read the trial's reward file, whose weight is the sampled one
+        trained = yaml.safe_load((folder / "train" / "config.yaml").read_text())
+        assert Path(trained["reward"]) == (folder / "reward.yaml").resolve()
+        reward = yaml.safe_load((folder / "reward.yaml").read_text())
+        assert reward["components"]["time_in_system"]["weight"] == t.params["components.time_in_system.weight"]
+        # paired tuning seeds, clear of the training config's evaluation seeds
+        assert t.user_attrs["seeds"] == [TUNE_SEED_BASE, TUNE_SEED_BASE + 1]
+        assert not set(t.user_attrs["seeds"]) & {101, 102, 103, 104, 105}
+        # intermediate values at updates 2 and 4 (global steps 256 and 512), then the final value
+        assert sorted(t.intermediate_values) == [256, 512]
+        assert t.value == pytest.approx(t.user_attrs["ttft_p99_ratio"])
+        assert t.value == pytest.approx(sum(t.user_attrs["ttft_p99_ratio_per_seed"]) / 2)
+        assert 0.2 < t.value < 5.0 and 0.2 < t.user_attrs["e2e_mean_ratio"] < 5.0
+    assert len(objective._baseline_cache) == 2  # round_robin simulated once per seed for the study
+
+
+def test_vidur_entry_point_is_registered():
+    objective = resolve_objective("vidur")
+    assert isinstance(objective, VidurObjective) and objective.directions == ("minimize",)
