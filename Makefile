@@ -8,13 +8,14 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test bench clean-venv
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	# torch first, pinned: 2.13.0 resolves to the local CPU build (any other pin pulls CUDA).
 	$(PIP) install --quiet torch==2.13.0
-	# vidur without its ~100 unused dependencies; the simulator's real imports are the extra.
-	$(PIP) install --quiet --no-deps vidur==0.0.26
-	$(PIP) install --quiet -e ".[dev,testing,gym,plot,torch,optuna,dashboard,vidur,sb3,trl]"
+	# vidur without its ~100 unused dependencies; the simulator's real imports are the extras.
+	$(PIP) install --quiet --no-deps -c constraints.txt vidur==0.0.26
+	# pyproject.toml gives compatible ranges; constraints.txt the exact versions CI tests.
+	$(PIP) install --quiet -c constraints.txt -e ".[dev,testing,gym,plot,torch,optuna,dashboard,vidur,sb3,trl,router]"
 	touch $(STAMP)
 
 test: $(STAMP)

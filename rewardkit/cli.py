@@ -24,9 +24,11 @@ import numpy as np
 
 from . import __version__
 from .composer import RewardComposer, RewardOutput
+from .config import MAX_DEPTH, MAX_FILE_BYTES, check_structure
 from .docgen import components_markdown, components_text
 from .errors import ConfigError, RewardKitError
 from .migrate_rllama import migrate_rllama_file
+from .params import describe
 
 PLUGIN_GROUP = "rewardkit.commands"
 CORE_COMMANDS = ("validate", "explain", "check", "components", "docs", "migrate", "optimize")
@@ -81,18 +83,31 @@ def load_contexts(path: str) -> list[dict[str, Any]]:
     """Read ``path`` as one context (a JSON object) or a sequence of them (a JSON list).
 
     Numbers stay floats; lists become float arrays (per-replica vectors). Errors name the file
-    and the key.
+    and the key. The file gets the limits of YAML configs (size, nesting depth, number of values).
     """
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise ContextError(f"{path}: expected an existing JSON file, got a missing path") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise ContextError(f"{path}: expected a readable UTF-8 file: {exc}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ContextError(f"{path}: expected a file of at most {MAX_FILE_BYTES} bytes, got a larger one")
     try:
-        data = json.loads(text)
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ContextError(f"{path}: expected a readable UTF-8 file: {exc}") from None
     except json.JSONDecodeError as exc:
         raise ContextError(f"{path}: expected valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise ContextError(f"{path}: expected at most {MAX_DEPTH} levels of nested lists and objects, got more") from None
+    except ValueError as exc:  # e.g. an integer with more digits than Python converts
+        raise ContextError(f"{path}: expected valid JSON: {describe(str(exc))}") from None
+    try:
+        check_structure(data, source=path)
+    except ConfigError as exc:
+        raise ContextError(str(exc)) from None
     items = data if isinstance(data, list) else [data]
     if not items:
         raise ContextError(f"{path}: expected a JSON object (or a non-empty list of them), got an empty list")
@@ -111,13 +126,17 @@ def load_contexts(path: str) -> list[dict[str, Any]]:
 
 def _context_value(value: Any, where: str) -> Any:
     if isinstance(value, bool) or value is None or isinstance(value, (str, dict)):
-        raise ContextError(f"{where}: expected a number or a list of numbers, got {value!r}")
+        raise ContextError(f"{where}: expected a number or a list of numbers, got {describe(value)}")
     if isinstance(value, (int, float)):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            raise ContextError(f"{where}: expected a number within float range, got {describe(value)}") from None
     try:
         arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ContextError(f"{where}: expected a number or a (nested) list of numbers, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ContextError(f"{where}: expected a number or a (nested) list of numbers of one shape, "
+                           f"got {describe(value)}") from None
     return arr
 
 
@@ -181,7 +200,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         used_step = composer.step if step is None else step
         try:
             out = composer(ctx, step=step)
-        except (RewardKitError, ValueError) as exc:
+        except (RewardKitError, ValueError, ArithmeticError) as exc:
             # non-finite or missing values, shape mismatches, negative inputs a component refuses
             raise ContextError(f"{args.context}: {exc}") from None
         title = f"{args.config} at step {used_step}"
@@ -231,15 +250,21 @@ def cmd_docs(args: argparse.Namespace) -> int:
         print(text, end="")
         return EXIT_OK
     out = Path(args.out)
-    if args.check:
-        current = out.read_text(encoding="utf-8") if out.exists() else None
-        if current != text:
-            print(f"{out}: out of date; run `rewardkit docs --out {out}`", file=sys.stderr)
-            return EXIT_ERROR
-        print(f"{out}: up to date")
-        return EXIT_OK
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
+    try:
+        if args.check:
+            current = out.read_text(encoding="utf-8") if out.exists() else None
+            if current != text:
+                print(f"{out}: out of date; run `rewardkit docs --out {out}`", file=sys.stderr)
+                return EXIT_ERROR
+            print(f"{out}: up to date")
+            return EXIT_OK
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        verb = "read" if args.check else "write"
+        print(f"error: {out}: cannot {verb} the reference: {reason}", file=sys.stderr)
+        return EXIT_ERROR
     print(f"wrote {out} ({text.count(chr(10))} lines)")
     return EXIT_OK
 
@@ -350,7 +375,7 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("validate", help="check reward configs; print OK or the error per file",
-                       description="Build each config and report OK or the first error (file, key path, expected).")
+                       description="Build each config and report OK or every error (file, key path, expected).")
     p.add_argument("configs", nargs="+", metavar="CONFIG", help="YAML reward config(s)")
     add_import_option(p)
     p.set_defaults(func=cmd_validate)
@@ -363,7 +388,7 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
                    help="JSON object of context signals (or a list of them, evaluated in order)")
     p.add_argument("--show-code", action="store_true",
                    help="print the Python functions compiled from the config (single-env and batched)")
-    p.add_argument("--step", type=int, default=None, metavar="N",
+    p.add_argument("--step", type=_step_argument, default=None, metavar="N",
                    help="global step for weight schedules (default 0)")
     add_import_option(p)
     p.set_defaults(func=cmd_explain)
@@ -407,6 +432,20 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
         else:
             _add_stub(sub, ep.name, f"(plugin {ep.value})", lambda args: EXIT_USAGE)
     return parser
+
+
+MAX_STEP = 2**53  # steps beyond this are not exact as floats, which schedules compute with
+
+
+def _step_argument(text: str) -> int:
+    """``--step``: an integer from 0 to ``MAX_STEP``."""
+    try:
+        step = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {describe(text)}") from None
+    if not 0 <= step <= MAX_STEP:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to 2**53, got {describe(step)}")
+    return step
 
 
 def _command_name(argv: Sequence[str]) -> str | None:

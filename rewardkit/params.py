@@ -7,7 +7,11 @@ path (``components.latency.params.sigma``) through :class:`~rewardkit.errors.Con
 
 from __future__ import annotations
 
+import copy
+import difflib
+import itertools
 import math
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -150,14 +154,90 @@ class Param:
 
         return Param(default, doc, "a list [low, high] or null", check)
 
+    @staticmethod
+    def integer(default: Any = _REQUIRED, doc: str = "", *, minimum: int | None = None) -> "Param":
+        """An integer (not a bool), at least ``minimum`` when given."""
+        expected = "an integer" if minimum is None else f"an integer >= {minimum}"
+
+        def check(v: Any) -> int:
+            if isinstance(v, bool) or not isinstance(v, int) or (minimum is not None and v < minimum):
+                raise ValueError(expected)
+            return int(v)
+
+        return Param(default, doc, expected, check)
+
+    @staticmethod
+    def boolean(default: Any = _REQUIRED, doc: str = "") -> "Param":
+        """``true`` or ``false`` (not 0/1, not a string)."""
+
+        def check(v: Any) -> bool:
+            if not isinstance(v, bool):
+                raise ValueError("true or false")
+            return v
+
+        return Param(default, doc, "true or false", check)
+
+    def or_null(self, default: Any = None) -> "Param":
+        """This parameter, or ``null`` (``None``), with ``default`` (``None`` unless given)."""
+        check = self.check
+        return Param(default, self.doc, f"{self.expected} or null", lambda v: None if v is None else check(v))
+
+
+class _ShortRepr(reprlib.Repr):
+    """``repr`` that stops after a few levels and items, so its cost is bounded whatever the value.
+
+    A YAML alias bomb or a cyclic dict renders in microseconds instead of expanding in full.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel = 4
+        self.maxtuple = self.maxlist = self.maxarray = self.maxset = self.maxfrozenset = self.maxdeque = 8
+        self.maxdict = 8
+        self.maxstring = 80
+        self.maxlong = 4300  # ints beyond str()'s digit limit are handled in repr_int
+        self.maxother = 80
+
+    def repr_int(self, x: int, level: int) -> str:
+        try:
+            return repr(x)
+        except ValueError:  # more digits than sys.get_int_max_str_digits()
+            return "<int>"
+
+    def repr_dict(self, x: Any, level: int) -> str:  # insertion order, as repr() shows it
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{...}"
+        items = [f"{self.repr1(k, level - 1)}: {self.repr1(v, level - 1)}"
+                 for k, v in itertools.islice(x.items(), self.maxdict)]
+        return "{" + ", ".join(items) + (", ..." if len(x) > self.maxdict else "") + "}"
+
+    def repr_instance(self, x: Any, level: int) -> str:
+        try:
+            text = repr(x)
+        except Exception:  # noqa: BLE001 - a broken __repr__ must not hide the real error
+            return f"<{type(x).__name__}>"
+        return text if len(text) <= self.maxother else text[: self.maxother - 3] + "..."
+
+
+_SHORT_REPR = _ShortRepr()
+
 
 def describe(value: Any) -> str:
-    """Short, readable rendering of a bad value for error messages."""
+    """Short, readable rendering of a bad value for error messages (at most 60 characters).
+
+    Its cost is bounded: only the first few levels and items of a container are rendered.
+    """
     try:
-        text = repr(value)
-    except (ValueError, RecursionError):  # ints beyond str()'s digit limit, very deep nesting
+        text = _SHORT_REPR.repr(value)
+    except (ValueError, RecursionError):
         text = f"<{type(value).__name__}>"
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+# ---- validating mappings against declared specs --------------------------------------------------
+Schema = Mapping[str, "Param | Schema"]
 
 
 def validate_params(
@@ -165,29 +245,69 @@ def validate_params(
 ) -> dict[str, Any]:
     """Check ``given`` against ``spec``; return the cleaned params with defaults filled in.
 
-    Raises ``ConfigError`` naming the key path for an unknown name, a missing required one or a
-    value of the wrong kind.
+    Raises one ``ConfigError`` listing every problem (``.errors``), each naming its key path: an
+    unknown name, a missing required one or a value of the wrong kind.
     """
+    return validate_schema(spec, given, path=path, source=source, unknown_noun="parameter")
+
+
+def validate_schema(
+    schema: Schema, given: Any, *, path: str = "", source: str | None = None, unknown_noun: str = "key"
+) -> dict[str, Any]:
+    """Check a (nested) mapping against ``schema`` and return it cleaned, with defaults filled in.
+
+    ``schema`` maps each key to a :class:`Param` or to a nested schema (a section, which may be
+    absent or null: its defaults apply). Every problem is collected and raised at once as a
+    ``ConfigError`` whose ``.errors`` list each one located at ``<path>.<key>``; an unknown key
+    suggests the closest known one. Defaults are deep-copied, so callers may mutate the result.
+    """
+    errors: list[ConfigError] = []
+    out = _validate_section(schema, given, path, source, unknown_noun, errors)
+    if errors:
+        raise ConfigError.combine(errors)
+    return out
+
+
+def _validate_section(schema: Schema, given: Any, path: str, source: str | None, noun: str,
+                      errors: list[ConfigError]) -> dict[str, Any]:
     if given is None:
         given = {}
     if not isinstance(given, Mapping):
-        raise ConfigError(f"expected a mapping of parameters, got {describe(given)}", source=source, path=path)
-    unknown = sorted(set(given) - set(spec), key=str)
-    if unknown:
-        known = ", ".join(sorted(spec)) or "none"
-        raise ConfigError(
-            f"unknown parameter {unknown[0]!r}; expected one of: {known}", source=source, path=path
-        )
-    cleaned: dict[str, Any] = {}
-    for name, param in spec.items():
-        if name not in given:
-            if param.required:
-                raise ConfigError(f"missing required parameter ({param.expected})", source=source, path=f"{path}.{name}")
-            cleaned[name] = param.default
+        what = "parameters" if noun == "parameter" else "settings"
+        errors.append(ConfigError(f"expected a mapping of {what}, got {describe(given)}", source=source,
+                                  path=path or None))
+        given = {}
+    known = [str(k) for k in schema]
+    for key in given:
+        if key in schema:
             continue
-        value = given[name]
-        try:
-            cleaned[name] = param.check(value)
-        except ValueError as exc:
-            raise ConfigError(f"expected {exc}, got {describe(value)}", source=source, path=f"{path}.{name}") from None
+        close = difflib.get_close_matches(str(key), known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        listing = ", ".join(sorted(known)) or "none"
+        if noun == "parameter":  # reported at the params mapping, as components have always done
+            errors.append(ConfigError(f"unknown parameter {describe(key)}{hint}; expected one of: {listing}",
+                                      source=source, path=path or None))
+        else:
+            errors.append(ConfigError(f"unknown {noun}{hint}; expected one of: {listing}", source=source,
+                                      path=_join(path, key)))
+    cleaned: dict[str, Any] = {}
+    for name, item in schema.items():
+        where = _join(path, name)
+        if not isinstance(item, Param):
+            cleaned[name] = _validate_section(item, given.get(name), where, source, noun, errors)
+        elif name not in given:
+            if item.required:
+                errors.append(ConfigError(f"missing required {noun} ({item.expected})", source=source, path=where))
+            else:
+                cleaned[name] = copy.deepcopy(item.default)
+        else:
+            value = given[name]
+            try:
+                cleaned[name] = item.check(value)
+            except ValueError as exc:
+                errors.append(ConfigError(f"expected {exc}, got {describe(value)}", source=source, path=where))
     return cleaned
+
+
+def _join(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)

@@ -383,7 +383,7 @@ def test_littles_law_latency_rejects_negative_inputs(bad: str) -> None:
         (PotentialShaping, {"gamma": 0.0}, "params.gamma", "expected a number in (0, 1], got 0.0"),
         (PotentialShaping, {"gamma": 1.01}, "params.gamma", "expected a number in (0, 1], got 1.01"),
         (LittlesLawLatency, {"scale": 2.0}, "params", "unknown parameter 'scale'; expected one of: none"),
-        (LoadImbalance, {"stat": "var"}, "params", "unknown parameter 'stat'; expected one of: statistic"),
+        (LoadImbalance, {"stat": "var"}, "params", "unknown parameter 'stat' (did you mean 'statistic'?); expected one of: statistic"),
     ],
 )
 def test_bad_params_raise_located_config_error(cls: type[BaseReward], params: dict, path: str, message: str) -> None:

@@ -28,7 +28,7 @@ CASES = [
     ("unknown_top_key", V + OK + "extra: 1\n",
      "extra: unknown key; expected one of: components, description, expect, total, version"),
     ("unknown_component_key", V + "components:\n  a: {type: linear, wieght: 1}\n",
-     "components.a.wieght: unknown key; expected one of: description, inputs, normalize, params, transforms, "
+     "components.a.wieght: unknown key (did you mean 'weight'?); expected one of: description, inputs, normalize, params, transforms, "
      "type, weight"),
     ("unknown_type", V + "components:\n  a: {type: nope}\n",
      "components.a.type: expected a registered component type, got 'nope'; registered: " + ", ".join(registered())),
@@ -49,7 +49,7 @@ CASES = [
                            "      l: {type: logistic_latency, params: {threshold: 1, sigma: 0}}\n",
      "components.g.components.l.params.sigma: expected a positive number, got 0"),
     ("unknown_param", V + "components:\n  a: {type: linear, params: {slope: 2}}\n",
-     "components.a.params: unknown parameter 'slope'; expected one of: clip, scale"),
+     "components.a.params: unknown parameter 'slope' (did you mean 'scale'?); expected one of: clip, scale"),
     ("missing_required_param", V + "components:\n  a: {type: logistic_latency}\n",
      "components.a.params.threshold: missing required parameter (a finite number)"),
     ("params_not_mapping", V + "components:\n  a: {type: linear, params: [1]}\n",

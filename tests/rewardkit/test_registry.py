@@ -168,3 +168,127 @@ def test_import_rewardkit_stays_light():
                             cwd=Path(__file__).resolve().parents[2])
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == ""
+
+
+# ---- broken plugins and typos -------------------------------------------------------------------
+@pytest.fixture
+def broken_entry_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Three plugins: one whose module fails to import, one that is not a component, one that works."""
+    module = "rk_test_broken_plugin"
+    (tmp_path / f"{module}.py").write_text(textwrap.dedent(PLUGIN) + "\nNOT_A_COMPONENT = 3\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    group = registry.ENTRY_POINT_GROUP
+
+    def fake_entry_points(**kwargs):
+        if kwargs.get("group") != group:
+            return metadata.entry_points(**kwargs)
+        return metadata.EntryPoints([
+            metadata.EntryPoint(name="plugin_missing", value="rk_no_such_module_anywhere:Thing", group=group),
+            metadata.EntryPoint(name="plugin_wrong", value=f"{module}:NOT_A_COMPONENT", group=group),
+            metadata.EntryPoint(name="plugin_good", value=f"{module}:Offset", group=group),
+        ])
+
+    monkeypatch.setattr(registry.metadata, "entry_points", fake_entry_points)
+    monkeypatch.setattr(registry, "_entry_points_loaded", False)
+    try:
+        yield
+    finally:
+        for name in ("plugin_missing", "plugin_wrong", "plugin_good"):
+            registry._REGISTRY.pop(name, None)
+        sys.modules.pop(module, None)
+
+
+def test_broken_plugin_is_a_warning_naming_its_entry_point(broken_entry_points):
+    with pytest.warns(registry.PluginWarning) as record:
+        names = registered()
+    messages = [str(w.message) for w in record]
+    assert len(messages) == 2
+    assert messages[0].startswith("rewardkit: skipped component plugin 'plugin_missing' (entry point "
+                                  "'rk_no_such_module_anywhere:Thing' in group 'rewardkit.components'): "
+                                  "ModuleNotFoundError: No module named 'rk_no_such_module_anywhere'")
+    assert "'plugin_wrong'" in messages[1] and "needs a BaseReward subclass" in messages[1]
+    assert "plugin_good" in names and "plugin_missing" not in names
+    c = RewardComposer.from_dict({"version": 1, "components": {"o": {"type": "plugin_good"}}})
+    assert c({"x": 1.0}).total == 2.0
+
+
+def test_type_typo_suggests_the_closest_names(doubler):
+    with pytest.raises(ConfigError) as info:
+        RewardComposer.from_dict({"version": 1, "components": {"a": {"type": "logistc_latency"}}})
+    message = str(info.value)
+    assert message.startswith("<dict>: components.a.type: expected a registered component type, got "
+                              "'logistc_latency' (did you mean 'logistic_latency'")
+    assert message.endswith("registered: " + ", ".join(registered()))
+    with pytest.raises(ConfigError, match=r"got 'test_doubel' \(did you mean 'test_doubler'\?\)"):
+        get_component_class("test_doubel")
+
+
+# ---- checks at registration ---------------------------------------------------------------------
+def _component(**attrs) -> type[BaseReward]:
+    base = {"__doc__": "test component.", "inputs": {"x": 0},
+            "compute": lambda self, x, terminated, truncated: x["x"]}
+    return type("Checked", (BaseReward,), {**base, **attrs})
+
+
+@pytest.mark.parametrize("attrs, problem", [
+    ({"monotone": {"y": "increasing"}}, "monotone names 'y', which is not a declared input (x)"),
+    ({"monotone": {"x": "up"}}, "monotone['x'] must be 'increasing' or 'decreasing', got 'up'"),
+    ({"inputs": {"x": "scalar"}}, "inputs must map input names to numbers of axes"),
+    ({"inputs": {"x": True}}, "inputs must map input names to numbers of axes"),
+    ({"optional_inputs": frozenset({"z"})}, "optional_inputs must be a set of declared inputs (x)"),
+    ({"params": {"k": 2.0}}, "params['k'] must be a Param, got 2.0"),
+    ({"params": {"name": Param.number(1.0)}}, "parameter name 'name' must be an identifier that is not a "
+                                              "BaseReward attribute"),
+    ({"params": {"not-valid": Param.number(1.0)}}, "parameter name 'not-valid' must be an identifier"),
+    ({"params": {"k": Param.positive(-1.0)}}, "params['k'] default -1.0 fails its own check (expected a positive "
+                                              "number)"),
+    ({"output_range": (1.0, 0.0)}, "output_range must be (low, high) numbers with low <= high, got (1.0, 0.0)"),
+    ({"output_range": [0.0, 1.0]}, "output_range must be (low, high) numbers"),
+    ({"stateful": "yes"}, "stateful must be True or False, got 'yes'"),
+    ({"compute": BaseReward.compute}, "must implement compute()"),
+])
+def test_register_checks_the_declarations(attrs, problem):
+    cls = _component(**attrs)
+    with pytest.raises(TypeError) as info:
+        register("x_checked")(cls)
+    assert str(info.value).startswith("@register('x_checked'): Checked ")
+    assert problem in str(info.value)
+    assert "x_checked" not in registry._REGISTRY
+
+
+def test_register_reports_every_problem_at_once():
+    cls = _component(monotone={"y": "up"}, stateful=1)
+    with pytest.raises(TypeError) as info:
+        register("x_checked")(cls)
+    assert str(info.value).count(";") == 2  # three problems
+
+
+def test_well_declared_component_registers():
+    cls = _component(monotone={"x": "increasing"}, params={"k": Param.positive(1.0)}, output_range=(-1.0, 1.0))
+    try:
+        assert register("x_checked")(cls) is cls
+        assert cls.type_name == "x_checked"
+    finally:
+        registry._REGISTRY.pop("x_checked", None)
+
+
+def test_builtins_pass_the_checks():
+    for name in registered():
+        assert registry.declaration_problems(get_component_class(name)) == [], name
+
+
+def test_one_class_under_two_names_is_refused(doubler):
+    with pytest.raises(ValueError, match=r"^Doubler is already registered as 'test_doubler'; register a subclass "
+                                         r"to offer it under 'test_doubler_2' too$"):
+        register("test_doubler_2")(Doubler)
+    assert "test_doubler_2" not in registry._REGISTRY
+    assert Doubler.type_name == "test_doubler"
+
+    class Alias(Doubler):
+        """the same maths under a second name."""
+
+    try:
+        register("test_doubler_2")(Alias)
+        assert get_component_class("test_doubler_2") is Alias and Doubler.type_name == "test_doubler"
+    finally:
+        registry._REGISTRY.pop("test_doubler_2", None)

@@ -131,12 +131,29 @@ def test_folder_precedence(tmp_path, monkeypatch):
     assert resolve_profiles_dir(str(tmp_path / "a")) == tmp_path / "a"  # config key wins
     assert resolve_profiles_dir(None) == tmp_path / "b"  # then the environment variable
     monkeypatch.delenv(PROFILES_ENV_VAR)
-    assert resolve_profiles_dir(None) == project_root().parent / "shared" / "vidur" / "profiles"
     monkeypatch.setenv(CACHE_ENV_VAR, str(tmp_path / "c"))
     assert resolve_cache_dir(None) == tmp_path / "c"
     monkeypatch.delenv(CACHE_ENV_VAR)
     assert resolve_cache_dir(None) == project_root() / ".cache" / "vidur"
     assert resolve_cache_dir("rel/dir") == project_root() / "rel" / "dir"
+
+
+def test_default_profiles_dir_through_a_symlinked_shared_folder(tmp_path, monkeypatch):
+    """The default is ``../shared/vidur/profiles``; ``../shared`` may be a symbolic link (a worktree's is)."""
+    import schedulers.sim.profiles as vidur_profiles
+
+    project = tmp_path / "checkout" / "project"
+    project.mkdir(parents=True)
+    real = tmp_path / "elsewhere" / "shared"
+    (real / "vidur" / "profiles").mkdir(parents=True)
+    (project.parent / "shared").symlink_to(real, target_is_directory=True)
+    monkeypatch.setattr(vidur_profiles, "project_root", lambda: project)
+    monkeypatch.delenv(PROFILES_ENV_VAR, raising=False)
+    found = resolve_profiles_dir(None)
+    # compare resolved paths: the link and its target name the same folder
+    assert found.resolve() == (project.parent / "shared" / "vidur" / "profiles").resolve()
+    assert found.resolve() == (real / "vidur" / "profiles").resolve()
+    assert found == default_profiles_dir()
 
 
 def test_env_reports_bad_profiles_before_training(tiny_config, tmp_path):
