@@ -6,17 +6,15 @@ cross-key checks, and the factory building the Vidur envs the config names.
 
 from __future__ import annotations
 
-import copy
-import difflib
 import math
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import yaml
 
 from rewardkit.errors import ConfigError
-from rewardkit.params import Param, describe
+from rewardkit.config import check_structure, load_yaml
+from rewardkit.params import Param, validate_schema
 from rewardkit.schedules import make_schedule
 
 EnvFactory = Callable[[], Any]  # builds one training environment per call
@@ -26,40 +24,23 @@ EnvFactory = Callable[[], Any]  # builds one training environment per call
 # =================================================================================================
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def _int(default: Any, doc: str, minimum: int = 1) -> Param:
-    expected = f"an integer >= {minimum}"
-
-    def check(v: Any) -> int:
-        if not _is_int(v) or v < minimum:
-            raise ValueError(expected)
-        return int(v)
-
-    return Param(default, doc, expected, check)
-
-
-def _bool(default: bool, doc: str) -> Param:
-    def check(v: Any) -> bool:
-        if not isinstance(v, bool):
-            raise ValueError("true or false")
-        return v
-
-    return Param(default, doc, "true or false", check)
-
-
-def _optional(param: Param, default: Any = None) -> Param:
-    """``param`` or null."""
-    return Param(default, param.doc, f"{param.expected} or null", lambda v: None if v is None else param.check(v))
+    return Param.integer(default, doc, minimum=minimum)
 
 
 def _int_list(default: list[int], doc: str, minimum: int = 1, allow_empty: bool = False) -> Param:
     expected = f"a list of integers >= {minimum}" + ("" if allow_empty else " (non-empty)")
+    check_int = Param.integer(minimum=minimum).check
 
     def check(v: Any) -> list[int]:
-        if not isinstance(v, (list, tuple)) or (not v and not allow_empty) or any(not _is_int(x) or x < minimum for x in v):
+        def ok(x: Any) -> bool:
+            try:
+                check_int(x)
+                return True
+            except ValueError:
+                return False
+
+        if not isinstance(v, (list, tuple)) or (not v and not allow_empty) or not all(ok(x) for x in v):
             raise ValueError(expected)
         return [int(x) for x in v]
 
@@ -110,16 +91,16 @@ def _bounds(default: list[float], doc: str) -> Param:
 
 
 def _check_version(v: Any) -> int:
-    if not _is_int(v) or v != 1:
+    if isinstance(v, bool) or v != 1 or not isinstance(v, int):
         raise ValueError("1 (the only config version)")
     return 1
 
 
 SCHEMA: dict[str, Any] = {
     "version": Param(1, "config format version", "1", lambda v: _check_version(v)),
-    "env": _optional(Param.string(doc=""), None),
+    "env": Param.string(doc="").or_null(),
     "env_overrides": _mapping({}, "dotted env-config keys that override the env YAML, e.g. {qps: 13.0}"),
-    "reward": _optional(Param.string(doc=""), None),
+    "reward": Param.string(doc="").or_null(),
     "torch_threads": _int(1, "torch.set_num_threads for training"),
     "seeds": {
         "torch": _int(0, "seed of policy init, action sampling and minibatch shuffles", minimum=0),
@@ -130,7 +111,7 @@ SCHEMA: dict[str, Any] = {
         "hidden_sizes": _int_list([64, 64], "row encoder layer sizes"),
         "critic_hidden_sizes": _int_list([64], "critic layers after pooling", allow_empty=True),
         "activation": Param.choice(["tanh", "relu", "gelu"], "tanh", "hidden activation"),
-        "shared_encoder": _bool(False, "actor and critic share the row encoder"),
+        "shared_encoder": Param.boolean(False, "actor and critic share the row encoder"),
         "temperature": Param.positive(1.0, "initial softmax temperature"),
     },
     "ppo": {
@@ -140,21 +121,21 @@ SCHEMA: dict[str, Any] = {
         "n_epochs": _int(4, "passes over each rollout"),
         "minibatch_size": _int(128, "samples per gradient step"),
         "learning_rate": Param.positive(3e-4, "Adam learning rate"),
-        "anneal_lr": _bool(True, "anneal the learning rate linearly to 0"),
+        "anneal_lr": Param.boolean(True, "anneal the learning rate linearly to 0"),
         "adam_eps": Param.positive(1e-5, "Adam epsilon"),
         "gamma": Param.fraction(0.99, "discount"),
         "gae_lambda": Param.fraction(0.95, "GAE lambda"),
         "clip_coef": Param.positive(0.2, "PPO ratio clip"),
-        "clip_value": _optional(Param.positive(doc=""), None),
+        "clip_value": Param.positive(doc="").or_null(),
         "vf_coef": Param.non_negative(0.5, "value loss coefficient"),
-        "max_grad_norm": _optional(Param.positive(doc=""), 0.5),
-        "normalize_advantages": _bool(True, "normalize advantages per minibatch"),
-        "reward_scaling": _bool(True, "divide rewards by the running std of the discounted return"),
-        "target_kl": _optional(Param.positive(doc=""), None),
+        "max_grad_norm": Param.positive(doc="").or_null(0.5),
+        "normalize_advantages": Param.boolean(True, "normalize advantages per minibatch"),
+        "reward_scaling": Param.boolean(True, "divide rewards by the running std of the discounted return"),
+        "target_kl": Param.positive(doc="").or_null(),
     },
     "entropy": {
         "coef": _schedule_spec(0.01, "entropy bonus coefficient (schedule over PPO env steps)"),
-        "target": _optional(Param.fraction(doc="", open_low=True), None),
+        "target": Param.fraction(doc="", open_low=True).or_null(),
         "controller": Param.choice(["coef", "temperature"], "coef", "what the target controller adjusts"),
         "rate": Param.positive(0.1, "controller step size"),
         "bounds": _bounds([0.01, 100.0], "limits of the controller multiplier"),
@@ -163,53 +144,25 @@ SCHEMA: dict[str, Any] = {
         "coef": _schedule_spec(0.0, "coefficient of KL(pi || behaviour-cloned policy); 0 disables"),
     },
     "bc": {
-        "enabled": _bool(True, "warm start by behaviour cloning"),
+        "enabled": Param.boolean(True, "warm start by behaviour cloning"),
         "heuristics": _str_list(["least_tokens"], "heuristics whose choices are imitated"),
         "demo_steps": _int(4000, "demonstration steps in total (all heuristics, all envs)"),
         "epochs": _int(10, "passes over the demonstrations"),
         "minibatch_size": _int(256, "samples per gradient step"),
         "learning_rate": Param.positive(3e-3, "Adam learning rate for cloning"),
-        "value_pretrain": _bool(True, "also fit the critic to the demonstrations' returns"),
+        "value_pretrain": Param.boolean(True, "also fit the critic to the demonstrations' returns"),
     },
     "logging": {
         "checkpoint_every": _int(10, "updates between checkpoints"),
         "keep_checkpoints": _int(3, "checkpoints kept on disk"),
-        "tensorboard": _bool(True, "write TensorBoard events when tensorboard is installed"),
-        "progress": _bool(True, "print one line per update to stderr"),
-        "plots": _bool(True, "save learning_curves.png at the end"),
+        "tensorboard": Param.boolean(True, "write TensorBoard events when tensorboard is installed"),
+        "progress": Param.boolean(True, "print one line per update to stderr"),
+        "plots": Param.boolean(True, "save learning_curves.png at the end"),
     },
 }
 
 # Keys that may change between a checkpoint and a resumed run.
 RESUMABLE_CHANGES = ("ppo.total_timesteps", "logging.")
-
-
-def _validate(spec: Mapping[str, Any], given: Any, path: str, source: str) -> dict[str, Any]:
-    """Check ``given`` against a (nested) schema; fill defaults; raise located ConfigErrors."""
-    if given is None:
-        given = {}
-    if not isinstance(given, Mapping):
-        raise ConfigError(f"expected a mapping, got {describe(given)}", source=source, path=path or None)
-    for key in given:
-        if key not in spec:
-            where = f"{path}.{key}" if path else str(key)
-            close = difflib.get_close_matches(str(key), list(spec), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"unknown key{hint}; expected one of: {', '.join(spec)}", source=source, path=where)
-    out: dict[str, Any] = {}
-    for key, item in spec.items():
-        where = f"{path}.{key}" if path else key
-        if isinstance(item, dict):
-            out[key] = _validate(item, given.get(key), where, source)
-            continue
-        if key not in given:
-            out[key] = copy.deepcopy(item.default)
-            continue
-        try:
-            out[key] = item.check(given[key])
-        except ValueError as exc:
-            raise ConfigError(f"expected {exc}, got {describe(given[key])}", source=source, path=where) from None
-    return out
 
 
 def load_config(config: str | os.PathLike | Mapping[str, Any]) -> tuple[dict[str, Any], str]:
@@ -219,16 +172,11 @@ def load_config(config: str | os.PathLike | Mapping[str, Any]) -> tuple[dict[str
     """
     if isinstance(config, Mapping):
         raw, source = dict(config), "<config dict>"
+        check_structure(raw, source=source)
     else:
         source = str(config)
-        try:
-            with open(config, encoding="utf-8") as fh:
-                raw = yaml.safe_load(fh)
-        except FileNotFoundError:
-            raise ConfigError("file not found", source=source) from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"invalid YAML: {exc}", source=source) from None
-    cfg = _validate(SCHEMA, raw, "", source)
+        raw = load_yaml(config)
+    cfg = validate_schema(SCHEMA, raw, source=source)
     _check_consistency(cfg, source)
     return cfg, source
 

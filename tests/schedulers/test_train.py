@@ -242,13 +242,17 @@ def test_bad_config_keys_name_file_and_path(tmp_path, data, location, expected) 
     assert expected in message, message
 
 
-def test_missing_file_bad_yaml_and_unknown_heuristic(tmp_path) -> None:
-    with pytest.raises(ConfigError, match="file not found"):
+def test_missing_file_bad_or_duplicate_yaml_and_unknown_heuristic(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="nope.yaml: expected an existing YAML file, got a missing path"):
         load_config(tmp_path / "nope.yaml")
     bad = tmp_path / "broken.yaml"
     bad.write_text("ppo: [1, 2\n")
-    with pytest.raises(ConfigError, match="invalid YAML"):
+    with pytest.raises(ConfigError, match="broken.yaml: expected valid YAML"):
         load_config(bad)
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("version: 1\nppo:\n  n_steps: 64\n  n_steps: 128\n")
+    with pytest.raises(ConfigError, match=r"twice.yaml: .*duplicate key 'n_steps' \(first at line 3\)"):
+        load_config(twice)
     cfg = toy_config(bc={"enabled": True, "heuristics": ["psychic"], "demo_steps": 128, "epochs": 1})
     with pytest.raises(ConfigError, match=r"bc\.heuristics: expected a heuristic the env knows, got 'psychic'"):
         train(cfg, tmp_path / "run", env_factory=ToyRoutingEnv)
@@ -315,3 +319,12 @@ def test_tensorboard_scalars_when_available(tmp_path, monkeypatch) -> None:
     assert calls[0] == ("init", str(tmp_path / "tensorboard"), None)
     assert [c[2] for c in calls if c[0] == "approx_kl"] == [128, 256]
     assert any(c[0] == "action_share/2" for c in calls) and calls[-1] == ("close",)
+
+
+def test_every_error_of_a_training_config_is_reported_at_once(tmp_path) -> None:
+    path = write_config(tmp_path, {"ppo": {"clip_coef": -1, "n_stepz": 3}, "policy": {"activation": "sine"}})
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    paths = {e.path for e in info.value.errors}
+    assert {"ppo.clip_coef", "ppo.n_stepz", "policy.activation"} <= paths
+    assert "did you mean 'n_steps'?" in str(info.value)
