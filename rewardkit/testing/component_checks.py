@@ -184,12 +184,12 @@ def compile_scalar_helper(comp: BaseReward, kind: str) -> Callable[..., float] |
     args = [f"_in{j}" for j in range(len(comp.input_keys))]
     env: dict[str, Any] = {}
     if kind == "scalar_source":
-        expr = comp.scalar_source(args, env, "0")
+        expr = comp.scalar_source(args, env, "_checked")
         if expr is None:
             return None
         body = [f"return {expr}"]
     else:
-        block = comp.scalar_block(args, env, "0")
+        block = comp.scalar_block(args, env, "_checked")
         if block is None:
             return None
         body = list(block[0]) + [f"return {block[1]}"]

@@ -6,11 +6,13 @@ state, at steps spread over the weight schedules), then checks the promise; a br
 config's whole ``expect:`` section, statically first (:mod:`.static_proofs`), else by sampling.
 
 The composer under test is never touched: each example works on a rebuilt twin
-(``from_dict(to_dict())`` plus ``load_state_dict``). Monotonicity compares two twins in
+(``copy.deepcopy``). Monotonicity compares two twins in
 ``eval()`` mode, so the value being compared does not move normalizer statistics.
 """
 
 from __future__ import annotations
+
+import copy
 
 import math
 from dataclasses import dataclass
@@ -47,10 +49,7 @@ class _Broken(Exception):
 
 def twin(composer: RewardComposer) -> RewardComposer:
     """A new composer with the same config and state, sharing nothing with ``composer``."""
-    copy = RewardComposer.from_dict(composer.to_dict(), source=composer.source,
-                                    allow_nonfinite=composer.allow_nonfinite)
-    copy.load_state_dict(composer.state_dict())
-    return copy
+    return copy.deepcopy(composer)
 
 
 def _fmt(value: Any) -> str:
