@@ -70,7 +70,7 @@ class BatchLog:
         """Remove and return the records of batches that ended by ``now``."""
         ended = [r for r in self.records if r.end <= now]
         if ended:
-            self.records = [r for r in self.records if r.end > now]
+            self.records[:] = [r for r in self.records if r.end > now]
         return ended
 
 
