@@ -7,7 +7,7 @@ arrivals and slowdowns for every policy):
 ==============  ===========================================  ==============================
 setup           env YAML                                     training config
 ==============  ===========================================  ==============================
-homogeneous     configs/envs/codellama34b_tp2_4r.yaml        configs/ppo_vidur.yaml
+homogeneous     configs/envs/codellama34b_tp2_4r.yaml        (the slowdowns checkpoint)
 hetero          configs/envs/hetero.yaml (2x1.0 + 2x0.55)    configs/ppo_hetero.yaml
 slowdowns       configs/envs/slowdowns.yaml (4x1.0, ~1 in    configs/ppo_slowdowns.yaml
                 4 at ~40% speed at any time)
@@ -50,10 +50,15 @@ from schedulers.sim.env_config import load_env_config  # noqa: E402
 SEEDS = [101, 102, 103, 104, 105]
 CAPACITY_SEEDS = [201, 202, 203]
 SETUPS: dict[str, dict[str, Any]] = {
-    "homogeneous": {"env": "configs/envs/codellama34b_tp2_4r.yaml", "train": "configs/ppo_vidur.yaml", "best": "least_prefill"},
+    # the slowdowns checkpoint where nothing slows down: learning to route around slowdowns must not cost here
+    "homogeneous": {"env": "configs/envs/codellama34b_tp2_4r.yaml", "train": "configs/ppo_slowdowns.yaml", "best": "least_prefill"},
     "hetero": {"env": "configs/envs/hetero.yaml", "train": "configs/ppo_hetero.yaml", "best": "cap_least_prefill"},
     "slowdowns": {"env": "configs/envs/slowdowns.yaml", "train": "configs/ppo_slowdowns.yaml", "best": "adaptive"},
 }
+#: baselines evaluated at the base scale (the best of random, lor, least_kv and power_of_two never
+#: beat least_prefill here; `rewardkit evaluate` runs them all) and at twice the replicas.
+BASELINES = "round_robin,jsq,least_tokens,least_prefill,cap_jsq,cap_least_prefill,adaptive,oracle"
+SCALED_BASELINES = "round_robin,least_prefill,cap_least_prefill,adaptive"
 #: heuristics that ignore speed entirely.
 SPEED_OBLIVIOUS = VIDUR_BASELINES + tuple(HEURISTICS)
 #: heuristics that do not estimate speed online (they may read the declared speed).
@@ -109,11 +114,13 @@ def checkpoint_for(name: str, train: bool) -> tuple[Path, float | None]:
     return result.policy_path, time.perf_counter() - t0
 
 
-def evaluate_setup(name: str, label: str, overrides: dict[str, Any], policy: Path, out: Path) -> dict[str, Any]:
+def evaluate_setup(
+    name: str, label: str, overrides: dict[str, Any], policy: Path, out: Path, baselines: str
+) -> dict[str, Any]:
     from schedulers.rl.ppo_router import PPORouter
 
     cfg = load_env_config(ROOT / SETUPS[name]["env"], overrides or None)
-    routers: dict[str, Any] = {n: HeuristicRouter(n) for n in DEFAULT_BASELINES.split(",")}
+    routers: dict[str, Any] = {n: HeuristicRouter(n) for n in baselines.split(",")}
     warm = policy.parent / "bc_policy.pt"
     if warm.is_file():
         routers["warm_start"] = TimedRouter(PPORouter.from_checkpoint(warm))
@@ -173,8 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--setups", default="hetero,slowdowns,homogeneous", help="comma-separated setups")
     parser.add_argument("--capacity", action="store_true", help="measure each setup's capacity instead")
+    parser.add_argument("--checkpoint", default=None, help="policy.pt to evaluate on every chosen setup (default: per setup)")
     parser.add_argument("--no-train", action="store_true", help="fail instead of training a missing checkpoint")
     parser.add_argument("--no-scale", action="store_true", help="skip the twice-the-replicas evaluation")
+    parser.add_argument("--baselines", default=BASELINES, help=f"baselines at the base scale (all: {DEFAULT_BASELINES})")
     parser.add_argument("--out", default="runs/bench_scheduler", help="folder for tables and plots")
     args = parser.parse_args(argv)
     setups = [s.strip() for s in args.setups.split(",") if s.strip()]
@@ -187,14 +196,16 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     summaries, train_times = [], {}
     for name in setups:
-        policy, seconds = checkpoint_for(name, not args.no_train)
+        policy, seconds = (Path(args.checkpoint), None) if args.checkpoint else checkpoint_for(name, not args.no_train)
         if seconds is not None:
             train_times[name] = seconds
         base = load_env_config(ROOT / SETUPS[name]["env"])
-        summaries.append(evaluate_setup(name, f"{base.num_replicas}x{base.qps:g}", {}, policy, out))
+        summaries.append(evaluate_setup(name, f"{base.num_replicas}x{base.qps:g}", {}, policy, out, args.baselines))
         if not args.no_scale:
             scaled = {"num_replicas": 2 * base.num_replicas, "qps": 2 * base.qps}
-            summaries.append(evaluate_setup(name, f"{2 * base.num_replicas}x{2 * base.qps:g}", scaled, policy, out))
+            summaries.append(
+                evaluate_setup(name, f"{2 * base.num_replicas}x{2 * base.qps:g}", scaled, policy, out, SCALED_BASELINES)
+            )
 
     print("\n== targets (PPO router, means over seeds 101-105; wins = seeds where PPO is strictly lower) ==")
     print(f"{'setup':22} | {'target':46} | {'measured':40} | met")

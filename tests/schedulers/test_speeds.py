@@ -330,9 +330,9 @@ def test_short_training_on_a_tiny_heterogeneous_cluster(tmp_path, vidur_predicto
     cfg = yaml.safe_load((ROOT / "configs" / "ppo_slowdowns.yaml").read_text())
     cfg["env"] = str(ROOT / "configs" / "envs" / "tiny.yaml")
     cfg["env_overrides"] = {"replicas": MIXED, "slowdowns": {"mean_interval_s": 20.0}}
-    cfg["ppo"].update(total_timesteps=256, n_envs=1, n_steps=128, minibatch_size=64, n_epochs=2)
+    cfg["ppo"].update(total_timesteps=128, n_envs=1, n_steps=64, minibatch_size=32, n_epochs=2)
     cfg["entropy"]["coef"] = 0.01
-    cfg["bc"].update(demo_steps=160, epochs=2, minibatch_size=64)
+    cfg["bc"].update(demo_steps=80, epochs=2, minibatch_size=32)
     cfg["logging"].update(checkpoint_every=1, plots=True)
     cfg["torch_threads"] = 1
     result = train(cfg, tmp_path / "run")
