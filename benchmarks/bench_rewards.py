@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = ROOT / args.runs
     from schedulers.rl.ppo_router import PPORouter
 
-    routers: dict = {"adaptive": HeuristicRouter("adaptive"), "least_prefill": HeuristicRouter("least_prefill")}
+    routers: dict = {"adaptive": HeuristicRouter("adaptive")}
     for reward in rewards:
         policy = runs / reward / "policy.pt"
         if not args.evaluate_only:
@@ -76,13 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     if warm is not None:
         routers["warm_start"] = PPORouter.from_checkpoint(warm)
     cfg = load_env_config(ROOT / "configs" / "envs" / "slowdowns.yaml")
-    results = evaluate_policies(cfg, routers, SEEDS, out_dir=runs / "evaluation")
+    results = evaluate_policies(cfg, routers, SEEDS, out_dir=runs / "evaluation", baseline="adaptive")
     adaptive_ttft = results.values("adaptive", "ttft_p99")
     print(f"\n== reward sensitivity: slowdowns setup, {args.timesteps} PPO steps per reward, seeds 101-105 ==")
     print(f"{'policy':20} | {'TTFT p99 (s)':>12} | {'e2e mean (s)':>12} | {'TTFT p99 / adaptive':>19} | wins vs adaptive")
     for name in results.routers:
-        if name == "round_robin":
-            continue
         ttft = results.values(name, "ttft_p99")
         e2e = results.values(name, "e2e_mean")
         wins = int(np.sum(ttft < adaptive_ttft))
