@@ -56,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", default="runs/reward_sensitivity", help="folder of the training runs")
     parser.add_argument("--evaluate-only", action="store_true", help="do not train; evaluate existing policies")
     args = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)  # one decision at a time: extra threads only spin on a busy machine
     rewards = [r.strip() for r in args.rewards.split(",") if r.strip()]
     missing = [r for r in rewards if not (ROOT / "configs" / "rewards" / f"{r}.yaml").is_file()]
     if missing:

@@ -186,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baselines", default=BASELINES, help=f"baselines at the base scale (all: {DEFAULT_BASELINES})")
     parser.add_argument("--out", default="runs/bench_scheduler", help="folder for tables and plots")
     args = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)  # one decision at a time: extra threads only spin on a busy machine
     setups = [s.strip() for s in args.setups.split(",") if s.strip()]
     unknown = [s for s in setups if s not in SETUPS]
     if unknown:
