@@ -136,6 +136,22 @@ def evaluate_setup(
     return {"setup": name, "label": label, "results": results, "wall": wall, "ppo": ppo, "ppo_wall_s": ppo_wall}
 
 
+def saved_summaries(setups: list[str], out: Path) -> list[dict[str, Any]]:
+    """Summaries rebuilt from the ``results.json`` files an earlier run wrote under ``out``."""
+    import json
+
+    from schedulers.evaluate.results import EvaluationResults
+
+    found = []
+    for name in setups:
+        for path in sorted(out.glob(f"{name}-*/results.json")):
+            data = json.loads(path.read_text())
+            res = EvaluationResults(data["env"], data["seeds"], data["routers"], data["heuristics"], data["baseline"])
+            res.episodes = data["episodes"]
+            found.append({"setup": name, "label": path.parent.name[len(name) + 1:], "results": res, "ppo": None})
+    return found
+
+
 def best_of(results: Any, names: tuple[str, ...] | list[str], metric: str) -> tuple[str, np.ndarray]:
     """The router among ``names`` with the lowest mean ``metric`` and its per-seed values."""
     present = [n for n in names if n in results.routers]
@@ -156,6 +172,8 @@ def targets(name: str, summary: dict[str, Any]) -> list[tuple[str, str, bool | N
     out: list[tuple[str, str, bool | None]] = []
 
     def add(text: str, group: str, names: Any, limit: float | None, metric: str = "ttft_p99") -> None:
+        if not any(n in res.routers for n in names):
+            return  # that baseline was not evaluated in this run
         _, ratio, wins, ref = ratio_row(res, group, names, metric)
         out.append((text, f"{ratio:.3f}x {ref} ({wins}/5 wins)", None if limit is None else ratio <= limit))
 
@@ -181,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--setups", default="hetero,slowdowns,homogeneous", help="comma-separated setups")
     parser.add_argument("--capacity", action="store_true", help="measure each setup's capacity instead")
     parser.add_argument("--checkpoint", default=None, help="policy.pt to evaluate on every chosen setup (default: per setup)")
+    parser.add_argument("--report", action="store_true", help="print the targets from the results saved under --out (no runs)")
     parser.add_argument("--no-train", action="store_true", help="fail instead of training a missing checkpoint")
     parser.add_argument("--no-scale", action="store_true", help="skip the twice-the-replicas evaluation")
     parser.add_argument("--baselines", default=BASELINES, help=f"baselines at the base scale (all: {DEFAULT_BASELINES})")
@@ -198,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     out = Path(args.out)
     summaries, train_times = [], {}
+    if args.report:
+        summaries = saved_summaries(setups, out)
+        setups = []
     for name in setups:
         policy, seconds = (Path(args.checkpoint), None) if args.checkpoint else checkpoint_for(name, not args.no_train)
         if seconds is not None:
@@ -220,6 +242,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"training wall time {name}: {seconds / 60:.1f} min (target: within 20 min)")
     print("\n== speed (PPO episodes, drain included) ==")
     for s in summaries:
+        if s["ppo"] is None:
+            dps = [e["decisions_per_s"] for e in s["results"].episodes if e["router"] == "ppo"]
+            print(f"{s['setup'] + ' ' + s['label']:22} | {np.mean(dps):,.0f} decisions/s (from the saved episodes)")
+            continue
         ppo = s["ppo"]
         dps = ppo.decisions / s["ppo_wall_s"] if s["ppo_wall_s"] else float("nan")
         share = ppo.seconds / s["ppo_wall_s"] if s["ppo_wall_s"] else float("nan")
