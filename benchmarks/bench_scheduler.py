@@ -1,13 +1,31 @@
-"""PPO router against the routing heuristics on the reference cluster, with the issue's targets.
+"""PPO router against the routing heuristics on three clusters, with the issue's targets.
 
-Setup (configs/envs/codellama34b_tp2_4r.yaml): CodeLlama-34B, TP2, 4 replicas, sarathi chunk
-512 / batch cap 128, splitwise_conv lengths, Poisson 12.5 req/s, 1,000 requests per episode,
-evaluation seeds 101-105 (never used in training), the same arrivals for every policy. Then the
-same checkpoint on 8 replicas at 25 req/s. Prints each table, the targets and whether they are
-met, environment decisions per second and the share of time in the policy versus the simulator.
+Setups (CodeLlama-34B, TP2, sarathi chunk 512 / batch cap 128, splitwise_conv lengths, Poisson
+arrivals, 1,000 requests per episode, evaluation seeds 101-105 never used in training, the same
+arrivals and slowdowns for every policy):
 
-Run: ``.venv/bin/python benchmarks/bench_scheduler.py [--checkpoint runs/bench_ppo/policy.pt]``
-(without --checkpoint it trains ``configs/ppo_vidur.yaml`` into runs/bench_ppo first, resuming).
+==============  ===========================================  ==============================
+setup           env YAML                                     training config
+==============  ===========================================  ==============================
+homogeneous     configs/envs/codellama34b_tp2_4r.yaml        (the slowdowns checkpoint)
+hetero          configs/envs/hetero.yaml (2x1.0 + 2x0.55)    configs/ppo_hetero.yaml
+slowdowns       configs/envs/slowdowns.yaml (4x1.0, ~1 in    configs/ppo_slowdowns.yaml
+                4 at ~40% speed at any time)
+==============  ===========================================  ==============================
+
+Each runs at about 85% of its capacity, measured by ``--capacity``: all 1,000 requests arrive at
+once and the throughput (completions / makespan) of the best heuristic for that setup is the
+capacity (mean over seeds 201-203, which are neither training nor evaluation seeds). Then the same
+checkpoint on twice the replicas at twice the rate.
+
+For every setup it prints the evaluation tables, the PPO router's TTFT p99 and mean e2e ratios
+to each group of baselines (speed-oblivious heuristics, capacity-aware ones, heuristics that do not
+estimate speed, the adaptive heuristic, its own warm start, the oracle) with paired wins over the
+five seeds, whether the issue's targets are met, and decisions per second.
+
+Run: ``.venv/bin/python benchmarks/bench_scheduler.py [--setups hetero,slowdowns,homogeneous]``
+(a setup without ``runs/<training config name>/policy.pt`` is trained first, resuming);
+``--capacity`` measures the capacities instead.
 """
 
 from __future__ import annotations
@@ -24,12 +42,27 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from schedulers.cli import DEFAULT_BASELINES  # noqa: E402
-from schedulers.sim.env_config import load_env_config  # noqa: E402
 from schedulers.evaluate.paired import evaluate_policies  # noqa: E402
+from schedulers.routing.heuristics import CAPACITY_AWARE, HEURISTICS, VIDUR_BASELINES  # noqa: E402
 from schedulers.routing.router import HeuristicRouter  # noqa: E402
+from schedulers.sim.env_config import load_env_config  # noqa: E402
 
-ENV = ROOT / "configs" / "envs" / "codellama34b_tp2_4r.yaml"
 SEEDS = [101, 102, 103, 104, 105]
+CAPACITY_SEEDS = [201, 202, 203]
+SETUPS: dict[str, dict[str, Any]] = {
+    # the slowdowns checkpoint where nothing slows down: learning to route around slowdowns must not cost here
+    "homogeneous": {"env": "configs/envs/codellama34b_tp2_4r.yaml", "train": "configs/ppo_slowdowns.yaml", "best": "least_prefill"},
+    "hetero": {"env": "configs/envs/hetero.yaml", "train": "configs/ppo_hetero.yaml", "best": "cap_least_prefill"},
+    "slowdowns": {"env": "configs/envs/slowdowns.yaml", "train": "configs/ppo_slowdowns.yaml", "best": "adaptive"},
+}
+#: baselines evaluated at the base scale (the best of random, lor, least_kv and power_of_two never
+#: beat least_prefill here; `rewardkit evaluate` runs them all) and at twice the replicas.
+BASELINES = "round_robin,jsq,least_tokens,least_prefill,cap_jsq,cap_least_prefill,adaptive,oracle"
+SCALED_BASELINES = "round_robin,least_prefill,cap_least_prefill,adaptive"
+#: heuristics that ignore speed entirely.
+SPEED_OBLIVIOUS = VIDUR_BASELINES + tuple(HEURISTICS)
+#: heuristics that do not estimate speed online (they may read the declared speed).
+NON_ESTIMATING = SPEED_OBLIVIOUS + CAPACITY_AWARE
 
 
 class TimedRouter:
@@ -49,68 +82,175 @@ class TimedRouter:
         return action
 
 
-def run(label: str, overrides: dict[str, Any], ppo: TimedRouter, out: Path) -> dict[str, Any]:
-    cfg = load_env_config(ENV, overrides or None)
-    routers: dict[str, Any] = {name: HeuristicRouter(name) for name in DEFAULT_BASELINES.split(",")}
-    routers["ppo"] = ppo
-    ppo.seconds, ppo.decisions = 0.0, 0
+def capacity(setups: list[str]) -> None:
+    """All requests at once: throughput of the setup's best heuristic (and two others) per setup."""
+    print(f"{'setup':12} | {'router':18} | {'capacity (req/s)':>16} | per seed")
+    for name in setups:
+        cfg = load_env_config(ROOT / SETUPS[name]["env"], {"qps": 10000.0})
+        routers = {r: HeuristicRouter(r) for r in ("least_prefill", "cap_least_prefill", "adaptive")}
+        res = evaluate_policies(cfg, routers, CAPACITY_SEEDS, log=lambda m: None)
+        for r in routers:
+            values = res.values(r, "throughput")
+            mark = "  <- best for setup" if r == SETUPS[name]["best"] else ""
+            print(f"{name:12} | {r:18} | {values.mean():16.2f} | {', '.join(f'{v:.2f}' for v in values)}{mark}")
+        qps = load_env_config(ROOT / SETUPS[name]["env"]).qps
+        best = res.values(SETUPS[name]["best"], "throughput").mean()
+        print(f"{name:12} | configured qps {qps} = {100 * qps / best:.0f}% of the best router's capacity")
+
+
+def checkpoint_for(name: str, train: bool) -> tuple[Path, float | None]:
+    """``runs/<training config>/policy.pt``, training it first (resuming) when missing and ``train``."""
+    train_cfg = ROOT / SETUPS[name]["train"]
+    out = ROOT / "runs" / train_cfg.stem
+    policy = out / "policy.pt"
+    if policy.is_file():
+        return policy, None
+    if not train:
+        raise SystemExit(f"{policy} does not exist: train it with `rewardkit train {SETUPS[name]['train']}` or drop --no-train")
+    from schedulers.train.trainer import train as run_training
+
     t0 = time.perf_counter()
-    results = evaluate_policies(cfg, routers, SEEDS, out_dir=out / label)
+    result = run_training(train_cfg, out)
+    return result.policy_path, time.perf_counter() - t0
+
+
+def evaluate_setup(
+    name: str, label: str, overrides: dict[str, Any], policy: Path, out: Path, baselines: str
+) -> dict[str, Any]:
+    from schedulers.rl.ppo_router import PPORouter
+
+    cfg = load_env_config(ROOT / SETUPS[name]["env"], overrides or None)
+    routers: dict[str, Any] = {n: HeuristicRouter(n) for n in baselines.split(",")}
+    warm = policy.parent / "bc_policy.pt"
+    if warm.is_file():
+        routers["warm_start"] = TimedRouter(PPORouter.from_checkpoint(warm))
+    ppo = TimedRouter(PPORouter.from_checkpoint(policy))
+    routers["ppo"] = ppo
+    t0 = time.perf_counter()
+    results = evaluate_policies(cfg, routers, SEEDS, out_dir=out / f"{name}-{label}")
     wall = time.perf_counter() - t0
-    print(f"\n== {label}: {cfg.num_replicas} replicas, {cfg.qps} req/s, {cfg.requests_per_episode} requests ==")
+    print(f"\n== {name} {label}: {cfg.num_replicas} replicas at speeds {cfg.replica_speeds}, {cfg.qps} req/s, "
+          f"{cfg.requests_per_episode} requests, slowdowns: {'yes' if cfg.slowdowns else 'no'} ==")
     print(results.format_table())
-    rows = {r["router"]: r for r in results.table()}
-    ppo_rows = [e for e in results.episodes if e["router"] == "ppo"]
-    ppo_wall = sum(e["wall_s"] for e in ppo_rows)
-    return {"label": label, "rows": rows, "wall": wall, "ppo_policy_s": ppo.seconds,
-            "ppo_wall_s": ppo_wall, "ppo_decisions": ppo.decisions}
+    ppo_wall = sum(e["wall_s"] for e in results.episodes if e["router"] == "ppo")
+    return {"setup": name, "label": label, "results": results, "wall": wall, "ppo": ppo, "ppo_wall_s": ppo_wall}
 
 
-def targets(summary: dict[str, Any]) -> list[tuple[str, str, bool]]:
-    r = summary["rows"]["ppo"]
-    ttft_rr = r["ttft_p99_vs_round_robin"]
-    ttft_best = r["ttft_p99_vs_best_heuristic"]
-    e2e_rr = r["e2e_mean_vs_round_robin"]
-    return [
-        ("TTFT p99 <= 0.6x round_robin", f"{ttft_rr:.3f}x", ttft_rr <= 0.6),
-        ("TTFT p99 within 5% of best heuristic", f"{ttft_best:.3f}x ({r['ttft_p99_best_heuristic']})", ttft_best <= 1.05),
-        ("e2e mean <= round_robin", f"{e2e_rr:.3f}x", e2e_rr <= 1.0),
-    ]
+def saved_summaries(setups: list[str], out: Path) -> list[dict[str, Any]]:
+    """Summaries rebuilt from the ``results.json`` files an earlier run wrote under ``out``."""
+    import json
+
+    from schedulers.evaluate.results import EvaluationResults
+
+    found = []
+    for name in setups:
+        for path in sorted(out.glob(f"{name}-*/results.json")):
+            data = json.loads(path.read_text())
+            res = EvaluationResults(data["env"], data["seeds"], data["routers"], data["heuristics"], data["baseline"])
+            res.episodes = data["episodes"]
+            found.append({"setup": name, "label": path.parent.name[len(name) + 1:], "results": res, "ppo": None})
+    return found
+
+
+def best_of(results: Any, names: tuple[str, ...] | list[str], metric: str) -> tuple[str, np.ndarray]:
+    """The router among ``names`` with the lowest mean ``metric`` and its per-seed values."""
+    present = [n for n in names if n in results.routers]
+    best = min(present, key=lambda n: results.values(n, metric).mean())
+    return best, results.values(best, metric)
+
+
+def ratio_row(results: Any, group: str, names: Any, metric: str = "ttft_p99") -> tuple[str, float, int, str]:
+    """(description, PPO mean / reference mean, paired wins of PPO over 5 seeds, reference name)."""
+    ref, theirs = best_of(results, names, metric)
+    mine = results.values("ppo", metric)
+    return group, float(mine.mean() / theirs.mean()), int(np.sum(mine < theirs)), ref
+
+
+def targets(name: str, summary: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
+    """The issue's targets for the setup: (target, measured, met; None = reported, no target)."""
+    res = summary["results"]
+    out: list[tuple[str, str, bool | None]] = []
+
+    def add(text: str, group: str, names: Any, limit: float | None, metric: str = "ttft_p99") -> None:
+        if not any(n in res.routers for n in names):
+            return  # that baseline was not evaluated in this run
+        _, ratio, wins, ref = ratio_row(res, group, names, metric)
+        out.append((text, f"{ratio:.3f}x {ref} ({wins}/5 wins)", None if limit is None else ratio <= limit))
+
+    if name == "hetero":
+        add("TTFT p99 <= 0.8x best speed-oblivious", "oblivious", SPEED_OBLIVIOUS, 0.8)
+        add("TTFT p99 within 3% of best capacity-aware", "capacity", CAPACITY_AWARE, 1.03)
+        add("TTFT p99 vs adaptive (reported)", "adaptive", ("adaptive",), None)
+    elif name == "slowdowns":
+        add("TTFT p99 <= 0.9x best non-estimating", "non-estimating", NON_ESTIMATING, 0.9)
+        add("TTFT p99 <= 1.0x adaptive (0.95x: clear win)", "adaptive", ("adaptive",), 1.0)
+        add("TTFT p99 <= 0.95x its warm start", "warm start", ("warm_start",), 0.95)
+    else:
+        add("TTFT p99 within 3% of least_prefill", "least_prefill", ("least_prefill",), 1.03)
+    add("e2e mean <= round_robin", "round_robin", ("round_robin",), 1.0, "e2e_mean")
+    add("TTFT p99 vs oracle (ceiling, reported)", "oracle", ("oracle",), None)
+    if "warm_start" in res.routers and name != "slowdowns":
+        add("TTFT p99 vs its warm start (reported)", "warm start", ("warm_start",), None)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--checkpoint", default=None, help="trained policy (default: train configs/ppo_vidur.yaml)")
+    parser.add_argument("--setups", default="hetero,slowdowns,homogeneous", help="comma-separated setups")
+    parser.add_argument("--capacity", action="store_true", help="measure each setup's capacity instead")
+    parser.add_argument("--checkpoint", default=None, help="policy.pt to evaluate on every chosen setup (default: per setup)")
+    parser.add_argument("--report", action="store_true", help="print the targets from the results saved under --out (no runs)")
+    parser.add_argument("--no-train", action="store_true", help="fail instead of training a missing checkpoint")
+    parser.add_argument("--no-scale", action="store_true", help="skip the twice-the-replicas evaluation")
+    parser.add_argument("--baselines", default=BASELINES, help=f"baselines at the base scale (all: {DEFAULT_BASELINES})")
     parser.add_argument("--out", default="runs/bench_scheduler", help="folder for tables and plots")
     args = parser.parse_args(argv)
-    train_seconds = None
-    checkpoint = args.checkpoint
-    if checkpoint is None:
-        from schedulers.train.trainer import train
+    import torch
 
-        t0 = time.perf_counter()
-        result = train(ROOT / "configs" / "ppo_vidur.yaml", ROOT / "runs" / "bench_ppo")
-        train_seconds = time.perf_counter() - t0
-        checkpoint = str(result.policy_path)
-    from schedulers.rl.ppo_router import PPORouter
-
-    ppo = TimedRouter(PPORouter.from_checkpoint(checkpoint))
+    torch.set_num_threads(1)  # one decision at a time: extra threads only spin on a busy machine
+    setups = [s.strip() for s in args.setups.split(",") if s.strip()]
+    unknown = [s for s in setups if s not in SETUPS]
+    if unknown:
+        parser.error(f"unknown setups {unknown}; expected some of {', '.join(SETUPS)}")
+    if args.capacity:
+        capacity(setups)
+        return 0
     out = Path(args.out)
-    summaries = [run("4x12.5", {}, ppo, out), run("8x25", {"num_replicas": 8, "qps": 25.0}, ppo, out)]
+    summaries, train_times = [], {}
+    if args.report:
+        summaries = saved_summaries(setups, out)
+        setups = []
+    for name in setups:
+        policy, seconds = (Path(args.checkpoint), None) if args.checkpoint else checkpoint_for(name, not args.no_train)
+        if seconds is not None:
+            train_times[name] = seconds
+        base = load_env_config(ROOT / SETUPS[name]["env"])
+        summaries.append(evaluate_setup(name, f"{base.num_replicas}x{base.qps:g}", {}, policy, out, args.baselines))
+        if not args.no_scale:
+            scaled = {"num_replicas": 2 * base.num_replicas, "qps": 2 * base.qps}
+            summaries.append(
+                evaluate_setup(name, f"{2 * base.num_replicas}x{2 * base.qps:g}", scaled, policy, out, SCALED_BASELINES)
+            )
 
-    print("\n== targets (PPO, means over seeds 101-105) ==")
-    print(f"{'setup':8} | {'target':40} | {'measured':28} | met")
+    print("\n== targets (PPO router, means over seeds 101-105; wins = seeds where PPO is strictly lower) ==")
+    print(f"{'setup':22} | {'target':46} | {'measured':40} | met")
     for s in summaries:
-        for name, value, met in targets(s):
-            print(f"{s['label']:8} | {name:40} | {value:28} | {'yes' if met else 'NO'}")
-    if train_seconds is not None:
-        print(f"training wall time: {train_seconds / 60:.1f} min (target: within 20 min)")
-    print("\n== speed ==")
+        for text, value, met in targets(s["setup"], s):
+            flag = "-" if met is None else ("yes" if met else "NO")
+            print(f"{s['setup'] + ' ' + s['label']:22} | {text:46} | {value:40} | {flag}")
+    for name, seconds in train_times.items():
+        print(f"training wall time {name}: {seconds / 60:.1f} min (target: within 20 min)")
+    print("\n== speed (PPO episodes, drain included) ==")
     for s in summaries:
-        dps = s["ppo_decisions"] / s["ppo_wall_s"] if s["ppo_wall_s"] else float("nan")
-        share = s["ppo_policy_s"] / s["ppo_wall_s"] if s["ppo_wall_s"] else float("nan")
-        print(f"{s['label']:8} | PPO episodes: {dps:,.0f} decisions/s (drain included) | "
-              f"policy {100 * share:.0f}% / simulator and env {100 * (1 - share):.0f}% of wall time")
+        if s["ppo"] is None:
+            dps = [e["decisions_per_s"] for e in s["results"].episodes if e["router"] == "ppo"]
+            print(f"{s['setup'] + ' ' + s['label']:22} | {np.mean(dps):,.0f} decisions/s (from the saved episodes)")
+            continue
+        ppo = s["ppo"]
+        dps = ppo.decisions / s["ppo_wall_s"] if s["ppo_wall_s"] else float("nan")
+        share = ppo.seconds / s["ppo_wall_s"] if s["ppo_wall_s"] else float("nan")
+        print(f"{s['setup'] + ' ' + s['label']:22} | {dps:,.0f} decisions/s | policy {100 * share:.0f}% / "
+              f"simulator and env {100 * (1 - share):.0f}% of wall time")
     return 0
 
 

@@ -13,7 +13,10 @@ from typing import Any
 
 from rewardkit.errors import ConfigError
 
-DEFAULT_BASELINES = "round_robin,random,lor,jsq,least_kv,least_tokens,least_prefill,power_of_two"
+DEFAULT_BASELINES = (
+    "round_robin,random,lor,jsq,least_kv,least_tokens,least_prefill,power_of_two,"
+    "cap_jsq,cap_least_tokens,cap_least_prefill,adaptive,oracle"
+)
 DEFAULT_ENV = "configs/envs/codellama34b_tp2_4r.yaml"
 EVAL_SEEDS = (101, 102, 103, 104, 105)
 
@@ -65,7 +68,11 @@ def add_evaluate_command(subparsers: Any) -> None:
         "evaluate", help="compare a PPO checkpoint with routing heuristics in Vidur",
         description="Run every policy on the same seeds and arrivals; print a table, write CSV/JSON/PNG.")
     parser.add_argument("--checkpoint", default=None, help="PPO checkpoint or policy.pt (omit: heuristics only)")
-    parser.add_argument("--baselines", default=DEFAULT_BASELINES, help="comma-separated heuristic names")
+    parser.add_argument("--warm-start", default=None,
+                        help="warm-start policy to evaluate as 'warm_start' (default: bc_policy.pt next to --checkpoint, if any)")
+    parser.add_argument("--baselines", default=DEFAULT_BASELINES,
+                        help="comma-separated heuristic names (cap_*: declared speed; adaptive: measured speed; "
+                             "oracle: true speed, a reference ceiling)")
     parser.add_argument("--seeds", default="5", help="a count K (seeds 101..100+K) or a comma-separated list")
     parser.add_argument("--env", default=DEFAULT_ENV, help="environment YAML (cluster and workload)")
     parser.add_argument("--qps", type=float, default=None, help="override the Poisson arrival rate")
@@ -101,6 +108,13 @@ def evaluate_command(args: argparse.Namespace) -> int:
             from .rl.ppo_router import PPORouter
 
             routers["ppo"] = PPORouter.from_checkpoint(args.checkpoint)
+        warm = args.warm_start
+        if warm is None and args.checkpoint and (Path(args.checkpoint).parent / "bc_policy.pt").is_file():
+            warm = str(Path(args.checkpoint).parent / "bc_policy.pt")
+        if warm:
+            from .rl.ppo_router import PPORouter
+
+            routers["warm_start"] = PPORouter.from_checkpoint(warm)
         out = Path(args.out) if args.out else Path("runs") / f"eval-{cfg.name}"
         results = evaluate_policies(cfg, routers, seeds, out_dir=out)
     except (ConfigError, ValueError, FileNotFoundError, RuntimeError) as exc:  # RuntimeError: VidurSetupError

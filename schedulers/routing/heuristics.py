@@ -16,6 +16,19 @@ least_prefill   fewest unprocessed prompt tokens (queued or running)
 power_of_two    fewer outstanding requests of two distinct replicas drawn at random
 ==============  =========================================================================
 
+Capacity-aware versions divide the queued work by the replica's *declared* speed (the hardware
+type a production router knows), and the adaptive one by its *measured* speed:
+
+=================  ======================================================================
+cap_jsq            fewest outstanding requests / declared speed
+cap_least_tokens   fewest outstanding known tokens / declared speed
+cap_least_prefill  least (unprocessed prompt tokens + the new prompt) / declared speed
+adaptive           least expected wait: (unprocessed prompt tokens + the new prompt) /
+                   speed estimated online from finished batches (``measured_speed``)
+oracle             the same rule with the true current speeds (declared speed times the
+                   hidden slowdown factor): a reference ceiling no real router can run
+=================  ======================================================================
+
 Vidur's own ``round_robin``, ``random`` and ``lor`` are reproduced by :func:`round_robin`,
 :func:`random_choice` and :func:`lor` with Vidur's semantics (``lor`` counts only waiting requests
 and breaks ties toward the lowest index), so every policy can run through the same env.
@@ -69,6 +82,42 @@ def power_of_two(snapshot: ReplicaSnapshot, rng: np.random.Generator) -> int:
     return int(pair[argmin_random(loads, rng)])
 
 
+def cap_jsq(snapshot: ReplicaSnapshot, rng: np.random.Generator, prompt_tokens: float = 0.0) -> int:
+    """Fewest outstanding requests per unit of declared speed."""
+    return argmin_random(snapshot.outstanding_requests / snapshot.declared_speed, rng)
+
+
+def cap_least_tokens(snapshot: ReplicaSnapshot, rng: np.random.Generator, prompt_tokens: float = 0.0) -> int:
+    """Fewest outstanding known tokens per unit of declared speed."""
+    return argmin_random(snapshot.outstanding_tokens / snapshot.declared_speed, rng)
+
+
+def expected_wait(snapshot: ReplicaSnapshot, prompt_tokens: float, speeds: np.ndarray) -> np.ndarray:
+    """Prompt tokens ahead of (and including) a new request of ``prompt_tokens``, divided by each replica's speed.
+
+    Proportional to the time until its first token when the replicas share one prefill rate per unit speed.
+    """
+    speeds = np.asarray(speeds, dtype=np.float64)
+    if np.any(speeds <= 0):
+        raise ValueError(f"speeds must be positive, got {speeds}")
+    return (snapshot.prefill_tokens + float(prompt_tokens)) / speeds
+
+
+def cap_least_prefill(snapshot: ReplicaSnapshot, rng: np.random.Generator, prompt_tokens: float = 0.0) -> int:
+    """Least expected wait with the declared speeds."""
+    return argmin_random(expected_wait(snapshot, prompt_tokens, snapshot.declared_speed), rng)
+
+
+def adaptive(snapshot: ReplicaSnapshot, rng: np.random.Generator, prompt_tokens: float = 0.0) -> int:
+    """Least expected wait with the speeds measured online (``snapshot.measured_speed``)."""
+    return argmin_random(expected_wait(snapshot, prompt_tokens, snapshot.measured_speed), rng)
+
+
+def oracle(snapshot: ReplicaSnapshot, rng: np.random.Generator, prompt_tokens: float, true_speed: np.ndarray) -> int:
+    """Least expected wait with the true current speeds (for reference only: no router knows them)."""
+    return argmin_random(expected_wait(snapshot, prompt_tokens, true_speed), rng)
+
+
 def round_robin(decision_index: int, num_replicas: int) -> int:
     """Vidur's round robin: the ``decision_index``-th request goes to ``decision_index % n``."""
     return decision_index % num_replicas
@@ -86,7 +135,7 @@ def lor(snapshot: ReplicaSnapshot) -> int:
 
 Heuristic = Callable[[ReplicaSnapshot, np.random.Generator], int]
 
-#: load-aware heuristics that take (snapshot, rng).
+#: load-aware heuristics that take (snapshot, rng) and ignore speed.
 HEURISTICS: dict[str, Heuristic] = {
     "jsq": jsq,
     "least_kv": least_kv,
@@ -94,18 +143,43 @@ HEURISTICS: dict[str, Heuristic] = {
     "least_prefill": least_prefill,
     "power_of_two": power_of_two,
 }
+#: heuristics that take (snapshot, rng, prompt_tokens) and read declared or measured speed.
+SPEED_HEURISTICS: dict[str, Callable[[ReplicaSnapshot, np.random.Generator, float], int]] = {
+    "cap_jsq": cap_jsq,
+    "cap_least_tokens": cap_least_tokens,
+    "cap_least_prefill": cap_least_prefill,
+    "adaptive": adaptive,
+}
+#: capacity-aware heuristics (declared speed only).
+CAPACITY_AWARE = ("cap_jsq", "cap_least_tokens", "cap_least_prefill")
 #: Vidur's built-in global schedulers, reproduced for the env.
 VIDUR_BASELINES = ("round_robin", "random", "lor")
-#: every policy name ``VidurRoutingEnv.heuristic_action`` accepts.
-POLICY_NAMES = VIDUR_BASELINES + tuple(HEURISTICS)
+#: every policy name ``VidurRoutingEnv.heuristic_action`` accepts (``oracle`` needs the true speeds).
+POLICY_NAMES = VIDUR_BASELINES + tuple(HEURISTICS) + tuple(SPEED_HEURISTICS) + ("oracle",)
 
 
 def choose(
-    name: str, snapshot: ReplicaSnapshot, rng: np.random.Generator, *, decision_index: int = 0
+    name: str,
+    snapshot: ReplicaSnapshot,
+    rng: np.random.Generator,
+    *,
+    decision_index: int = 0,
+    prompt_tokens: float = 0.0,
+    true_speed: np.ndarray | None = None,
 ) -> int:
-    """The replica policy ``name`` picks; ``decision_index`` is used by ``round_robin`` only."""
+    """The replica policy ``name`` picks for a request of ``prompt_tokens``.
+
+    ``decision_index`` is used by ``round_robin`` only; ``true_speed`` (current speed of every
+    replica) by ``oracle`` only.
+    """
     if name in HEURISTICS:
         return HEURISTICS[name](snapshot, rng)
+    if name in SPEED_HEURISTICS:
+        return SPEED_HEURISTICS[name](snapshot, rng, prompt_tokens)
+    if name == "oracle":
+        if true_speed is None:
+            raise ValueError("the oracle router needs the true current speeds (true_speed=...)")
+        return oracle(snapshot, rng, prompt_tokens, true_speed)
     if name == "round_robin":
         return round_robin(decision_index, snapshot.num_replicas)
     if name == "random":

@@ -25,6 +25,8 @@ class ObservationConfig:
     count_scale: float = 16.0
     #: token counts are divided by this.
     token_scale: float = 4096.0
+    #: time constant (s of batch work) of the online speed estimate (``measured_speed``).
+    speed_tau_s: float = 2.0
 
 
 
@@ -41,12 +43,22 @@ REPLICA_FEATURES = (
     "rel_outstanding_requests",
     "rel_outstanding_tokens",
     "rel_kv_used_frac",
+    "declared_speed",
+    "measured_speed",
+    "tokens_per_s",
+    "since_completion",
+    "expected_wait",
+    "rel_expected_wait",
 )
 REQUEST_FEATURES = ("req_prompt_tokens", "req_prompt_kv_frac")
 FEATURE_NAMES = REPLICA_FEATURES + REQUEST_FEATURES
 
 
 DEFAULT_BLOCK_SIZE = 16
+#: ``since_completion`` is capped at this many recent windows.
+SINCE_COMPLETION_CAP_WINDOWS = 6.0
+#: speeds (declared or measured) above this are outside the observation space's bounds.
+MAX_SPEED = 8.0
 
 
 def build_observation(
@@ -57,6 +69,7 @@ def build_observation(
 ) -> np.ndarray:
     """Observation rows ``(num_replicas, len(FEATURE_NAMES))`` for a request of ``prompt_tokens``."""
     cs, ts = obs_config.count_scale, obs_config.token_scale
+    wait = (snapshot.prefill_tokens + float(prompt_tokens)) / np.maximum(snapshot.measured_speed, 1e-3) / ts
     outstanding_req = snapshot.outstanding_requests
     outstanding_tok = snapshot.outstanding_tokens
     kv = snapshot.kv_fraction
@@ -74,6 +87,13 @@ def build_observation(
             (outstanding_req - outstanding_req.mean()) / cs,
             (outstanding_tok - outstanding_tok.mean()) / ts,
             kv - kv.mean(),
+            snapshot.declared_speed,
+            snapshot.measured_speed,
+            snapshot.tokens_per_s / ts,
+            np.minimum(snapshot.since_completion, SINCE_COMPLETION_CAP_WINDOWS * obs_config.recent_window_s)
+            / obs_config.recent_window_s,
+            wait,
+            wait - wait.mean(),
         ],
         axis=1,
     )
@@ -84,10 +104,13 @@ def build_observation(
     return np.concatenate([replica, request], axis=1).astype(np.float32)
 
 
-def observation_bounds(obs: ObservationConfig, max_in_flight: int, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+def observation_bounds(
+    obs: ObservationConfig, max_in_flight: int, max_tokens: int, min_speed: float = 1e-3
+) -> tuple[np.ndarray, np.ndarray]:
     """Per-feature bounds when at most ``max_in_flight`` requests of ``max_tokens`` each are in flight."""
     counts = max_in_flight / obs.count_scale
     tokens = max_in_flight * max_tokens / obs.token_scale
+    waits = (max_in_flight + 1) * max_tokens / obs.token_scale / max(min_speed, 1e-3)
     high = {
         "waiting": counts,
         "running": counts,
@@ -101,6 +124,12 @@ def observation_bounds(obs: ObservationConfig, max_in_flight: int, max_tokens: i
         "rel_outstanding_requests": counts,
         "rel_outstanding_tokens": tokens,
         "rel_kv_used_frac": 1.0,
+        "declared_speed": MAX_SPEED,
+        "measured_speed": MAX_SPEED,
+        "tokens_per_s": 1e6 / obs.token_scale,
+        "since_completion": SINCE_COMPLETION_CAP_WINDOWS,
+        "expected_wait": waits,
+        "rel_expected_wait": waits,
         "req_prompt_tokens": max_tokens / obs.token_scale,
         "req_prompt_kv_frac": 1.0,
     }

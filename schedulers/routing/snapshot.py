@@ -29,10 +29,18 @@ class ReplicaSnapshot:
     recent_completions: np.ndarray
     #: 1 while the replica executes a batch, else 0.
     busy: np.ndarray
+    #: static relative speed of the replica's hardware as the env YAML declares it (1 = reference).
+    declared_speed: np.ndarray
+    #: current speed estimated online from finished batches (:mod:`schedulers.routing.speed_estimator`).
+    measured_speed: np.ndarray
+    #: tokens (prompt and output) the replica processed per second over the recent window.
+    tokens_per_s: np.ndarray
+    #: seconds since the replica last completed a request (since the episode start if never).
+    since_completion: np.ndarray
 
     @classmethod
     def build(cls, num_replicas: int | None = None, **fields: object) -> "ReplicaSnapshot":
-        """Snapshot from keyword arrays; missing fields are zeros (``kv_capacity`` defaults to 1000)."""
+        """Snapshot from keyword arrays; missing fields are zeros (``kv_capacity`` defaults to 1000, speeds to 1)."""
         arrays = {k: np.asarray(v, dtype=np.float64) for k, v in fields.items()}
         unknown = set(arrays) - {f for f in cls.__dataclass_fields__}
         if unknown:
@@ -46,6 +54,8 @@ class ReplicaSnapshot:
                 raise ValueError(f"field {name!r}: expected shape ({num_replicas},), got {arr.shape}")
         defaults = {f: np.zeros(num_replicas) for f in cls.__dataclass_fields__}
         defaults["kv_capacity"] = np.full(num_replicas, 1000.0)
+        defaults["declared_speed"] = np.ones(num_replicas)
+        defaults["measured_speed"] = np.ones(num_replicas)
         defaults.update(arrays)
         return cls(**defaults)
 

@@ -39,11 +39,26 @@ Observation
     rel_outstanding_requests  (waiting + running - cluster mean) / count_scale
     rel_outstanding_tokens    (outstanding tokens - cluster mean) / token_scale
     rel_kv_used_frac          kv_used_frac - cluster mean
+    declared_speed            the replica's static speed from the env YAML (1 = reference)
+    measured_speed            its current speed estimated from finished batches (moving average,
+                              time constant observation.speed_tau_s): what a router can measure
+    tokens_per_s              tokens it processed per second over recent_window_s / token_scale
+    since_completion          seconds since its last completed request / recent_window_s
+                              (capped at 6 windows)
+    expected_wait             (prefill_tokens + the arriving prompt) / measured_speed / token_scale
+                              (what the ``adaptive`` heuristic minimises)
+    rel_expected_wait         expected_wait - cluster mean
     req_prompt_tokens         the arriving request's prompt tokens / token_scale
     req_prompt_kv_frac        KV blocks its prompt needs / the replica's total blocks
     ========================  ====================================================================
 
-    No feature depends on any request's future output length (Vidur's ``num_decode_tokens``).
+    No feature depends on any request's future output length (Vidur's ``num_decode_tokens``) nor on
+    a replica's current slowdown: a slowdown shows only through batches that have ended.
+
+Cluster
+    Replica ``i`` runs at ``env_config.replica_speeds[i]`` (the YAML's ``replicas`` groups) times
+    the episode's slowdown factor (``slowdowns``, seeded by the episode seed, so every policy meets
+    the same slowdowns): see :mod:`schedulers.sim.speed_scaling` and :mod:`schedulers.sim.slowdowns`.
 
 Reward context
     Each step feeds the reward composer the context built by :mod:`schedulers.sim.reward_context`
@@ -122,7 +137,9 @@ class VidurRoutingEnv(gym.Env):
         self.num_replicas = cfg.num_replicas
         self.feature_names: tuple[str, ...] = FEATURE_NAMES
         self.action_space = spaces.Discrete(cfg.num_replicas)
-        low, high = observation_bounds(cfg.observation, cfg.requests_per_episode, cfg.max_tokens)
+        low, high = observation_bounds(
+            cfg.observation, cfg.requests_per_episode, cfg.max_tokens, min(cfg.replica_speeds)
+        )
         self.observation_space = spaces.Box(
             low=np.tile(low, (cfg.num_replicas, 1)), high=np.tile(high, (cfg.num_replicas, 1)), dtype=np.float32
         )
@@ -212,7 +229,17 @@ class VidurRoutingEnv(gym.Env):
             raise RuntimeError("heuristic_action() needs a pending routing decision; call reset() first")
         if name not in POLICY_NAMES:
             raise ValueError(f"unknown heuristic {name!r}; expected one of: {', '.join(POLICY_NAMES)}")
-        return choose(name, self._current_snapshot(), ep.rng, decision_index=ep.decisions)
+        true_speed = self.true_speeds() if name == "oracle" else None
+        return choose(
+            name, self._current_snapshot(), ep.rng, decision_index=ep.decisions,
+            prompt_tokens=self.pending_prompt_tokens, true_speed=true_speed,
+        )
+
+    def true_speeds(self) -> np.ndarray:
+        """Every replica's speed now, slowdowns included: hidden from observations, for the oracle and tests."""
+        if self._scheduler is None or self._ep is None:
+            raise RuntimeError("true_speeds() called before reset()")
+        return self._scheduler.true_speeds(self._ep.time)
 
     def snapshot(self) -> ReplicaSnapshot:
         """Per-replica state at the current decision (what heuristics and observations read)."""
@@ -300,6 +327,9 @@ class VidurRoutingEnv(gym.Env):
             cluster.replicas,
             predictor=self._predictor,
             recent_window_s=cfg.observation.recent_window_s,
+            declared_speeds=cfg.replica_speeds,
+            slowdowns=cfg.slowdowns,
+            speed_tau_s=cfg.observation.speed_tau_s,
         )
         ep = _Episode(seed)
         ep.routed = np.zeros(cfg.num_replicas, dtype=np.int64)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,7 @@ from rewardkit.errors import ConfigError
 from rewardkit.params import Param, describe
 
 from ..routing.observation import ObservationConfig
+from .slowdowns import SlowdownConfig, SlowdownEvent
 
 REPLICA_SCHEDULERS = ("sarathi", "vllm", "orca")
 
@@ -42,6 +44,16 @@ class PredictorConfig:
 
 
 @dataclass(frozen=True)
+class ReplicaGroup:
+    """``count`` replicas whose batches take Vidur's predicted time divided by ``speed``."""
+
+    count: int
+    speed: float = 1.0
+    #: optional label (e.g. the GPU type), for people reading the config.
+    name: str | None = None
+
+
+@dataclass(frozen=True)
 class EnvConfig:
     """Cluster, workload and observation settings of :class:`schedulers.env.VidurRoutingEnv`."""
 
@@ -51,6 +63,10 @@ class EnvConfig:
     tensor_parallel_size: int = 2
     num_pipeline_stages: int = 1
     num_replicas: int = 4
+    #: replica groups with relative speeds; empty: ``num_replicas`` replicas at speed 1.
+    replicas: tuple[ReplicaGroup, ...] = ()
+    #: unannounced slowdowns (a seeded process per episode); ``None``: none.
+    slowdowns: SlowdownConfig | None = None
     replica_scheduler: str = "sarathi"
     chunk_size: int = 512
     batch_size_cap: int = 128
@@ -75,13 +91,36 @@ class EnvConfig:
         """Stem of the source file, or ``"env"``."""
         return Path(self.source).stem if self.source else "env"
 
+    @property
+    def replica_speeds(self) -> tuple[float, ...]:
+        """Declared speed of every replica, in replica order (groups in the order the YAML lists them)."""
+        if not self.replicas:
+            return (1.0,) * self.num_replicas
+        return tuple(g.speed for g in self.replicas for _ in range(g.count))
+
+    @property
+    def heterogeneous(self) -> bool:
+        """Whether replicas differ in declared speed or may slow down."""
+        return self.slowdowns is not None or any(v != 1.0 for v in self.replica_speeds)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain-data form that :func:`env_config_from_dict` reads back."""
-        out = dataclasses.asdict(self)
+        out = _lists(dataclasses.asdict(self))
         out.pop("source")
-        for section in ("predictor",):
-            out[section] = {k: list(v) if isinstance(v, tuple) else v for k, v in out[section].items()}
+        if not self.replicas:
+            out.pop("replicas")
+        if self.slowdowns is None:
+            out.pop("slowdowns")
         return out
+
+
+def _lists(value: Any) -> Any:
+    """Tuples turned into lists, recursively (YAML and JSON friendly)."""
+    if isinstance(value, dict):
+        return {k: _lists(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_lists(v) for v in value]
+    return value
 
 
 # ---- validation -----------------------------------------------------------------------------------
@@ -133,7 +172,45 @@ def _int_list(v: Any) -> tuple[int, ...]:
     return tuple(v)
 
 
+def _number(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
+        raise ValueError("a finite number")
+    return float(v)
+
+
+def _non_negative(v: Any) -> float:
+    if _number(v) < 0:
+        raise ValueError("a non-negative number")
+    return float(v)
+
+
+def _speed_factor(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
+        raise ValueError("a number in (0, 1]")
+    return float(v)
+
+
+def _range(item: Callable[[Any], float], what: str) -> Callable[[Any], tuple[float, float]]:
+    def check(v: Any) -> tuple[float, float]:
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            v = [v, v]
+        try:
+            ok = isinstance(v, list) and len(v) == 2 and item(v[0]) <= item(v[1])
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(f"{what} or a list [low, high] of them with low <= high")
+        return (float(v[0]), float(v[1]))
+
+    return check
+
+
+def _optional_positive(v: Any) -> float | None:
+    return None if v is None else _positive_number(v)
+
+
 _OBSERVATION_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "speed_tau_s": _positive_number,
     "recent_window_s": _positive_number,
     "count_scale": _positive_number,
     "token_scale": _positive_number,
@@ -167,6 +244,79 @@ _FIELDS: dict[str, Callable[[Any], Any]] = {
     "requests_per_episode": _positive_int,
     "reward_config": _string,
 }
+_GROUP_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "count": _positive_int,
+    "speed": _positive_number,
+    "name": _optional_string,
+}
+_EVENT_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "replica": lambda v: _non_negative_int(v),
+    "start_s": _non_negative,
+    "duration_s": _positive_number,
+    "factor": _speed_factor,
+}
+_SLOWDOWN_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "mean_interval_s": _optional_positive,
+    "duration_s": _range(_positive_number, "a positive number"),
+    "factor": _range(_speed_factor, "a number in (0, 1]"),
+    "start_s": _non_negative,
+}
+
+
+def _non_negative_int(v: Any) -> int:
+    if not _is_int(v) or v < 0:
+        raise ValueError("a non-negative integer")
+    return v
+
+
+def _check_fields(fields_: Mapping[str, Callable[[Any], Any]], given: Any, source: str | None, path: str) -> dict[str, Any]:
+    if not isinstance(given, Mapping):
+        raise ConfigError(f"expected a mapping, got {describe(given)}", source=source, path=path)
+    values = {}
+    for key, value in given.items():
+        if key not in fields_:
+            raise _unknown_key(key, fields_, source, f"{path}.{key}")
+        values[key] = _check(fields_[key], value, source, f"{path}.{key}")
+    return values
+
+
+def _check_groups(given: Any, source: str | None) -> tuple[ReplicaGroup, ...]:
+    if not isinstance(given, list) or not given:
+        raise ConfigError(
+            f"expected a non-empty list of replica groups {{count: N, speed: S}}, got {describe(given)}", source=source, path="replicas"
+        )
+    groups = []
+    for i, item in enumerate(given):
+        values = _check_fields(_GROUP_FIELDS, item, source, f"replicas[{i}]")
+        if "count" not in values:
+            raise ConfigError("expected a key 'count' (replicas in the group)", source=source, path=f"replicas[{i}]")
+        groups.append(ReplicaGroup(**values))
+    return tuple(groups)
+
+
+def _check_slowdowns(given: Any, source: str | None) -> SlowdownConfig | None:
+    if given is None:
+        return None
+    if not isinstance(given, Mapping):
+        raise ConfigError(f"expected a mapping or null, got {describe(given)}", source=source, path="slowdowns")
+    rest = {k: v for k, v in given.items() if k != "events"}
+    values = _check_fields(_SLOWDOWN_FIELDS, rest, source, "slowdowns")
+    events = given.get("events") or []
+    if not isinstance(events, list):
+        raise ConfigError(f"expected a list of slowdown events, got {describe(events)}", source=source, path="slowdowns.events")
+    checked = []
+    for i, item in enumerate(events):
+        ev = _check_fields(_EVENT_FIELDS, item, source, f"slowdowns.events[{i}]")
+        missing = sorted(set(_EVENT_FIELDS) - set(ev))
+        if missing:
+            raise ConfigError(f"expected keys {', '.join(_EVENT_FIELDS)}, missing {', '.join(missing)}", source=source, path=f"slowdowns.events[{i}]")
+        checked.append(SlowdownEvent(**ev))
+    if values.get("mean_interval_s") is None and not checked:
+        raise ConfigError("expected mean_interval_s (a random process) or events (explicit slowdowns), got neither",
+                          source=source, path="slowdowns")
+    return SlowdownConfig(**values, events=tuple(checked))
+
+
 _SECTIONS = {"observation": (_OBSERVATION_FIELDS, ObservationConfig), "predictor": (_PREDICTOR_FIELDS, PredictorConfig)}
 
 
@@ -197,6 +347,11 @@ def _check_section(name: str, given: Any, source: str | None, base: Any) -> Any:
 
 
 def _cross_checks(cfg: EnvConfig, source: str | None) -> None:
+    if cfg.slowdowns is not None:
+        for i, ev in enumerate(cfg.slowdowns.events):
+            if ev.replica >= cfg.num_replicas:
+                raise ConfigError(f"expected a replica index below {cfg.num_replicas}, got {ev.replica}",
+                                  source=source, path=f"slowdowns.events[{i}].replica")
     p = cfg.predictor
     if cfg.max_tokens > p.prediction_max_tokens_per_request:
         raise ConfigError(
@@ -231,11 +386,36 @@ def env_config_from_dict(data: Any, *, source: str | None = None, base: EnvConfi
             values[key] = _check_section(key, value, source, getattr(base, key))
         elif key in _FIELDS:
             values[key] = _check(_FIELDS[key], value, source, str(key))
+        elif key == "replicas":
+            values[key] = _check_groups(value, source)
+        elif key == "slowdowns":
+            values[key] = _check_slowdowns(value, source)
         else:
-            raise _unknown_key(key, list(_FIELDS) + list(_SECTIONS), source, str(key))
+            raise _unknown_key(key, list(_FIELDS) + list(_SECTIONS) + ["replicas", "slowdowns"], source, str(key))
+    _derive_replica_count(values, base, source)
     cfg = dataclasses.replace(base, source=source if source is not None else base.source, **values)
     _cross_checks(cfg, source)
     return cfg
+
+
+def _derive_replica_count(values: dict[str, Any], base: EnvConfig, source: str | None) -> None:
+    """``num_replicas`` from the groups; a ``num_replicas`` override of grouped replicas scales every group."""
+    if "replicas" in values:
+        total = sum(g.count for g in values["replicas"])
+        if "num_replicas" in values and values["num_replicas"] != total:
+            raise ConfigError(
+                f"expected {total} (the sum of the replica groups' counts) or no num_replicas key, got {values['num_replicas']}",
+                source=source, path="num_replicas",
+            )
+        values["num_replicas"] = total
+    elif "num_replicas" in values and base.replicas:
+        total = sum(g.count for g in base.replicas)
+        n = values["num_replicas"]
+        if n % total:
+            raise ConfigError(
+                f"expected a multiple of {total} (the replica groups are scaled alike), got {n}", source=source, path="num_replicas"
+            )
+        values["replicas"] = tuple(dataclasses.replace(g, count=g.count * n // total) for g in base.replicas)
 
 
 def load_env_config(path: str | os.PathLike[str], overrides: Mapping[str, Any] | None = None) -> EnvConfig:
@@ -274,3 +454,38 @@ def with_overrides(cfg: EnvConfig, overrides: Mapping[str, Any] | None = None, *
         return cfg
     out = env_config_from_dict(nested, source="override", base=cfg)
     return dataclasses.replace(out, source=cfg.source)
+
+
+# ---- replica speeds for Vidur's own CLI --------------------------------------------------------------
+def replica_setup_spec(cfg: EnvConfig) -> str:
+    """JSON of the config's ``replicas`` and ``slowdowns`` sections ("" when homogeneous and never slowed).
+
+    It is what the registered Vidur schedulers' ``cluster`` option takes (see :func:`replica_setup_from_spec`).
+    """
+    if not cfg.heterogeneous:
+        return ""
+    data = cfg.to_dict()
+    return json.dumps({k: data[k] for k in ("replicas", "slowdowns") if k in data})
+
+
+def replica_setup_from_spec(spec: str, num_replicas: int) -> tuple[tuple[float, ...], SlowdownConfig | None]:
+    """Declared speeds and slowdowns from a ``cluster`` option: an env YAML path or the JSON of :func:`replica_setup_spec`.
+
+    ``""`` means every replica at speed 1, never slowed. Raises ConfigError when the replica count
+    does not match ``num_replicas`` (Vidur's ``--cluster_config_num_replicas``).
+    """
+    if not spec:
+        return (1.0,) * num_replicas, None
+    if spec.lstrip().startswith("{"):
+        try:
+            data = json.loads(spec)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"expected JSON or an env YAML path, got a JSON error: {exc}", source="cluster") from None
+        cfg = env_config_from_dict(data, source="cluster")
+    else:
+        cfg = load_env_config(spec)
+    speeds = cfg.replica_speeds if cfg.replicas else (1.0,) * num_replicas
+    if len(speeds) != num_replicas:
+        raise ConfigError(f"expected replica groups totalling {num_replicas} replicas (Vidur's num_replicas), got {len(speeds)}",
+                          source=cfg.source, path="replicas")
+    return speeds, cfg.slowdowns

@@ -1,10 +1,13 @@
 """Our global schedulers inside Vidur: registered from outside the package, plus cluster tracking.
 
 Importing this module registers ``jsq``, ``least_kv``, ``least_tokens``, ``least_prefill``,
-``power_of_two`` and ``ppo`` with Vidur (a ``BaseIntEnum`` of new values, one
+``power_of_two``, the speed-aware ``cap_jsq``, ``cap_least_tokens``, ``cap_least_prefill``,
+``adaptive``, ``oracle`` and ``ppo`` with Vidur (a ``BaseIntEnum`` of new values, one
 ``BaseGlobalSchedulerConfig`` dataclass per scheduler, ``GlobalSchedulerRegistry.register``), so
 that Vidur's own CLI accepts ``--global_scheduler_config_type jsq`` once this module is imported
-before it parses its arguments. Vidur's ``round_robin``, ``random`` and ``lor`` are untouched.
+before it parses its arguments. Vidur's ``round_robin``, ``random`` and ``lor`` are untouched (and
+run every replica at speed 1). Every registered scheduler takes ``--<name>_global_scheduler_config_cluster``:
+an env YAML path (or JSON) whose ``replicas`` groups and ``slowdowns`` set each replica's speed.
 The replica state they route on comes from :class:`schedulers.sim.tracker.ClusterTracker`.
 """
 
@@ -25,12 +28,15 @@ from vidur.scheduler import BaseGlobalScheduler, GlobalSchedulerRegistry
 from vidur.scheduler.replica_scheduler.replica_scheduler_registry import ReplicaSchedulerRegistry
 from vidur.types import BaseIntEnum, ReplicaId
 
-from ..routing.heuristics import HEURISTICS
+from ..routing.heuristics import choose
 from ..routing.observation import ObservationConfig, build_observation
 from ..routing.router import make_router
 from ..routing.snapshot import ReplicaSnapshot
+from .env_config import replica_setup_from_spec
 from .profiles import configure_offline_environment
-from .tracker import DEFAULT_RECENT_WINDOW_S, ClusterTracker
+from .slowdowns import SlowdownConfig, SlowdownSchedule
+from .speed_scaling import BatchLog, install_replica_speeds
+from .tracker import DEFAULT_RECENT_WINDOW_S, DEFAULT_SPEED_TAU_S, ClusterTracker
 
 # ---- Vidur global schedulers ----------------------------------------------------------------------
 class RewardkitGlobalSchedulerType(BaseIntEnum):
@@ -42,50 +48,86 @@ class RewardkitGlobalSchedulerType(BaseIntEnum):
     LEAST_PREFILL = 104
     POWER_OF_TWO = 105
     PPO = 106
+    CAP_JSQ = 107
+    CAP_LEAST_TOKENS = 108
+    CAP_LEAST_PREFILL = 109
+    ADAPTIVE = 110
+    ORACLE = 111
+
+
+_CLUSTER_HELP = (
+    "Replica speeds and slowdowns: an env YAML path (its replicas and slowdowns sections) or their JSON; "
+    "empty: every replica at speed 1, never slowed."
+)
 
 
 @dataclass
-class JsqGlobalSchedulerConfig(BaseGlobalSchedulerConfig):
+class ClusterOption:
+    """The option every rewardkit scheduler takes inside Vidur (a mixin: Vidur lists every config subclass)."""
+
+    cluster: str = field(default="", metadata={"help": _CLUSTER_HELP})
+
+
+@dataclass
+class JsqGlobalSchedulerConfig(BaseGlobalSchedulerConfig, ClusterOption):
     @staticmethod
     def get_type():
         return RewardkitGlobalSchedulerType.JSQ
 
 
 @dataclass
-class LeastKvGlobalSchedulerConfig(BaseGlobalSchedulerConfig):
+class LeastKvGlobalSchedulerConfig(BaseGlobalSchedulerConfig, ClusterOption):
     @staticmethod
     def get_type():
         return RewardkitGlobalSchedulerType.LEAST_KV
 
 
 @dataclass
-class LeastTokensGlobalSchedulerConfig(BaseGlobalSchedulerConfig):
+class LeastTokensGlobalSchedulerConfig(BaseGlobalSchedulerConfig, ClusterOption):
     @staticmethod
     def get_type():
         return RewardkitGlobalSchedulerType.LEAST_TOKENS
 
 
 @dataclass
-class LeastPrefillGlobalSchedulerConfig(BaseGlobalSchedulerConfig):
+class LeastPrefillGlobalSchedulerConfig(BaseGlobalSchedulerConfig, ClusterOption):
     @staticmethod
     def get_type():
         return RewardkitGlobalSchedulerType.LEAST_PREFILL
 
 
 @dataclass
-class PowerOfTwoGlobalSchedulerConfig(BaseGlobalSchedulerConfig):
+class PowerOfTwoGlobalSchedulerConfig(BaseGlobalSchedulerConfig, ClusterOption):
     @staticmethod
     def get_type():
         return RewardkitGlobalSchedulerType.POWER_OF_TWO
 
 
 @dataclass
-class PpoGlobalSchedulerConfig(BaseGlobalSchedulerConfig):
+class PpoGlobalSchedulerConfig(BaseGlobalSchedulerConfig, ClusterOption):
     checkpoint: str = field(default="", metadata={"help": "PPO router checkpoint to load."})
 
     @staticmethod
     def get_type():
         return RewardkitGlobalSchedulerType.PPO
+
+
+def _speed_config(name: str, type_: RewardkitGlobalSchedulerType) -> type:
+    """A config dataclass for a speed-aware heuristic (same options as the others)."""
+    cls = dataclass(type(name, (BaseGlobalSchedulerConfig, ClusterOption), {"get_type": staticmethod(lambda: type_)}))
+    cls.__module__ = __name__
+    return cls
+
+
+CapJsqGlobalSchedulerConfig = _speed_config("CapJsqGlobalSchedulerConfig", RewardkitGlobalSchedulerType.CAP_JSQ)
+CapLeastTokensGlobalSchedulerConfig = _speed_config(
+    "CapLeastTokensGlobalSchedulerConfig", RewardkitGlobalSchedulerType.CAP_LEAST_TOKENS
+)
+CapLeastPrefillGlobalSchedulerConfig = _speed_config(
+    "CapLeastPrefillGlobalSchedulerConfig", RewardkitGlobalSchedulerType.CAP_LEAST_PREFILL
+)
+AdaptiveGlobalSchedulerConfig = _speed_config("AdaptiveGlobalSchedulerConfig", RewardkitGlobalSchedulerType.ADAPTIVE)
+OracleGlobalSchedulerConfig = _speed_config("OracleGlobalSchedulerConfig", RewardkitGlobalSchedulerType.ORACLE)
 
 
 def _init_replica_schedulers(
@@ -116,7 +158,10 @@ class RoutingGlobalScheduler(BaseGlobalScheduler):
     """A Vidur global scheduler that routes each queued request by :meth:`route` on a snapshot.
 
     ``predictor`` (optional) reuses an already built execution-time predictor instead of letting
-    Vidur build one per simulator.
+    Vidur build one per simulator. Replica ``i`` runs at ``declared_speeds[i]`` times the
+    slowdown factor of the episode's :class:`~schedulers.sim.slowdowns.SlowdownSchedule` (seeded
+    with ``config.seed``); when neither is given they come from the scheduler config's ``cluster``
+    option (see :func:`schedulers.sim.env_config.replica_setup_from_spec`).
     """
 
     def __init__(
@@ -125,6 +170,9 @@ class RoutingGlobalScheduler(BaseGlobalScheduler):
         replicas: Dict[ReplicaId, Replica],
         predictor: Any = None,
         recent_window_s: float = DEFAULT_RECENT_WINDOW_S,
+        declared_speeds: Any = None,
+        slowdowns: SlowdownConfig | None = None,
+        speed_tau_s: float = DEFAULT_SPEED_TAU_S,
     ) -> None:
         if predictor is None:
             super().__init__(config, replicas)
@@ -137,8 +185,23 @@ class RoutingGlobalScheduler(BaseGlobalScheduler):
                 "counters before building a second cluster in one process (schedulers.env.reset_vidur_ids)"
             )
         self.replica_scheduler_list = [self._replica_schedulers[r] for r in ids]
-        self.tracker = ClusterTracker(self.replica_scheduler_list, recent_window_s)
+        if declared_speeds is None and slowdowns is None:
+            spec = getattr(config.cluster_config.global_scheduler_config, "cluster", "")
+            declared_speeds, slowdowns = replica_setup_from_spec(spec, len(ids))
+        speeds = np.ones(len(ids)) if declared_speeds is None else np.asarray(declared_speeds, dtype=np.float64)
+        if speeds.shape != (len(ids),):
+            raise ValueError(f"{len(ids)} replicas but declared speeds {list(speeds)}")
+        self.declared_speeds = speeds
+        self.slowdown_schedule = SlowdownSchedule(slowdowns, len(ids), config.seed)
+        self.batch_log = BatchLog()
+        install_replica_speeds(self.replica_scheduler_list, speeds, self.slowdown_schedule.factor, self.batch_log)
+        self.tracker = ClusterTracker(self.replica_scheduler_list, recent_window_s, speeds, self.batch_log, speed_tau_s)
         self.rng = np.random.default_rng(config.seed)
+        self.now = 0.0
+
+    def true_speeds(self, t: float) -> np.ndarray:
+        """Every replica's current speed (declared times the hidden slowdown factor): for the oracle only."""
+        return self.declared_speeds * self.slowdown_schedule.factors(t)
 
     def route(self, snapshot: ReplicaSnapshot, request: Request) -> int:
         """Replica index for ``request``; subclasses implement it."""
@@ -149,6 +212,7 @@ class RoutingGlobalScheduler(BaseGlobalScheduler):
         if not self._request_queue:
             return []
         now = max(r.arrived_at for r in self._request_queue)
+        self.now = now
         self.tracker.sync(now)
         snapshot = self.tracker.snapshot()
         mapping = []
@@ -164,12 +228,13 @@ class RoutingGlobalScheduler(BaseGlobalScheduler):
 
 
 class HeuristicGlobalScheduler(RoutingGlobalScheduler):
-    """Routes with one of :data:`schedulers.routing.heuristics.HEURISTICS` (``heuristic`` class attribute)."""
+    """Routes with the heuristic named by the ``heuristic`` class attribute (:func:`schedulers.routing.heuristics.choose`)."""
 
     heuristic = ""
 
     def route(self, snapshot: ReplicaSnapshot, request: Request) -> int:
-        return HEURISTICS[self.heuristic](snapshot, self.rng)
+        true_speed = self.true_speeds(self.now) if self.heuristic == "oracle" else None
+        return choose(self.heuristic, snapshot, self.rng, prompt_tokens=request.num_prefill_tokens, true_speed=true_speed)
 
 
 class JsqGlobalScheduler(HeuristicGlobalScheduler):
@@ -192,6 +257,26 @@ class PowerOfTwoGlobalScheduler(HeuristicGlobalScheduler):
     heuristic = "power_of_two"
 
 
+class CapJsqGlobalScheduler(HeuristicGlobalScheduler):
+    heuristic = "cap_jsq"
+
+
+class CapLeastTokensGlobalScheduler(HeuristicGlobalScheduler):
+    heuristic = "cap_least_tokens"
+
+
+class CapLeastPrefillGlobalScheduler(HeuristicGlobalScheduler):
+    heuristic = "cap_least_prefill"
+
+
+class AdaptiveGlobalScheduler(HeuristicGlobalScheduler):
+    heuristic = "adaptive"
+
+
+class OracleGlobalScheduler(HeuristicGlobalScheduler):
+    heuristic = "oracle"
+
+
 class PpoGlobalScheduler(RoutingGlobalScheduler):
     """Routes with a router from ``schedulers.routing.router.make_router("ppo", checkpoint=...)``.
 
@@ -208,6 +293,7 @@ class PpoGlobalScheduler(RoutingGlobalScheduler):
         self.router = make_router("ppo", checkpoint=checkpoint)
         self.observation_config = getattr(self.router, "observation_config", None) or ObservationConfig()
         kw.setdefault("recent_window_s", self.observation_config.recent_window_s)
+        kw.setdefault("speed_tau_s", self.observation_config.speed_tau_s)
         super().__init__(config, replicas, predictor, **kw)
         self.router.reset(config.seed)
 
@@ -242,6 +328,19 @@ REGISTERED: Dict[str, Tuple[RewardkitGlobalSchedulerType, type, type]] = {
         PowerOfTwoGlobalSchedulerConfig,
         PowerOfTwoGlobalScheduler,
     ),
+    "cap_jsq": (RewardkitGlobalSchedulerType.CAP_JSQ, CapJsqGlobalSchedulerConfig, CapJsqGlobalScheduler),
+    "cap_least_tokens": (
+        RewardkitGlobalSchedulerType.CAP_LEAST_TOKENS,
+        CapLeastTokensGlobalSchedulerConfig,
+        CapLeastTokensGlobalScheduler,
+    ),
+    "cap_least_prefill": (
+        RewardkitGlobalSchedulerType.CAP_LEAST_PREFILL,
+        CapLeastPrefillGlobalSchedulerConfig,
+        CapLeastPrefillGlobalScheduler,
+    ),
+    "adaptive": (RewardkitGlobalSchedulerType.ADAPTIVE, AdaptiveGlobalSchedulerConfig, AdaptiveGlobalScheduler),
+    "oracle": (RewardkitGlobalSchedulerType.ORACLE, OracleGlobalSchedulerConfig, OracleGlobalScheduler),
     "ppo": (RewardkitGlobalSchedulerType.PPO, PpoGlobalSchedulerConfig, PpoGlobalScheduler),
 }
 VIDUR_BUILTIN_CONFIGS = {

@@ -11,9 +11,9 @@ from typing import Any, Mapping
 from rewardkit.errors import ConfigError
 
 from ..paths import resolve_path
-from .env_config import EnvConfig
+from .env_config import EnvConfig, replica_setup_spec
 from .profiles import prepare_profiles
-from .registration import global_scheduler_config
+from .registration import REGISTERED, global_scheduler_config
 
 
 def resolved_trace_file(cfg: EnvConfig) -> Path:
@@ -86,11 +86,14 @@ def to_simulation_config(
             source=cfg.source,
             path="model",
         ) from None
+    options = dict(global_scheduler_options or {})
+    if global_scheduler in REGISTERED:
+        options.setdefault("cluster", replica_setup_spec(cfg))
     cluster = ClusterConfig(
         num_replicas=cfg.num_replicas,
         replica_config=replica,
         cache_config=CacheConfig(),
-        global_scheduler_config=global_scheduler_config(global_scheduler, **dict(global_scheduler_options or {})),
+        global_scheduler_config=global_scheduler_config(global_scheduler, **options),
         replica_scheduler_config=replica_scheduler,
     )
     requests = SyntheticRequestGeneratorConfig(

@@ -15,8 +15,12 @@ import numpy as np
 from vidur.entities import Request
 
 from ..routing.snapshot import ReplicaSnapshot
+from ..routing.speed_estimator import SpeedEstimator
+from .speed_scaling import BatchLog
 
 DEFAULT_RECENT_WINDOW_S = 10.0
+#: time constant (simulated s of batch work) of the online speed estimate.
+DEFAULT_SPEED_TAU_S = 2.0
 
 
 # ---- cluster tracking -----------------------------------------------------------------------------
@@ -55,14 +59,31 @@ def remaining_prompt_tokens(request: Request) -> int:
 class ClusterTracker:
     """Routed requests per replica, completions, first tokens and the per-replica snapshot.
 
-    It reads only what a real router could know: queue contents, KV-cache use, prompt lengths and
-    tokens generated so far, never a request's future output length.
+    It reads only what a real router could know: queue contents, KV-cache use, prompt lengths,
+    tokens generated so far, the declared speed of each replica and the durations of batches that
+    have *ended* (from ``batch_log``, fed by :mod:`schedulers.sim.speed_scaling`), never a
+    request's future output length nor a replica's current slowdown.
     """
 
-    def __init__(self, replica_schedulers: List[Any], recent_window_s: float = DEFAULT_RECENT_WINDOW_S) -> None:
+    def __init__(
+        self,
+        replica_schedulers: List[Any],
+        recent_window_s: float = DEFAULT_RECENT_WINDOW_S,
+        declared_speeds: Any = None,
+        batch_log: BatchLog | None = None,
+        speed_tau_s: float = DEFAULT_SPEED_TAU_S,
+    ) -> None:
         self.replica_schedulers = replica_schedulers
         self.num_replicas = len(replica_schedulers)
         self.recent_window_s = float(recent_window_s)
+        speeds = np.ones(self.num_replicas) if declared_speeds is None else np.asarray(declared_speeds, dtype=np.float64)
+        self.declared_speeds = speeds
+        self.speed_estimator = SpeedEstimator(speeds, speed_tau_s)
+        self.batch_log = batch_log
+        #: (end time, tokens) of batches each replica finished within the recent window.
+        self.batch_tokens: List[deque] = [deque() for _ in replica_schedulers]
+        #: time of each replica's latest request completion (0 before the first).
+        self.last_completion = np.zeros(self.num_replicas)
         self.inflight: List[Dict[int, TrackedRequest]] = [{} for _ in replica_schedulers]
         self.completion_times: List[deque] = [deque() for _ in replica_schedulers]
         #: (completed_at, e2e seconds) of recent completions, cluster-wide.
@@ -84,6 +105,10 @@ class ClusterTracker:
     def sync(self, now: float) -> SyncResult:
         """Collect completions and first tokens since the previous call, up to ``now``."""
         t0, result = self.last_sync, SyncResult(dt=max(now - self.last_sync, 0.0))
+        if self.batch_log is not None:
+            for rec in self.batch_log.pop_ended(now):
+                self.speed_estimator.observe(rec.replica, rec.nominal_s, rec.actual_s)
+                self.batch_tokens[rec.replica].append((rec.end, rec.tokens))
         area = 0.0
         for replica, tracked in enumerate(self.inflight):
             finished = []
@@ -105,6 +130,7 @@ class ClusterTracker:
                     result.completed.append(req)
                     times.append(req.completed_at)
                 self.completion_times[replica].extend(sorted(times))
+                self.last_completion[replica] = max(self.last_completion[replica], max(times))
         result.completed.sort(key=lambda r: (r.completed_at, r.id))
         result.first_tokens.sort(key=lambda r: (r._prefill_completed_at, r.id))
         for req in result.completed:
@@ -122,6 +148,9 @@ class ClusterTracker:
         for times in self.completion_times:
             while times and times[0] <= horizon:
                 times.popleft()
+        for batches in self.batch_tokens:
+            while batches and batches[0][0] <= horizon:
+                batches.popleft()
         for window in (self.recent_e2e, self.recent_ttft):
             while window and window[0][0] <= horizon:
                 window.popleft()
@@ -155,6 +184,8 @@ class ClusterTracker:
             prefill[i] = p
             decoded[i] = d
         recent = np.array([len(t) for t in self.completion_times], dtype=np.float64)
+        span = min(self.recent_window_s, self.last_sync) or self.recent_window_s
+        tokens_per_s = np.array([sum(k for _, k in b) for b in self.batch_tokens], dtype=np.float64) / span
         return ReplicaSnapshot(
             waiting=waiting,
             running=running,
@@ -165,4 +196,8 @@ class ClusterTracker:
             waiting_prefill_tokens=waiting_prefill,
             recent_completions=recent,
             busy=busy,
+            declared_speed=self.declared_speeds.copy(),
+            measured_speed=self.speed_estimator.estimates.copy(),
+            tokens_per_s=tokens_per_s,
+            since_completion=np.maximum(self.last_sync - self.last_completion, 0.0),
         )

@@ -155,7 +155,7 @@ def plot_learning_curves(csv_path: str | os.PathLike, png_path: str | os.PathLik
         ("temperature, entropy multiplier", ["temperature", "entropy_scale"]),
         ("env steps / s", ["env_steps_per_s"]),
         ("wall-time share", ["time_share_policy", "time_share_env", "time_share_update"]),
-        ("KL to behaviour-cloned policy", ["kl_ref"]),
+        ("KL to the warm-start policy; argmax agreement", ["kl_warm_start", "kl_ref", "agree_warm_start"]),
     ]
     fig, axes = plt.subplots(3, 4, figsize=(18, 11), constrained_layout=True)
     for ax, (title, keys) in zip(axes.flat, panels):

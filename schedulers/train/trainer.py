@@ -36,7 +36,7 @@ from .checkpoints import atomic_save, latest_checkpoint, load_checkpoint, remove
 from .metrics_log import MetricsLog, format_duration, format_return, plot_learning_curves, progress, write_csv
 from ..rl.behaviour_cloning import Demos, fit_to_demonstrations
 from ..rl.policy import ReplicaScorerPolicy
-from ..rl.ppo import EntropyController, RewardScaler, UpdateSettings, explained_variance, ppo_update
+from ..rl.ppo import EntropyController, RewardScaler, UpdateSettings, categorical_kl, explained_variance, ppo_update
 from ..rl.rollout import RolloutBuffer
 from .config import RESUMABLE_CHANGES, EnvFactory, diff_paths, load_config
 from .env_factory import vidur_env_factory
@@ -75,7 +75,9 @@ class Trainer:
         self.num_replicas, self.n_features = self._check_spaces()
         self.policy = ReplicaScorerPolicy(self.n_features, **cfg["policy"])
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=ppo["learning_rate"], eps=ppo["adam_eps"])
-        self.reference: ReplicaScorerPolicy | None = None
+        #: the warm-start policy: the behaviour-cloned one after cloning, else the initial policy.
+        #: KL(pi || reference) is reported every update (``kl_warm_start``) and penalised with ``kl_ref.coef``.
+        self.reference: ReplicaScorerPolicy = copy.deepcopy(self.policy).requires_grad_(False)
         self.ent_schedule = make_schedule(cfg["entropy"]["coef"], path="entropy.coef", source=source)
         self.kl_schedule = make_schedule(cfg["kl_ref"]["coef"], path="kl_ref.coef", source=source)
         ent = cfg["entropy"]
@@ -288,6 +290,11 @@ class Trainer:
             target_kl=ppo["target_kl"], kl_coef=coefs["kl_coef"],
         )
         out = ppo_update(self.policy, self.optimizer, batch, settings, self.reference, self.shuffle_gen)
+        with torch.no_grad():
+            out["kl_warm_start"] = float(categorical_kl(self.policy.logits(batch.obs), self.reference.logits(batch.obs)).mean())
+            out["agree_warm_start"] = float(
+                (self.policy.logits(batch.obs).argmax(-1) == self.reference.logits(batch.obs).argmax(-1)).float().mean()
+            )
         ev = explained_variance(batch.values, batch.returns)
         if self.controller is not None:
             scale = self.controller.update(out["entropy"], self.num_replicas)
@@ -341,7 +348,7 @@ class Trainer:
             "config": self.cfg,
             **self.policy.to_checkpoint(),
             "optimizer": self.optimizer.state_dict(),
-            "reference_state": self.reference.state_dict() if self.reference is not None else None,
+            "reference_state": self.reference.state_dict(),
             "update": self.update,
             "global_step": self.global_step,
             "bc_done": self.bc_done,
@@ -365,7 +372,6 @@ class Trainer:
         self.policy.load_state_dict(ckpt["policy_state"])
         self.optimizer.load_state_dict(ckpt["optimizer"])
         if ckpt["reference_state"] is not None:
-            self.reference = copy.deepcopy(self.policy).requires_grad_(False)
             self.reference.load_state_dict(ckpt["reference_state"])
         self.update, self.global_step = int(ckpt["update"]), int(ckpt["global_step"])
         self.bc_done, self.wall_time = bool(ckpt["bc_done"]), float(ckpt["wall_time"])
@@ -403,7 +409,7 @@ class Trainer:
             progress(
                 f"[ppo] update {self.update}/{self.num_updates} step {self.global_step} "
                 f"return {format_return(row['episode_return_mean'])} entropy {row['entropy_norm']:.3f} kl {row['approx_kl']:.4f} "
-                f"clip {row['clip_fraction']:.3f} ev {row['explained_variance']:.3f} sps {row['env_steps_per_s']:.0f} "
+                f"clip {row['clip_fraction']:.3f} kl_ws {row['kl_warm_start']:.3f} ev {row['explained_variance']:.3f} sps {row['env_steps_per_s']:.0f} "
                 f"eta {format_duration(eta)}",
                 self.progress_on,
             )
