@@ -51,7 +51,7 @@ class ConfigError(RewardKitError, ValueError):
             return ConfigError.combine([e.within(source, path_prefix) for e in self.errors])
         path = self.path
         if path_prefix:
-            path = f"{path_prefix}.{path}" if path else path_prefix
+            path = (f"{path_prefix}{path}" if path.startswith("[") else f"{path_prefix}.{path}") if path else path_prefix
         return ConfigError(self.detail, source=source or self.source, path=path)
 
 

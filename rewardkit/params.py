@@ -304,6 +304,8 @@ def _validate_section(schema: Schema, given: Any, path: str, source: str | None,
             value = given[name]
             try:
                 cleaned[name] = item.check(value)
+            except ConfigError as exc:  # a check that validates a nested structure itself
+                errors.extend(exc.within(source, where).errors)
             except ValueError as exc:
                 errors.append(ConfigError(f"expected {exc}, got {describe(value)}", source=source, path=where))
     return cleaned

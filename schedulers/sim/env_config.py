@@ -1,7 +1,8 @@
 """``EnvConfig``: the simulated cluster, workload and observation settings of the routing env.
 
-Loaded from ``configs/envs/*.yaml`` with ``yaml.safe_load``; every key is checked and a bad one
-raises :class:`rewardkit.errors.ConfigError` naming the file, the key path and what was expected,
+Loaded from ``configs/envs/*.yaml`` with rewardkit's one YAML loader (safe, no duplicate keys,
+bounded) and checked by :func:`rewardkit.params.validate_schema`: every bad key raises (all at
+once) a :class:`rewardkit.errors.ConfigError` naming the file, the key path and what was expected,
 e.g. ``configs/envs/x.yaml: observation.token_scale: expected a positive number, got -1``.
 Relative paths (``trace_file``, ``reward_config``, ``profiles_dir``, ``cache_dir``) follow the
 project's one rule (:func:`schedulers.paths.resolve_path`).
@@ -12,17 +13,16 @@ project's one rule (:func:`schedulers.paths.resolve_path`).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-import yaml
 
 from rewardkit.errors import ConfigError
-from rewardkit.params import Param, describe
+from rewardkit.config import load_yaml
+from rewardkit.params import Param, describe, validate_schema
 
 from ..routing.observation import ObservationConfig
 from .slowdowns import SlowdownConfig, SlowdownEvent
@@ -123,292 +123,197 @@ def _lists(value: Any) -> Any:
     return value
 
 
-# ---- validation -----------------------------------------------------------------------------------
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _positive_int(v: Any) -> int:
-    if not _is_int(v) or v <= 0:
-        raise ValueError("a positive integer")
-    return v
-
-
-# rewardkit's parameter checks, with the same "expected ..." wording as reward configs
-_positive_number = Param.positive().check
-_string = Param.string().check
-
-
-def _optional_string(v: Any) -> str | None:
-    if v is None:
-        return None
-    if not isinstance(v, str) or not v:
-        raise ValueError("a non-empty string or null")
-    return v
-
-
-def _dataset_id(v: Any) -> str | None:
-    if v is None:
-        return None
-    if not isinstance(v, str) or v.count("/") != 1 or not all(v.split("/")):
-        raise ValueError("a dataset id '<org>/<name>' or null")
-    return v
-
-
-def _choice(options: tuple[str, ...]) -> Callable[[Any], str]:
-    def check(v: Any) -> str:
-        if v not in options:
-            raise ValueError("one of " + ", ".join(repr(o) for o in options))
-        return v
-
-    return check
-
-
+# ---- validation (rewardkit's validate_schema: every error at once, each with its key path) ---------------
 def _int_list(v: Any) -> tuple[int, ...]:
-    if _is_int(v) and v > 0:
-        return (v,)
-    if not isinstance(v, list) or not v or not all(_is_int(x) and x > 0 for x in v):
-        raise ValueError("a positive integer or a non-empty list of them")
-    return tuple(v)
+    """A positive integer or a non-empty list of them (the predictor's grid)."""
+    values = v if isinstance(v, list) else [v]
+    positive = Param.integer(minimum=1).check
+    try:
+        if not values:
+            raise ValueError
+        return tuple(positive(x) for x in values)
+    except ValueError:
+        raise ValueError("a positive integer or a non-empty list of them") from None
 
 
-def _number(v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
-        raise ValueError("a finite number")
-    return float(v)
+def _dataset_id(v: Any) -> str:
+    if not isinstance(v, str) or v.count("/") != 1 or not all(v.split("/")):
+        raise ValueError("a dataset id '<org>/<name>'")
+    return v
 
 
-def _non_negative(v: Any) -> float:
-    if _number(v) < 0:
-        raise ValueError("a non-negative number")
-    return float(v)
+def _range(param: Param) -> Param:
+    """``param`` given once (low = high) or as a list ``[low, high]`` with low <= high."""
+    what = f"{param.expected} or a list [low, high] of them with low <= high"
 
-
-def _speed_factor(v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= 1:
-        raise ValueError("a number in (0, 1]")
-    return float(v)
-
-
-def _range(item: Callable[[Any], float], what: str) -> Callable[[Any], tuple[float, float]]:
     def check(v: Any) -> tuple[float, float]:
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            v = [v, v]
+        pair = v if isinstance(v, list) else [v, v]
         try:
-            ok = isinstance(v, list) and len(v) == 2 and item(v[0]) <= item(v[1])
+            ok = len(pair) == 2 and param.check(pair[0]) <= param.check(pair[1])
         except ValueError:
             ok = False
         if not ok:
-            raise ValueError(f"{what} or a list [low, high] of them with low <= high")
-        return (float(v[0]), float(v[1]))
+            raise ValueError(what)
+        return (float(pair[0]), float(pair[1]))
+
+    return Param(None, param.doc, what, check)
+
+
+_SPEED_FACTOR = Param.fraction(doc="speed multiplier during a slowdown", open_low=True)
+_GROUP_SCHEMA = {
+    "count": Param.integer(doc="replicas in the group", minimum=1),
+    "speed": Param.positive(1.0, "execution times of these replicas are Vidur's prediction divided by this"),
+    "name": Param.string(doc="a label such as the GPU type").or_null(),
+}
+_EVENT_SCHEMA = {
+    "replica": Param.integer(doc="replica index", minimum=0),
+    "start_s": Param.non_negative(doc="simulated start time (s)"),
+    "duration_s": Param.positive(doc="how long (s)"),
+    "factor": _SPEED_FACTOR,
+}
+
+
+def _list_of(schema: dict[str, Any], build: Callable[..., Any], what: str, *, allow_empty: bool) -> Callable[[Any], tuple]:
+    """Check a list of mappings against ``schema``; item errors are located ``[i].key``."""
+
+    def check(v: Any) -> tuple:
+        if not isinstance(v, list) or (not v and not allow_empty):
+            raise ValueError(what)
+        items, errors = [], []
+        for i, item in enumerate(v):
+            try:
+                items.append(build(**validate_schema(schema, item, path=f"[{i}]")))
+            except ConfigError as exc:
+                errors.append(exc)
+        if errors:
+            raise ConfigError.combine(errors)
+        return tuple(items)
 
     return check
 
 
-def _optional_positive(v: Any) -> float | None:
-    return None if v is None else _positive_number(v)
-
-
-_OBSERVATION_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "speed_tau_s": _positive_number,
-    "recent_window_s": _positive_number,
-    "count_scale": _positive_number,
-    "token_scale": _positive_number,
-}
-_PREDICTOR_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "num_estimators": _int_list,
-    "max_depth": _int_list,
-    "min_samples_split": _int_list,
-    "k_fold_cv_splits": _positive_int,
-    "prediction_max_tokens_per_request": _positive_int,
-    "prediction_max_prefill_chunk_size": _positive_int,
-    "prediction_max_batch_size": _positive_int,
-}
-_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "model": _string,
-    "device": _string,
-    "network_device": _string,
-    "tensor_parallel_size": _positive_int,
-    "num_pipeline_stages": _positive_int,
-    "num_replicas": _positive_int,
-    "replica_scheduler": _choice(REPLICA_SCHEDULERS),
-    "chunk_size": _positive_int,
-    "batch_size_cap": _positive_int,
-    "max_tokens": _positive_int,
-    "profiles_dir": _optional_string,
-    "compute_profile": _dataset_id,
-    "network_profile": _dataset_id,
-    "cache_dir": _optional_string,
-    "trace_file": _string,
-    "qps": _positive_number,
-    "requests_per_episode": _positive_int,
-    "reward_config": _string,
-}
-_GROUP_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "count": _positive_int,
-    "speed": _positive_number,
-    "name": _optional_string,
-}
-_EVENT_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "replica": lambda v: _non_negative_int(v),
-    "start_s": _non_negative,
-    "duration_s": _positive_number,
-    "factor": _speed_factor,
-}
-_SLOWDOWN_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "mean_interval_s": _optional_positive,
-    "duration_s": _range(_positive_number, "a positive number"),
-    "factor": _range(_speed_factor, "a number in (0, 1]"),
-    "start_s": _non_negative,
+_check_groups = _list_of(_GROUP_SCHEMA, ReplicaGroup, "a non-empty list of replica groups {count: N, speed: S}",
+                         allow_empty=False)
+_check_events = _list_of(_EVENT_SCHEMA, SlowdownEvent, "a list of slowdown events", allow_empty=True)
+_SLOWDOWN_SCHEMA = {
+    "mean_interval_s": Param.positive(doc="mean normal time (s) between two slowdowns of a replica").or_null(),
+    "duration_s": _range(Param.positive(doc="")).or_null((30.0, 50.0)),
+    "factor": _range(_SPEED_FACTOR).or_null((0.35, 0.45)),
+    "start_s": Param.non_negative(0.0, "no random slowdown before this simulated time (s)"),
+    "events": Param((), "explicit slowdowns", "a list of slowdown events", _check_events),
 }
 
 
-def _non_negative_int(v: Any) -> int:
-    if not _is_int(v) or v < 0:
-        raise ValueError("a non-negative integer")
-    return v
-
-
-def _check_fields(fields_: Mapping[str, Callable[[Any], Any]], given: Any, source: str | None, path: str) -> dict[str, Any]:
-    if not isinstance(given, Mapping):
-        raise ConfigError(f"expected a mapping, got {describe(given)}", source=source, path=path)
-    values = {}
-    for key, value in given.items():
-        if key not in fields_:
-            raise _unknown_key(key, fields_, source, f"{path}.{key}")
-        values[key] = _check(fields_[key], value, source, f"{path}.{key}")
-    return values
-
-
-def _check_groups(given: Any, source: str | None) -> tuple[ReplicaGroup, ...]:
-    if not isinstance(given, list) or not given:
-        raise ConfigError(
-            f"expected a non-empty list of replica groups {{count: N, speed: S}}, got {describe(given)}", source=source, path="replicas"
-        )
-    groups = []
-    for i, item in enumerate(given):
-        values = _check_fields(_GROUP_FIELDS, item, source, f"replicas[{i}]")
-        if "count" not in values:
-            raise ConfigError("expected a key 'count' (replicas in the group)", source=source, path=f"replicas[{i}]")
-        groups.append(ReplicaGroup(**values))
-    return tuple(groups)
-
-
-def _check_slowdowns(given: Any, source: str | None) -> SlowdownConfig | None:
-    if given is None:
+def _check_slowdowns(v: Any) -> SlowdownConfig | None:
+    if v is None:
         return None
-    if not isinstance(given, Mapping):
-        raise ConfigError(f"expected a mapping or null, got {describe(given)}", source=source, path="slowdowns")
-    rest = {k: v for k, v in given.items() if k != "events"}
-    values = _check_fields(_SLOWDOWN_FIELDS, rest, source, "slowdowns")
-    events = given.get("events") or []
-    if not isinstance(events, list):
-        raise ConfigError(f"expected a list of slowdown events, got {describe(events)}", source=source, path="slowdowns.events")
-    checked = []
-    for i, item in enumerate(events):
-        ev = _check_fields(_EVENT_FIELDS, item, source, f"slowdowns.events[{i}]")
-        missing = sorted(set(_EVENT_FIELDS) - set(ev))
-        if missing:
-            raise ConfigError(f"expected keys {', '.join(_EVENT_FIELDS)}, missing {', '.join(missing)}", source=source, path=f"slowdowns.events[{i}]")
-        checked.append(SlowdownEvent(**ev))
-    if values.get("mean_interval_s") is None and not checked:
-        raise ConfigError("expected mean_interval_s (a random process) or events (explicit slowdowns), got neither",
-                          source=source, path="slowdowns")
-    return SlowdownConfig(**values, events=tuple(checked))
+    values = validate_schema(_SLOWDOWN_SCHEMA, v)
+    if values["mean_interval_s"] is None and not values["events"]:
+        raise ValueError("a mapping with mean_interval_s (a random process) or events (explicit slowdowns)")
+    return SlowdownConfig(**values)
 
 
-_SECTIONS = {"observation": (_OBSERVATION_FIELDS, ObservationConfig), "predictor": (_PREDICTOR_FIELDS, PredictorConfig)}
+def _section_schema(checks: Mapping[str, Param], base: Any) -> dict[str, Param]:
+    """``checks`` with the defaults taken from ``base`` (a dataclass instance)."""
+    return {k: dataclasses.replace(p, default=getattr(base, k)) for k, p in checks.items()}
 
 
-def _unknown_key(key: Any, known: Any, source: str | None, path: str) -> ConfigError:
-    names = sorted(known)
-    close = difflib.get_close_matches(str(key), names, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return ConfigError(f"unknown key{hint}; expected one of: {', '.join(names)}", source=source, path=path)
+_OBSERVATION_CHECKS = {
+    "speed_tau_s": Param.positive(doc="time constant (s) of the measured-speed moving average"),
+    "recent_window_s": Param.positive(doc="window (s) of recent completions and throughput"),
+    "count_scale": Param.positive(doc="request counts are divided by this"),
+    "token_scale": Param.positive(doc="token counts are divided by this"),
+}
+_PREDICTOR_CHECKS = {
+    "num_estimators": Param(None, "", "a positive integer or a non-empty list of them", _int_list),
+    "max_depth": Param(None, "", "a positive integer or a non-empty list of them", _int_list),
+    "min_samples_split": Param(None, "", "a positive integer or a non-empty list of them", _int_list),
+    "k_fold_cv_splits": Param.integer(doc="", minimum=1),
+    "prediction_max_tokens_per_request": Param.integer(doc="", minimum=1),
+    "prediction_max_prefill_chunk_size": Param.integer(doc="", minimum=1),
+    "prediction_max_batch_size": Param.integer(doc="", minimum=1),
+}
+_CHECKS = {
+    "model": Param.string(doc="model name as Vidur knows it"),
+    "device": Param.string(doc="GPU type as Vidur knows it"),
+    "network_device": Param.string(doc="network device as Vidur knows it"),
+    "tensor_parallel_size": Param.integer(doc="", minimum=1),
+    "num_pipeline_stages": Param.integer(doc="", minimum=1),
+    "num_replicas": Param.integer(doc="", minimum=1),
+    "replicas": Param((), "replica groups with relative speeds", "a non-empty list of replica groups", _check_groups),
+    "slowdowns": Param(None, "unannounced slowdowns", "a slowdowns mapping or null", _check_slowdowns),
+    "replica_scheduler": Param.choice(REPLICA_SCHEDULERS, doc="Vidur's replica scheduler"),
+    "chunk_size": Param.integer(doc="", minimum=1),
+    "batch_size_cap": Param.integer(doc="", minimum=1),
+    "max_tokens": Param.integer(doc="", minimum=1),
+    "profiles_dir": Param.string(doc="").or_null(),
+    "compute_profile": Param(None, "", "a dataset id '<org>/<name>'", _dataset_id).or_null(),
+    "network_profile": Param(None, "", "a dataset id '<org>/<name>'", _dataset_id).or_null(),
+    "cache_dir": Param.string(doc="").or_null(),
+    "trace_file": Param.string(doc="request-length trace CSV"),
+    "qps": Param.positive(doc="Poisson arrival rate (requests per simulated second)"),
+    "requests_per_episode": Param.integer(doc="", minimum=1),
+    "reward_config": Param.string(doc="rewardkit reward YAML"),
+}
+_SECTIONS = {"observation": _OBSERVATION_CHECKS, "predictor": _PREDICTOR_CHECKS}
 
 
-def _check(checker: Callable[[Any], Any], value: Any, source: str | None, path: str) -> Any:
-    try:
-        return checker(value)
-    except ValueError as exc:
-        raise ConfigError(f"expected {exc}, got {describe(value)}", source=source, path=path) from None
+def _schema(base: EnvConfig) -> dict[str, Any]:
+    """The env YAML schema, with defaults taken from ``base`` (so an override changes only what it names)."""
+    schema: dict[str, Any] = _section_schema(_CHECKS, base)
+    schema["observation"] = _section_schema(_OBSERVATION_CHECKS, base.observation)
+    schema["predictor"] = _section_schema(_PREDICTOR_CHECKS, base.predictor)
+    return schema
 
 
-def _check_section(name: str, given: Any, source: str | None, base: Any) -> Any:
-    fields_, cls = _SECTIONS[name]
-    if not isinstance(given, Mapping):
-        raise ConfigError(f"expected a mapping, got {describe(given)}", source=source, path=name)
-    values = {}
-    for key, value in given.items():
-        if key not in fields_:
-            raise _unknown_key(key, fields_, source, f"{name}.{key}")
-        values[key] = _check(fields_[key], value, source, f"{name}.{key}")
-    return dataclasses.replace(base if base is not None else cls(), **values)
-
-
-def _cross_checks(cfg: EnvConfig, source: str | None) -> None:
+def _cross_check_errors(cfg: EnvConfig, source: str | None) -> list[ConfigError]:
+    errors = []
     if cfg.slowdowns is not None:
-        for i, ev in enumerate(cfg.slowdowns.events):
-            if ev.replica >= cfg.num_replicas:
-                raise ConfigError(f"expected a replica index below {cfg.num_replicas}, got {ev.replica}",
-                                  source=source, path=f"slowdowns.events[{i}].replica")
+        errors += [ConfigError(f"expected a replica index below {cfg.num_replicas}, got {ev.replica}",
+                               source=source, path=f"slowdowns.events[{i}].replica")
+                   for i, ev in enumerate(cfg.slowdowns.events) if ev.replica >= cfg.num_replicas]
     p = cfg.predictor
-    if cfg.max_tokens > p.prediction_max_tokens_per_request:
-        raise ConfigError(
-            f"expected at most predictor.prediction_max_tokens_per_request ({p.prediction_max_tokens_per_request}), "
-            f"got {cfg.max_tokens}",
-            source=source,
-            path="max_tokens",
-        )
-    if cfg.batch_size_cap > p.prediction_max_batch_size:
-        raise ConfigError(
-            f"expected at most predictor.prediction_max_batch_size ({p.prediction_max_batch_size}), got {cfg.batch_size_cap}",
-            source=source,
-            path="batch_size_cap",
-        )
-    if cfg.chunk_size > p.prediction_max_prefill_chunk_size:
-        raise ConfigError(
-            f"expected at most predictor.prediction_max_prefill_chunk_size ({p.prediction_max_prefill_chunk_size}), "
-            f"got {cfg.chunk_size}",
-            source=source,
-            path="chunk_size",
-        )
+    for key, value, limit_key, limit in (
+        ("max_tokens", cfg.max_tokens, "prediction_max_tokens_per_request", p.prediction_max_tokens_per_request),
+        ("batch_size_cap", cfg.batch_size_cap, "prediction_max_batch_size", p.prediction_max_batch_size),
+        ("chunk_size", cfg.chunk_size, "prediction_max_prefill_chunk_size", p.prediction_max_prefill_chunk_size),
+    ):
+        if value > limit:
+            errors.append(ConfigError(f"expected at most predictor.{limit_key} ({limit}), got {value}",
+                                      source=source, path=key))
+    return errors
 
 
 def env_config_from_dict(data: Any, *, source: str | None = None, base: EnvConfig | None = None) -> EnvConfig:
-    """Validate a mapping (as read from YAML) into an :class:`EnvConfig`; ``base`` gives defaults."""
+    """Validate a mapping (as read from YAML) into an :class:`EnvConfig`; ``base`` gives defaults.
+
+    Every problem is reported at once (``ConfigError.errors``), each located at its key path.
+    """
     if not isinstance(data, Mapping):
         raise ConfigError(f"expected a mapping of env settings, got {describe(data)}", source=source)
     base = base or EnvConfig()
-    values: dict[str, Any] = {}
-    for key, value in data.items():
-        if key in _SECTIONS:
-            values[key] = _check_section(key, value, source, getattr(base, key))
-        elif key in _FIELDS:
-            values[key] = _check(_FIELDS[key], value, source, str(key))
-        elif key == "replicas":
-            values[key] = _check_groups(value, source)
-        elif key == "slowdowns":
-            values[key] = _check_slowdowns(value, source)
-        else:
-            raise _unknown_key(key, list(_FIELDS) + list(_SECTIONS) + ["replicas", "slowdowns"], source, str(key))
-    _derive_replica_count(values, base, source)
+    values = validate_schema(_schema(base), data, source=source)
+    values["observation"] = ObservationConfig(**values["observation"])
+    values["predictor"] = PredictorConfig(**values["predictor"])
+    _derive_replica_count(values, data, base, source)
     cfg = dataclasses.replace(base, source=source if source is not None else base.source, **values)
-    _cross_checks(cfg, source)
+    errors = _cross_check_errors(cfg, source)
+    if errors:
+        raise ConfigError.combine(errors)
     return cfg
 
 
-def _derive_replica_count(values: dict[str, Any], base: EnvConfig, source: str | None) -> None:
+def _derive_replica_count(values: dict[str, Any], given: Mapping[str, Any], base: EnvConfig, source: str | None) -> None:
     """``num_replicas`` from the groups; a ``num_replicas`` override of grouped replicas scales every group."""
-    if "replicas" in values:
+    if "replicas" in given:
         total = sum(g.count for g in values["replicas"])
-        if "num_replicas" in values and values["num_replicas"] != total:
+        if "num_replicas" in given and values["num_replicas"] != total:
             raise ConfigError(
                 f"expected {total} (the sum of the replica groups' counts) or no num_replicas key, got {values['num_replicas']}",
                 source=source, path="num_replicas",
             )
         values["num_replicas"] = total
-    elif "num_replicas" in values and base.replicas:
+    elif "num_replicas" in given and base.replicas:
         total = sum(g.count for g in base.replicas)
         n = values["num_replicas"]
         if n % total:
@@ -420,14 +325,8 @@ def _derive_replica_count(values: dict[str, Any], base: EnvConfig, source: str |
 
 def load_env_config(path: str | os.PathLike[str], overrides: Mapping[str, Any] | None = None) -> EnvConfig:
     """Read and validate ``configs/envs/<name>.yaml``; then apply ``overrides`` (dotted keys)."""
-    file = Path(path)
     label = str(path)
-    if not file.is_file():
-        raise ConfigError(f"env config file not found (expected a YAML file, resolved to {file.resolve()})", source=label)
-    try:
-        data = yaml.safe_load(file.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"expected valid YAML, got a parse error: {exc}", source=label) from None
+    data = load_yaml(path)
     cfg = env_config_from_dict({} if data is None else data, source=label)
     return with_overrides(cfg, overrides) if overrides else cfg
 
@@ -446,7 +345,7 @@ def with_overrides(cfg: EnvConfig, overrides: Mapping[str, Any] | None = None, *
         head, _, rest = key.partition(".")
         if rest:
             if head not in _SECTIONS:
-                raise _unknown_key(head, _SECTIONS, "override", key)
+                raise ConfigError(f"unknown section; expected one of: {', '.join(_SECTIONS)}", source="override", path=key)
             nested.setdefault(head, {})[rest] = value
         else:
             nested[head] = value

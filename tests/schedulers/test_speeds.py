@@ -51,7 +51,7 @@ def test_replica_groups_set_count_and_speeds_and_old_yamls_still_load():
     "data, path, expected",
     [
         ({"replicas": [{"count": 2, "speed": -1}]}, "replicas[0].speed", "positive"),
-        ({"replicas": [{"speed": 1.0}]}, "replicas[0]", "count"),
+        ({"replicas": [{"speed": 1.0}]}, "replicas[0].count", "missing required key"),
         ({"replicas": [{"count": 2, "sped": 1.0}]}, "replicas[0].sped", "did you mean 'speed'"),
         ({"replicas": MIXED, "num_replicas": 3}, "num_replicas", "sum of the replica groups"),
         ({"slowdowns": {"mean_interval_s": 60, "factor": [0.5, 1.5]}}, "slowdowns.factor", "(0, 1]"),
