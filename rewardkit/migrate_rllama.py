@@ -30,7 +30,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from .config import RLLAMA_KEYS, SCHEMA_VERSION, parse_config
+from .config import RLLAMA_KEYS, SCHEMA_VERSION, parse_config, parse_yaml
 from .errors import ConfigError
 
 DEFAULT_RLLAMA_WEIGHT = 1.0  # RLlama's shaper weighs a component absent from reward_shaping by 1.0
@@ -62,6 +62,7 @@ class _LineLoader(yaml.SafeLoader):
 
 
 def _load_with_lines(text: str, source: str) -> tuple[Any, dict[str, int]]:
+    data = parse_yaml(text, source=source)  # the one loader's checks and limits come first
     lines: dict[str, int] = {}
     try:
         root = yaml.compose(text, Loader=_LineLoader)
@@ -78,7 +79,7 @@ def _load_with_lines(text: str, source: str) -> tuple[Any, dict[str, int]]:
                 walk(value_node, sub)
 
     walk(root, "")
-    return yaml.safe_load(text), lines
+    return data, lines
 
 
 def looks_like_rllama(data: Any) -> bool:

@@ -29,6 +29,7 @@ import numpy as np
 import optuna
 import yaml
 
+from rewardkit.config import load_yaml
 from rewardkit.errors import ConfigError
 from rewardkit.optimize import report_evaluation, trial_directory, trial_phase, trial_seeds
 
@@ -81,8 +82,8 @@ class VidurObjective:
     def training_config(self, reward_path: Path) -> dict[str, Any]:
         """The training config (checked) with ``reward`` set to the trial's file; quiet logging."""
         path = resolve_path(self.train_config)
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
         cfg, _ = load_config(path)  # errors name the training config file
+        raw = load_yaml(path)
         raw["reward"] = str(reward_path)
         for key in ("env",):
             if raw.get(key) is not None:
