@@ -7,9 +7,10 @@ They are plugged into rewardkit's CLI through the entry-point group ``rewardkit.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rewardkit.errors import ConfigError
 
@@ -25,6 +26,22 @@ EVAL_SEEDS = (101, 102, 103, 104, 105)
 EXIT_BAD_INPUT = 2
 
 
+def reporting_missing_vidur(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``command``, but Vidur missing is a one-line error naming the install command (exit 2), not a traceback."""
+
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return command(args)
+        except ImportError as exc:
+            if exc.name != "vidur" and not str(exc.name or "").startswith("vidur."):
+                raise
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+
+    return run
+
+
 def add_train_command(subparsers: Any) -> None:
     """Add ``train``: PPO training of the Vidur router from a config YAML."""
     parser = subparsers.add_parser("train", help="train the PPO request router in Vidur",
@@ -33,7 +50,7 @@ def add_train_command(subparsers: Any) -> None:
     parser.add_argument("--config", dest="config_opt", default=None, help="training config YAML (same as CONFIG)")
     parser.add_argument("--out", default=None, help="output folder (default: runs/<config name>)")
     parser.add_argument("--no-resume", action="store_true", help="start over even if out has checkpoints")
-    parser.set_defaults(func=train_command)
+    parser.set_defaults(func=reporting_missing_vidur(train_command))
 
 
 def train_command(args: argparse.Namespace) -> int:
@@ -80,7 +97,7 @@ def add_evaluate_command(subparsers: Any) -> None:
     parser.add_argument("--trace", default=None, help="override the request-length trace CSV")
     parser.add_argument("--requests", type=int, default=None, help="override requests per episode")
     parser.add_argument("--out", default=None, help="folder for results (default: runs/eval-<env name>)")
-    parser.set_defaults(func=evaluate_command)
+    parser.set_defaults(func=reporting_missing_vidur(evaluate_command))
 
 
 def evaluate_command(args: argparse.Namespace) -> int:
