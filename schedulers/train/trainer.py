@@ -84,6 +84,11 @@ class Trainer:
         self.controller = (
             EntropyController(ent["target"], ent["controller"], ent["rate"], tuple(ent["bounds"])) if ent["target"] is not None else None
         )
+        if ppo["reward_scaling"] and self._reward_scales_returns():
+            raise ConfigError(
+                "expected false: the reward config already divides every term by the running std of its return "
+                "(normalize: return_std), and scaling twice hides the terms' weights; scale in one place",
+                source=source, path="ppo.reward_scaling")
         self.scaler = RewardScaler(self.n_envs, ppo["gamma"]) if ppo["reward_scaling"] else None
         self.buffer = RolloutBuffer(self.n_steps, self.n_envs, (self.num_replicas, self.n_features))
 
@@ -98,6 +103,15 @@ class Trainer:
         self.bc_metrics: list[dict[str, Any]] = []
 
     # ---- environments ---------------------------------------------------------------------
+    def _reward_scales_returns(self) -> bool:
+        """Whether the env's reward composer normalizes every top-level term with ``return_std``."""
+        composer = _env_composer(self.envs[0])
+        to_dict = getattr(composer, "to_dict", None)
+        if not callable(to_dict):
+            return False
+        terms = to_dict().get("components", {}).values()
+        return bool(terms) and all((t.get("normalize") or {}).get("type") == "return_std" for t in terms)
+
     def _log(self, text: str) -> None:
         progress(text, self.progress_on)
 

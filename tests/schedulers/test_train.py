@@ -328,3 +328,17 @@ def test_every_error_of_a_training_config_is_reported_at_once(tmp_path) -> None:
     paths = {e.path for e in info.value.errors}
     assert {"ppo.clip_coef", "ppo.n_stepz", "policy.activation"} <= paths
     assert "did you mean 'n_steps'?" in str(info.value)
+
+
+def test_reward_scaled_twice_is_refused(tmp_path) -> None:
+    """A reward config that scales every term by return_std and ppo.reward_scaling would scale twice."""
+    from rewardkit import RewardComposer
+
+    class ScaledEnv(ToyRoutingEnv):
+        def __init__(self) -> None:
+            super().__init__()
+            self.composer = RewardComposer.from_yaml(ROOT / "configs" / "rewards" / "vidur_ttft.yaml")
+
+    cfg = toy_config(ppo={"reward_scaling": True})
+    with pytest.raises(ConfigError, match=r"ppo\.reward_scaling: expected false: the reward config already divides"):
+        train(cfg, tmp_path / "run", env_factory=ScaledEnv)
