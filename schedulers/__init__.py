@@ -27,7 +27,7 @@ _LAZY = {
     "to_simulation_config": "schedulers.sim.simulation_config",
     "ReplicaSnapshot": "schedulers.routing.snapshot",
     "HEURISTICS": "schedulers.routing.heuristics",
-    "POLICY_NAMES": "schedulers.routing.heuristics",
+    "HEURISTIC_NAMES": "schedulers.routing.heuristics",
     "Router": "schedulers.routing.router",
     "HeuristicRouter": "schedulers.routing.router",
     "make_router": "schedulers.routing.router",

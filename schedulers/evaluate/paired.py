@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..routing.heuristics import POLICY_NAMES
+from ..routing.heuristics import HEURISTIC_NAMES
 from ..routing.router import HeuristicRouter, Router
 from ..sim.env import VidurRoutingEnv
 from ..sim.env_config import EnvConfig, load_env_config
@@ -48,7 +48,7 @@ def evaluate_policies(
         raise ValueError("evaluate_policies needs at least one seed")
     routers = dict(routers)
     if baseline not in routers:
-        if baseline not in POLICY_NAMES:
+        if baseline not in HEURISTIC_NAMES:
             raise ValueError(f"baseline {baseline!r} is neither among the routers nor a heuristic name")
         routers = {baseline: HeuristicRouter(baseline), **routers}
         log(f"[evaluate] added baseline router {baseline!r}")

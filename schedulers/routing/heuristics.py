@@ -31,7 +31,7 @@ oracle             the same rule with the true current speeds (declared speed ti
 
 Vidur's own ``round_robin``, ``random`` and ``lor`` are reproduced by :func:`round_robin`,
 :func:`random_choice` and :func:`lor` with Vidur's semantics (``lor`` counts only waiting requests
-and breaks ties toward the lowest index), so every policy can run through the same env.
+and breaks ties toward the lowest index), so every heuristic can run through the same env.
 """
 
 from __future__ import annotations
@@ -154,8 +154,8 @@ SPEED_HEURISTICS: dict[str, Callable[[ReplicaSnapshot, np.random.Generator, floa
 CAPACITY_AWARE = ("cap_jsq", "cap_least_tokens", "cap_least_prefill")
 #: Vidur's built-in global schedulers, reproduced for the env.
 VIDUR_BASELINES = ("round_robin", "random", "lor")
-#: every policy name ``VidurRoutingEnv.heuristic_action`` accepts (``oracle`` needs the true speeds).
-POLICY_NAMES = VIDUR_BASELINES + tuple(HEURISTICS) + tuple(SPEED_HEURISTICS) + ("oracle",)
+#: every heuristic name ``VidurRoutingEnv.heuristic_action`` accepts (``oracle`` needs the true speeds).
+HEURISTIC_NAMES = VIDUR_BASELINES + tuple(HEURISTICS) + tuple(SPEED_HEURISTICS) + ("oracle",)
 
 
 def choose(
@@ -167,7 +167,7 @@ def choose(
     prompt_tokens: float = 0.0,
     true_speed: np.ndarray | None = None,
 ) -> int:
-    """The replica policy ``name`` picks for a request of ``prompt_tokens``.
+    """The replica heuristic ``name`` picks for a request of ``prompt_tokens``.
 
     ``decision_index`` is used by ``round_robin`` only; ``true_speed`` (current speed of every
     replica) by ``oracle`` only.
@@ -186,4 +186,4 @@ def choose(
         return random_choice(snapshot.num_replicas, rng)
     if name == "lor":
         return lor(snapshot)
-    raise ValueError(f"unknown heuristic {name!r}; expected one of: {', '.join(POLICY_NAMES)}")
+    raise ValueError(f"unknown heuristic {name!r}; expected one of: {', '.join(HEURISTIC_NAMES)}")

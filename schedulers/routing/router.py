@@ -3,7 +3,7 @@
 A :class:`Router` has ``act(obs, env) -> int`` and ``reset(seed)``; all routers run through the
 same :class:`~schedulers.sim.env.VidurRoutingEnv` path, so they see the same arrivals for a seed.
 :func:`make_router` builds one by name: every heuristic of
-:data:`schedulers.routing.heuristics.POLICY_NAMES` (including Vidur's ``round_robin``, ``random``,
+:data:`schedulers.routing.heuristics.HEURISTIC_NAMES` (including Vidur's ``round_robin``, ``random``,
 ``lor``), and ``ppo``, whose factory ``schedulers.rl.ppo_router`` registers with
 :func:`register_router` (imported on first use).
 """
@@ -15,7 +15,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
-from .heuristics import POLICY_NAMES
+from .heuristics import HEURISTIC_NAMES
 
 
 @runtime_checkable
@@ -35,8 +35,8 @@ class HeuristicRouter:
     """Routes like heuristic ``name`` by asking ``env.unwrapped.heuristic_action(name)``."""
 
     def __init__(self, name: str) -> None:
-        if name not in POLICY_NAMES:
-            raise ValueError(f"unknown heuristic {name!r}; expected one of: {', '.join(POLICY_NAMES)}")
+        if name not in HEURISTIC_NAMES:
+            raise ValueError(f"unknown heuristic {name!r}; expected one of: {', '.join(HEURISTIC_NAMES)}")
         self.name = name
 
     def reset(self, seed: int | None = None) -> None:
@@ -59,7 +59,7 @@ _PROVIDERS = {"ppo": "schedulers.rl.ppo_router"}
 
 def register_router(name: str, factory: RouterFactory, *, replace: bool = False) -> None:
     """Make ``make_router(name, **kw)`` call ``factory(**kw)``."""
-    if name in POLICY_NAMES:
+    if name in HEURISTIC_NAMES:
         raise ValueError(f"{name!r} is a built-in heuristic router name")
     if name in _FACTORIES and not replace and _FACTORIES[name] is not factory:
         raise ValueError(f"a router factory is already registered under {name!r}")
@@ -68,7 +68,7 @@ def register_router(name: str, factory: RouterFactory, *, replace: bool = False)
 
 def router_names() -> list[str]:
     """Names :func:`make_router` knows (heuristics, registered and lazily provided routers)."""
-    return list(POLICY_NAMES) + sorted(set(_FACTORIES) | set(_PROVIDERS))
+    return list(HEURISTIC_NAMES) + sorted(set(_FACTORIES) | set(_PROVIDERS))
 
 
 def make_router(name: str, **kwargs: Any) -> Router:
@@ -77,7 +77,7 @@ def make_router(name: str, **kwargs: Any) -> Router:
     ``make_router("ppo", checkpoint=path)`` imports ``schedulers.rl.ppo_router``, which must call
     ``register_router("ppo", factory)`` at import time.
     """
-    if name in POLICY_NAMES:
+    if name in HEURISTIC_NAMES:
         if kwargs:
             raise TypeError(f"heuristic router {name!r} takes no options, got {sorted(kwargs)}")
         return HeuristicRouter(name)

@@ -42,7 +42,7 @@ def _shuffle(n: int, seed: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Arrivals:
-    """One episode's arrivals: times (s) and prompt/output lengths (the latter hidden from policies)."""
+    """One episode's arrivals: times (s) and prompt/output lengths (the latter hidden from routers)."""
 
     arrived_at: np.ndarray
     prefill_tokens: np.ndarray

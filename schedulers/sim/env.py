@@ -57,7 +57,7 @@ Observation
 
 Cluster
     Replica ``i`` runs at ``env_config.replica_speeds[i]`` (the YAML's ``replicas`` groups) times
-    the episode's slowdown factor (``slowdowns``, seeded by the episode seed, so every policy meets
+    the episode's slowdown factor (``slowdowns``, seeded by the episode seed, so every router meets
     the same slowdowns): see :mod:`schedulers.sim.speed_scaling` and :mod:`schedulers.sim.slowdowns`.
 
 Reward context
@@ -77,7 +77,7 @@ from gymnasium import spaces
 
 from rewardkit.errors import ConfigError
 
-from ..routing.heuristics import POLICY_NAMES, choose
+from ..routing.heuristics import HEURISTIC_NAMES, choose
 from ..routing.observation import FEATURE_NAMES, build_observation, observation_bounds
 from ..routing.snapshot import ReplicaSnapshot
 from .arrivals import sample_arrivals
@@ -217,9 +217,9 @@ class VidurRoutingEnv(gym.Env):
         self._scheduler = None
         self._tracker = None
 
-    # ---- policies and metrics -----------------------------------------------------------------
+    # ---- heuristics and metrics -----------------------------------------------------------------
     def heuristic_action(self, name: str) -> int:
-        """The replica heuristic ``name`` (see :data:`schedulers.routing.heuristics.POLICY_NAMES`) picks now.
+        """The replica heuristic ``name`` (see :data:`schedulers.routing.heuristics.HEURISTIC_NAMES`) picks now.
 
         Tie-breaking and ``random`` use a generator seeded with the episode seed, so a heuristic's
         episode is reproducible; ``round_robin`` sends the k-th request of the episode to k mod n.
@@ -227,8 +227,8 @@ class VidurRoutingEnv(gym.Env):
         ep = self._ep
         if ep is None or ep.done or not ep.pending:
             raise RuntimeError("heuristic_action() needs a pending routing decision; call reset() first")
-        if name not in POLICY_NAMES:
-            raise ValueError(f"unknown heuristic {name!r}; expected one of: {', '.join(POLICY_NAMES)}")
+        if name not in HEURISTIC_NAMES:
+            raise ValueError(f"unknown heuristic {name!r}; expected one of: {', '.join(HEURISTIC_NAMES)}")
         true_speed = self.true_speeds() if name == "oracle" else None
         return choose(
             name, self._current_snapshot(), ep.rng, decision_index=ep.decisions,

@@ -2,7 +2,7 @@
 
 A replica's speed at time ``t`` is its declared (static) speed times :meth:`SlowdownSchedule.factor`.
 The schedule comes from :class:`SlowdownConfig` (the env YAML's ``slowdowns`` section) and the
-episode seed only, never from routing decisions, so every policy meets the same slowdowns for a
+episode seed only, never from routing decisions, so every router meets the same slowdowns for a
 seed. Routers never see it; they can only notice that batches take longer
 (:mod:`schedulers.routing.speed_estimator`).
 

@@ -11,7 +11,7 @@ import pytest
 
 from schedulers.routing.heuristics import (
     HEURISTICS,
-    POLICY_NAMES,
+    HEURISTIC_NAMES,
     ReplicaSnapshot,
     argmin_random,
     choose,
@@ -108,7 +108,7 @@ def test_snapshot_helpers_and_validation(crafted):
         ReplicaSnapshot.build(waiting=[1], future_output=[3])
     with pytest.raises(ValueError, match="unknown heuristic 'fastest'"):
         choose("fastest", crafted, rng())
-    assert set(HEURISTICS) <= set(POLICY_NAMES) and {"round_robin", "random", "lor"} <= set(POLICY_NAMES)
+    assert set(HEURISTICS) <= set(HEURISTIC_NAMES) and {"round_robin", "random", "lor"} <= set(HEURISTIC_NAMES)
 
 
 # ---- the tracker that builds snapshots from Vidur objects ------------------------------------------------
