@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"the variants disagree: {reference}")
         single = rates([c for _, c in composers], scalar, int(50_000 * scale))
         batched = rates([c for _, c in composers], batches, max(20, int(200 * scale)))
-        for (label, _), one, many in zip(composers, single, batched):
+        for (label, _), one, many in zip(composers, single, batched, strict=True):
             rows.append(("error term + vidur_hybrid" if with_hybrid else "error term alone", label,
                          one, one / single[-1], many))
     print("| config | component written with | single-env steps/s | speed vs inlined | batched (1,024 envs) steps/s |")

@@ -191,9 +191,15 @@ def main(argv: list[str] | None = None) -> int:
 
     header = ("workload", "steps", "composer steps/s", "hand steps/s", "time ratio", "target", "met")
     widths = [max(len(str(r[i])) if not isinstance(r[i], float) else 12 for r in rows + [header]) for i in range(7)]
-    fmt = lambda r: " | ".join(  # noqa: E731
-        (f"{v:,.0f}" if isinstance(v, float) and i in (2, 3) else f"{v:.2f}x" if isinstance(v, float) else str(v)).ljust(widths[i])
-        for i, v in enumerate(r))
+
+    def cell(i: int, v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:,.0f}" if i in (2, 3) else f"{v:.2f}x"
+        return str(v)
+
+    def fmt(r: tuple) -> str:
+        return " | ".join(cell(i, v).ljust(widths[i]) for i, v in enumerate(r))
+
     print(fmt(header))
     print("-|-".join("-" * w for w in widths))
     for r in rows:

@@ -24,7 +24,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import EvalCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
-from stable_baselines3.common.vec_env import VecEnv, VecNormalize, sync_envs_normalization
+from stable_baselines3.common.vec_env import VecNormalize, sync_envs_normalization
 
 from rewardkit import RewardComposer
 from rewardkit.gym import Transition

@@ -87,7 +87,7 @@ class BaseReward:
 
         def one_env(*args: Any) -> float:
             *values, terminated, truncated = args
-            x = {n: np.asarray(v, dtype=np.float64)[None] for n, v in zip(names, values) if v is not None}
+            x = {n: np.asarray(v, dtype=np.float64)[None] for n, v in zip(names, values, strict=True) if v is not None}
             return float(compute(x, np.array([terminated]), np.array([truncated]))[0])
 
         return one_env
@@ -193,7 +193,7 @@ class PerEnvState:
             if n_envs != 1:
                 raise ValueError(f"batch size changed from 1 to {n_envs}; call reset() before changing "
                                  "the number of environments")
-            self.arrays = {k: np.array([v], dtype=np.float64) for k, v in zip(self._initial, self.slots)}
+            self.arrays = {k: np.array([v], dtype=np.float64) for k, v in zip(self._initial, self.slots, strict=True)}
             self.slots = None
         if not self.arrays or len(next(iter(self.arrays.values()))) != n_envs:
             if self.arrays:
@@ -247,7 +247,7 @@ class PerEnvState:
 
     def state_dict(self) -> dict[str, Any]:
         if self.slots is not None:
-            return {k: [float(v)] for k, v in zip(self._initial, self.slots)}
+            return {k: [float(v)] for k, v in zip(self._initial, self.slots, strict=True)}
         return {k: v.tolist() for k, v in self.arrays.items()}
 
     def load_state_dict(self, state: Mapping[str, Any], path: str = "") -> None:

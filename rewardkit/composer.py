@@ -278,6 +278,26 @@ class RewardComposer:
         came from) and a ``ConfigError`` naming the key path leaves this composer unchanged.
         """
         where = "state_dict"
+        step = self._checked_state_header(state, where)
+        parts = [("components", {n.name: n.component for n in self._stateful_nodes}),
+                 ("normalizers", {n.name: n.normalizer for n in self._normalized})]
+        for section, owners in parts:
+            _check_state_section(state[section], section, owners, where)
+        with self._transaction():
+            for section, owners in parts:
+                for name, owner in owners.items():
+                    try:
+                        owner.load_state_dict(state[section][name])
+                    except ConfigError as exc:
+                        raise exc.within(where, f"{section}.{name}") from None
+                    except Exception as exc:  # a third-party component's own check
+                        raise ConfigError(f"{type(exc).__name__}: {exc}", source=where,
+                                          path=f"{section}.{name}") from exc
+        self.step = step
+        self.training = state["training"]
+
+    def _checked_state_header(self, state: Any, where: str) -> int:
+        """Check a saved state's keys, config fingerprint, step and training flag; return the step."""
         if not isinstance(state, Mapping):
             raise ConfigError(f"expected a mapping (the output of state_dict()), got {describe(state)}", source=where)
         keys = ("step", "training", "config", "components", "normalizers")
@@ -297,32 +317,7 @@ class RewardComposer:
             raise ConfigError(str(exc).split(": ", 1)[1], source=where, path="step") from None
         if not isinstance(state["training"], bool):
             raise ConfigError(f"expected true or false, got {describe(state['training'])}", source=where, path="training")
-        parts = [("components", {n.name: n.component for n in self._stateful_nodes}),
-                 ("normalizers", {n.name: n.normalizer for n in self._normalized})]
-        for section, owners in parts:
-            given = state[section]
-            if not isinstance(given, Mapping):
-                raise ConfigError(f"expected a mapping of term name to state, got {describe(given)}",
-                                  source=where, path=section)
-            for name in given:
-                if name not in owners:
-                    raise ConfigError(f"unknown name; this composer has {section[:-1]} state for: "
-                                      f"{', '.join(owners) or 'nothing'}", source=where, path=f"{section}.{name}")
-            for name in owners:
-                if name not in given:
-                    raise ConfigError("missing key", source=where, path=f"{section}.{name}")
-        with self._transaction():
-            for section, owners in parts:
-                for name, owner in owners.items():
-                    try:
-                        owner.load_state_dict(state[section][name])
-                    except ConfigError as exc:
-                        raise exc.within(where, f"{section}.{name}") from None
-                    except Exception as exc:  # a third-party component's own check
-                        raise ConfigError(f"{type(exc).__name__}: {exc}", source=where,
-                                          path=f"{section}.{name}") from exc
-        self.step = step
-        self.training = state["training"]
+        return step
 
     def _needs_snapshot(self) -> list[Any]:
         """The state holders a call must snapshot so that a failing call changes nothing.
@@ -358,7 +353,7 @@ class RewardComposer:
         try:
             yield
         except BaseException:
-            for m, s in zip(mutable, saved):
+            for m, s in zip(mutable, saved, strict=True):
                 m.restore(s)
             raise
 
@@ -423,7 +418,6 @@ class RewardComposer:
     # could still raise), then normalizers, transforms and sums (which cannot raise on floats).
     def _compile_scalar(self, filename: str) -> Any:
         namer = self._new_namer()
-        v = self._vars
         env: dict[str, Any] = {"_NotScalar": _NotScalar, "_isfinite": math.isfinite, "_ndarray": np.ndarray,
                                "_F64": np.dtype(np.float64), "_nonfinite": self._nonfinite,
                                "_number": self._scalar_number, "_vector_input": self._scalar_vector,
@@ -440,33 +434,7 @@ class RewardComposer:
                  "    elif truncated.__class__ is not bool: truncated = _flag(truncated, 'truncated')",
                  "    done = terminated or truncated",
                  "    # ---- inputs"]
-        for key, nd, optional, _ in self._slot_info:
-            x, total = v["ctx:" + key], v["ctx_sum:" + key]
-            nonfinite = "raise _NotScalar" if self.allow_nonfinite else f"_nonfinite({key!r}, {x})"
-            if optional:
-                lines.append(f"    {x} = ctx.get({key!r}, _ABSENT)")
-                lines.append(f"    if {x} is _ABSENT: {x} = None")
-                check = f"    elif {x}.__class__ is not float"
-            else:
-                lines.append(f"    {x} = ctx[{key!r}]")
-                check = f"    if {x}.__class__ is not float"
-            guard = f"{x} is not None and " if optional else ""
-            if nd == 0:
-                lines.append(f"{check}: {x} = _number({x}, {key!r})")
-                lines.append(f"    if {guard}not _isfinite({x}): {nonfinite}")
-            else:
-                # vector inputs reach components as lists of floats (fast to read from Python)
-                fast = f"{x}.__class__ is _ndarray and {x}.dtype is _F64 and {x}.ndim == 1"
-                if optional:
-                    lines.append(f"    elif {fast}: {x} = {x}.tolist()")
-                    lines.append(f"    else: {x} = _vector_input({x}, {key!r}, {nd})")
-                    lines.append(f"    {total} = None if {x} is None else sum({x})")
-                else:
-                    lines.append(f"    {x} = {x}.tolist() if {fast} else _vector_input({x}, {key!r}, {nd})")
-                    lines.append(f"    {total} = sum({x})")  # offered to inlined blocks as <var>_sum
-                # the sum of finite values is finite unless it overflows: then check each value
-                lines.append(f"    if {guard}not _isfinite({total}) and not all(map(_isfinite, {x})): {nonfinite}")
-
+        self._emit_scalar_inputs(lines)
         weight_of = self._emit_weights(lines, env, namer)
         stateless = [n for n in self._leaves if not n.component.stateful]
         if stateless:
@@ -517,6 +485,36 @@ class RewardComposer:
                   "    return out"]
         self._scalar_source = "\n".join(lines) + "\n"
         return _define(self._scalar_source, env, "reward_single_env", filename)
+
+    def _emit_scalar_inputs(self, lines: list[str]) -> None:
+        """Read each context key once, as a float (or a list of floats), and check it is finite."""
+        v = self._vars
+        for key, nd, optional, _ in self._slot_info:
+            x, total = v["ctx:" + key], v["ctx_sum:" + key]
+            nonfinite = "raise _NotScalar" if self.allow_nonfinite else f"_nonfinite({key!r}, {x})"
+            if optional:
+                lines.append(f"    {x} = ctx.get({key!r}, _ABSENT)")
+                lines.append(f"    if {x} is _ABSENT: {x} = None")
+                check = f"    elif {x}.__class__ is not float"
+            else:
+                lines.append(f"    {x} = ctx[{key!r}]")
+                check = f"    if {x}.__class__ is not float"
+            guard = f"{x} is not None and " if optional else ""
+            if nd == 0:
+                lines.append(f"{check}: {x} = _number({x}, {key!r})")
+                lines.append(f"    if {guard}not _isfinite({x}): {nonfinite}")
+            else:
+                # vector inputs reach components as lists of floats (fast to read from Python)
+                fast = f"{x}.__class__ is _ndarray and {x}.dtype is _F64 and {x}.ndim == 1"
+                if optional:
+                    lines.append(f"    elif {fast}: {x} = {x}.tolist()")
+                    lines.append(f"    else: {x} = _vector_input({x}, {key!r}, {nd})")
+                    lines.append(f"    {total} = None if {x} is None else sum({x})")
+                else:
+                    lines.append(f"    {x} = {x}.tolist() if {fast} else _vector_input({x}, {key!r}, {nd})")
+                    lines.append(f"    {total} = sum({x})")  # offered to inlined blocks as <var>_sum
+                # the sum of finite values is finite unless it overflows: then check each value
+                lines.append(f"    if {guard}not _isfinite({total}) and not all(map(_isfinite, {x})): {nonfinite}")
 
     def _emit_scalar_leaf(self, node: TermNode, lines: list[str], indent: str, env: dict[str, Any],
                           namer: "_Namer") -> str:
@@ -604,7 +602,7 @@ class RewardComposer:
 
         top = [combine(node) for node in self.spec.nodes]
         lines.append(f"    total = {' + '.join(top)}")
-        for k, transform in enumerate(self.spec.total_transforms):
+        for transform in self.spec.total_transforms:
             fn = namer.unique(f"_total_{transform.name}")
             env[fn] = transform
             lines.append(f"    total = {fn}(total)")
@@ -753,6 +751,27 @@ class RewardComposer:
                      ) -> tuple[Any, list[Any], int | None]:
         if not isinstance(ctx, Mapping):
             raise InvalidInputError(f"expected a context mapping signal names to values, got {type(ctx).__name__}")
+        inputs, batch = self._vector_inputs(ctx)
+        n = batch if batch is not None else 1
+        if terminated is None and truncated is None:
+            term = trunc = done = self._no_flags(n)
+        else:
+            term = _flags(terminated, n, "terminated")
+            trunc = _flags(truncated, n, "truncated")
+            done = term | trunc
+        if self._guarded:
+            with self._transaction(self._guarded):
+                total, values = self._vector_step(inputs, step, term, trunc, done)
+        else:
+            total, values = self._vector_step(inputs, step, term, trunc, done)
+        if batch is None:
+            values = [float(v[0]) if isinstance(v, np.ndarray) else v for v in values]
+            return float(total[0]), values, None
+        return total, values, n
+
+    def _vector_inputs(self, ctx: Mapping[str, Any]) -> tuple[list[Array | None], int | None]:
+        """Each context key as a checked float array with a leading environment axis, and the
+        batch size (``None`` when no input has an environment axis: one environment)."""
         inputs: list[Array | None] = []
         batch: int | None = None
         for key, nd, optional, (name, local, _, _) in self._slot_info:
@@ -779,25 +798,10 @@ class RewardComposer:
                                             f"axis like the other inputs, got shape {arr.shape}")
             inputs.append(arr)
         n = batch if batch is not None else 1
-        for j, ((key, nd, _, _), arr) in enumerate(zip(self._slot_info, inputs)):
+        for j, ((_, nd, _, _), arr) in enumerate(zip(self._slot_info, inputs, strict=True)):
             if arr is not None and arr.ndim == nd:
                 inputs[j] = np.broadcast_to(arr, (n,) + arr.shape)
-        if terminated is None and truncated is None:
-            term = trunc = done = self._no_flags(n)
-        else:
-            term = _flags(terminated, n, "terminated")
-            trunc = _flags(truncated, n, "truncated")
-            done = term | trunc
-        if self._guarded:
-            with self._transaction(self._guarded):
-                total, values = self._vector_step(inputs, step, term, trunc, done)
-        else:
-            total, values = self._vector_step(inputs, step, term, trunc, done)
-        if batch is None:
-            values = [float(v[0]) if isinstance(v, np.ndarray) else v for v in values]
-            return float(total[0]), values, None
-        return total, values, n
-
+        return inputs, batch
 
     def _vector_step(self, inputs: list[Array | None], step: int, term: Array, trunc: Array, done: Array
                      ) -> tuple[Array, list[Any]]:
@@ -807,6 +811,20 @@ class RewardComposer:
             for comp in self._stateful:
                 comp.reset(done)
         return total, values
+
+
+def _check_state_section(given: Any, section: str, owners: Mapping[str, Any], where: str) -> None:
+    """A saved ``components``/``normalizers`` section names exactly the terms in ``owners``."""
+    if not isinstance(given, Mapping):
+        raise ConfigError(f"expected a mapping of term name to state, got {describe(given)}",
+                          source=where, path=section)
+    for name in given:
+        if name not in owners:
+            raise ConfigError(f"unknown name; this composer has {section[:-1]} state for: "
+                              f"{', '.join(owners) or 'nothing'}", source=where, path=f"{section}.{name}")
+    for name in owners:
+        if name not in given:
+            raise ConfigError("missing key", source=where, path=f"{section}.{name}")
 
 
 class _Namer:

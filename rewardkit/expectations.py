@@ -77,27 +77,7 @@ def parse_expectations(spec: Any, context_keys: Collection[str], *, source: str 
         if key not in EXPECT_KEYS:
             raise ConfigError(f"unknown key; expected one of: {', '.join(sorted(EXPECT_KEYS))}",
                               source=source, path=f"{path}.{key}")
-    known = sorted(context_keys)
-
-    def check_key(key: Any, where: str) -> str:
-        if not isinstance(key, str) or key not in context_keys:
-            raise ConfigError(f"expected a context key the config reads ({', '.join(known)}), got {describe(key)}",
-                              source=source, path=f"{where}.{key}")
-        return key
-
-    monotone: dict[str, str] = {}
-    given = spec.get("monotone")
-    if given is not None:
-        if not isinstance(given, Mapping):
-            raise ConfigError(f"expected a mapping of context key to 'increasing' or 'decreasing', got {describe(given)}",
-                              source=source, path=f"{path}.monotone")
-        for key, direction in given.items():
-            check_key(key, f"{path}.monotone")
-            if direction not in DIRECTIONS:
-                raise ConfigError(f"expected 'increasing' or 'decreasing', got {describe(direction)}",
-                                  source=source, path=f"{path}.monotone.{key}")
-            monotone[key] = direction
-
+    monotone = _monotone(spec.get("monotone"), context_keys, f"{path}.monotone", source)
     bounds = _bounds(spec.get("range"), f"{path}.range", source)
 
     finite = spec.get("finite", False)
@@ -106,22 +86,52 @@ def parse_expectations(spec: Any, context_keys: Collection[str], *, source: str 
     if not isinstance(finite, bool):
         raise ConfigError(f"expected true or false, got {describe(finite)}", source=source, path=f"{path}.finite")
 
-    inputs: dict[str, tuple[float, float]] = {}
-    given = spec.get("inputs")
-    if given is not None:
-        if not isinstance(given, Mapping):
-            raise ConfigError(f"expected a mapping of context key to [low, high], got {describe(given)}",
-                              source=source, path=f"{path}.inputs")
-        for key, value in given.items():
-            check_key(key, f"{path}.inputs")
-            where = f"{path}.inputs.{key}"
-            bounds_of_key = _bounds(value, where, source)
-            if bounds_of_key is None:
-                raise ConfigError("expected a list [low, high], got None", source=source, path=where)
-            inputs[key] = bounds_of_key
-
+    inputs = _input_ranges(spec.get("inputs"), context_keys, f"{path}.inputs", source)
     steps = _steps(spec.get("steps"), f"{path}.steps", source)
     return Expectations(monotone, bounds, finite, inputs, steps)
+
+
+def _context_key(key: Any, context_keys: Collection[str], where: str, source: str | None) -> str:
+    """``key`` itself when the config reads it; otherwise a ``ConfigError`` at ``where.key``."""
+    if not isinstance(key, str) or key not in context_keys:
+        raise ConfigError(f"expected a context key the config reads ({', '.join(sorted(context_keys))}), "
+                          f"got {describe(key)}", source=source, path=f"{where}.{key}")
+    return key
+
+
+def _monotone(given: Any, context_keys: Collection[str], where: str, source: str | None) -> dict[str, str]:
+    """``expect.monotone``: context key -> 'increasing' or 'decreasing'."""
+    monotone: dict[str, str] = {}
+    if given is None:
+        return monotone
+    if not isinstance(given, Mapping):
+        raise ConfigError(f"expected a mapping of context key to 'increasing' or 'decreasing', got {describe(given)}",
+                          source=source, path=where)
+    for key, direction in given.items():
+        _context_key(key, context_keys, where, source)
+        if direction not in DIRECTIONS:
+            raise ConfigError(f"expected 'increasing' or 'decreasing', got {describe(direction)}",
+                              source=source, path=f"{where}.{key}")
+        monotone[key] = direction
+    return monotone
+
+
+def _input_ranges(given: Any, context_keys: Collection[str], where: str,
+                  source: str | None) -> dict[str, tuple[float, float]]:
+    """``expect.inputs``: context key -> [low, high] sampling range."""
+    inputs: dict[str, tuple[float, float]] = {}
+    if given is None:
+        return inputs
+    if not isinstance(given, Mapping):
+        raise ConfigError(f"expected a mapping of context key to [low, high], got {describe(given)}",
+                          source=source, path=where)
+    for key, value in given.items():
+        _context_key(key, context_keys, where, source)
+        bounds_of_key = _bounds(value, f"{where}.{key}", source)
+        if bounds_of_key is None:
+            raise ConfigError("expected a list [low, high], got None", source=source, path=f"{where}.{key}")
+        inputs[key] = bounds_of_key
+    return inputs
 
 
 def _bounds(value: Any, where: str, source: str | None) -> tuple[float, float] | None:

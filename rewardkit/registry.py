@@ -78,20 +78,36 @@ def declaration_problems(cls: type[BaseReward]) -> list[str]:
     if not isinstance(optional, (set, frozenset)) or not set(optional) <= set(inputs):
         problems.append(f"optional_inputs must be a set of declared inputs ({', '.join(inputs) or 'none'}), "
                         f"got {optional!r}")
-    monotone = cls.monotone
+    problems += _monotone_problems(cls.monotone, inputs)
+    problems += _params_problems(cls.params)
+    if not _is_range(cls.output_range):
+        problems.append(f"output_range must be (low, high) numbers with low <= high, got {cls.output_range!r}")
+    if not isinstance(cls.stateful, bool):
+        problems.append(f"stateful must be True or False, got {cls.stateful!r}")
+    if cls.compute is BaseReward.compute:
+        problems.append("must implement compute()")
+    return problems
+
+
+def _monotone_problems(monotone: Any, inputs: dict[str, int]) -> list[str]:
+    """What is wrong with a ``monotone`` declaration, given the class's declared inputs."""
     if not isinstance(monotone, dict):
-        problems.append(f"monotone must be a dict of input name to direction, got {monotone!r}")
-    else:
-        for key, direction in monotone.items():
-            if key not in inputs:
-                problems.append(f"monotone names {key!r}, which is not a declared input "
-                                f"({', '.join(inputs) or 'none'})")
-            if direction not in MONOTONE_DIRECTIONS:
-                problems.append(f"monotone[{key!r}] must be 'increasing' or 'decreasing', got {direction!r}")
-    params = cls.params
+        return [f"monotone must be a dict of input name to direction, got {monotone!r}"]
+    problems: list[str] = []
+    for key, direction in monotone.items():
+        if key not in inputs:
+            problems.append(f"monotone names {key!r}, which is not a declared input "
+                            f"({', '.join(inputs) or 'none'})")
+        if direction not in MONOTONE_DIRECTIONS:
+            problems.append(f"monotone[{key!r}] must be 'increasing' or 'decreasing', got {direction!r}")
+    return problems
+
+
+def _params_problems(params: Any) -> list[str]:
+    """What is wrong with a ``params`` declaration: names, ``Param`` values, defaults that pass their check."""
     if not isinstance(params, dict):
-        problems.append(f"params must be a dict of name to Param, got {params!r}")
-        params = {}
+        return [f"params must be a dict of name to Param, got {params!r}"]
+    problems: list[str] = []
     for pname, param in params.items():
         if (not isinstance(pname, str) or not pname.isidentifier() or hasattr(BaseReward, pname)
                 or pname in _INSTANCE_ATTRIBUTES):
@@ -103,12 +119,6 @@ def declaration_problems(cls: type[BaseReward]) -> list[str]:
                 param.check(param.default)
             except ValueError as exc:
                 problems.append(f"params[{pname!r}] default {param.default!r} fails its own check (expected {exc})")
-    if not _is_range(cls.output_range):
-        problems.append(f"output_range must be (low, high) numbers with low <= high, got {cls.output_range!r}")
-    if not isinstance(cls.stateful, bool):
-        problems.append(f"stateful must be True or False, got {cls.stateful!r}")
-    if cls.compute is BaseReward.compute:
-        problems.append("must implement compute()")
     return problems
 
 

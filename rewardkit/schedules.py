@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import math
 import sys
+from itertools import pairwise
 from typing import Any, ClassVar, Mapping
 
 from .errors import ConfigError
@@ -230,7 +231,7 @@ def _check_points(v: Any) -> list[list[float]]:
             raise ValueError("a non-empty list of [step, value] pairs of finite numbers")
         points.append([float(p[0]), float(p[1])])
     steps = [p[0] for p in points]
-    if any(b <= a for a, b in zip(steps, steps[1:])):
+    if any(b <= a for a, b in pairwise(steps)):
         raise ValueError("[step, value] pairs with strictly increasing steps")
     return points
 

@@ -97,7 +97,7 @@ class TRLRewardFunctions:
 
     def _batched_context(self, prompts: list[Any], completions: list[Any], columns: dict[str, list]) -> dict:
         rows = []
-        for i, (prompt, completion) in enumerate(zip(prompts, completions)):
+        for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
             row = self.features(prompt, completion, **{k: v[i] for k, v in columns.items()})
             if not isinstance(row, Mapping):
                 raise TypeError(f"features must return a mapping of signal names to numbers, got "

@@ -7,6 +7,7 @@ importances (once two trials are complete) and, for two objectives, the Pareto f
 from __future__ import annotations
 
 import warnings
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 
@@ -25,7 +26,7 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
 
     def line(r: Sequence[str]) -> str:
-        cells = [str(r[0]).ljust(widths[0])] + [str(c).rjust(w) for c, w in zip(r[1:], widths[1:])]
+        cells = [str(r[0]).ljust(widths[0])] + [str(c).rjust(w) for c, w in zip(r[1:], widths[1:], strict=True)]
         return "  ".join(cells).rstrip()
 
     return "\n".join([line(header), "-" * len(line(header)), *(line(r) for r in rows)])
@@ -91,13 +92,12 @@ def save_plots(opt: BayesianRewardOptimizer, out_dir: Path | None = None) -> lis
     for i, label in enumerate(names):
         target = None if n_obj == 1 else (lambda t, i=i: t.values[i])
         suffix = "" if n_obj == 1 else f"_{i + 1}"
-        save(f"history{suffix}.png", lambda: ovm.plot_optimization_history(study, target=target, target_name=label))
+        save(f"history{suffix}.png", partial(ovm.plot_optimization_history, study, target=target, target_name=label))
     if len(complete) >= 2 and _varied(complete):
         for i, label in enumerate(names):
             target = None if n_obj == 1 else (lambda t, i=i: t.values[i])
             suffix = "" if n_obj == 1 else f"_{i + 1}"
-            save(f"importances{suffix}.png",
-                 lambda: ovm.plot_param_importances(study, target=target, target_name=label))
+            save(f"importances{suffix}.png", partial(ovm.plot_param_importances, study, target=target, target_name=label))
     if n_obj == 2:
         save("pareto_front.png", lambda: ovm.plot_pareto_front(study, target_names=names))
     return written

@@ -227,6 +227,14 @@ def _is_component_entry(node: Mapping[str, Any]) -> bool:
 
 
 def _parse_dimension(path: Any, spec: Any, source: str | None) -> Dimension:
+    kind = _dimension_kind(path, spec, source)
+    if kind == "categorical":
+        return _categorical_dimension(path, spec, source)
+    return _numeric_dimension(path, kind, spec, source)
+
+
+def _dimension_kind(path: Any, spec: Any, source: str | None) -> str:
+    """Check the key path and the spec's keys; return its ``type`` (one of ``KINDS``)."""
     if not isinstance(path, str) or not path or any(not k for k in path.split(".")):
         raise ConfigError(f"expected a dotted key path such as components.a.weight, got {describe(path)}",
                           source=source, path=str(path))
@@ -245,23 +253,31 @@ def _parse_dimension(path: Any, spec: Any, source: str | None) -> Dimension:
         if kind != "categorical" or any(not isinstance(c, bool) for c in spec.get("choices") or [None]):
             raise ConfigError("expected {type: categorical, choices: [true, false]} for a term on/off",
                               source=source, path=path)
-    if kind == "categorical":
-        choices = spec.get("choices", _MISSING)
-        if not isinstance(choices, list) or not choices:
-            got = "nothing (the key is missing)" if choices is _MISSING else describe(choices)
-            raise ConfigError(f"expected a non-empty list of choices, got {got}", source=source,
-                              path=f"{path}.choices")
-        for n, choice in enumerate(choices):
-            if choice is not None and not isinstance(choice, (bool, int, float, str)):
-                raise ConfigError(f"expected null, a boolean, a number or a string, got {describe(choice)}",
-                                  source=source, path=f"{path}.choices[{n}]")
-            if isinstance(choice, float) and not math.isfinite(choice):
-                raise ConfigError(f"expected a finite number, got {describe(choice)}", source=source,
-                                  path=f"{path}.choices[{n}]")
-        if len({(type(c), c) for c in choices}) != len(choices):
-            raise ConfigError(f"expected distinct choices, got {describe(choices)}", source=source,
-                              path=f"{path}.choices")
-        return Dimension(path, kind, choices=tuple(choices))
+    return kind
+
+
+def _categorical_dimension(path: str, spec: Mapping[str, Any], source: str | None) -> Dimension:
+    """``{type: categorical, choices: [...]}``: distinct, finite, plain YAML scalars."""
+    choices = spec.get("choices", _MISSING)
+    if not isinstance(choices, list) or not choices:
+        got = "nothing (the key is missing)" if choices is _MISSING else describe(choices)
+        raise ConfigError(f"expected a non-empty list of choices, got {got}", source=source,
+                          path=f"{path}.choices")
+    for n, choice in enumerate(choices):
+        if choice is not None and not isinstance(choice, (bool, int, float, str)):
+            raise ConfigError(f"expected null, a boolean, a number or a string, got {describe(choice)}",
+                              source=source, path=f"{path}.choices[{n}]")
+        if isinstance(choice, float) and not math.isfinite(choice):
+            raise ConfigError(f"expected a finite number, got {describe(choice)}", source=source,
+                              path=f"{path}.choices[{n}]")
+    if len({(type(c), c) for c in choices}) != len(choices):
+        raise ConfigError(f"expected distinct choices, got {describe(choices)}", source=source,
+                          path=f"{path}.choices")
+    return Dimension(path, "categorical", choices=tuple(choices))
+
+
+def _numeric_dimension(path: str, kind: str, spec: Mapping[str, Any], source: str | None) -> Dimension:
+    """``{type: float|int, low, high, log?, step?}`` with low < high, log only above 0, not both log and step."""
     bounds = {}
     for key in ("low", "high"):
         value = spec.get(key, _MISSING)

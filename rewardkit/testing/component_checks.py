@@ -194,7 +194,7 @@ def compile_scalar_helper(comp: BaseReward, kind: str) -> Callable[..., float] |
             return None
         body = list(block[0]) + [f"return {block[1]}"]
     sums = [f"{a}_sum = None if {a} is None else sum({a})"
-            for a, local in zip(args, comp.input_keys) if comp.inputs[local] > 0]
+            for a, local in zip(args, comp.input_keys, strict=True) if comp.inputs[local] > 0]
     lines = [f"def _helper({', '.join(args + ['terminated', 'truncated'])}):",
              "    done = terminated or truncated"] + [f"    {line}" for line in sums + body]
     namespace: dict[str, Any] = {}
@@ -255,7 +255,7 @@ def _batched(ex: _Example) -> None:
     batched = _play(ex, template, steps)
     for i in range(len(steps[0].terminated)):
         single = _play(ex, ex.subject.build(params), [s.env(i) for s in steps])
-        for t, (b, s) in enumerate(zip(batched, single)):
+        for t, (b, s) in enumerate(zip(batched, single, strict=True)):
             if not np.array_equal(b[i:i + 1], s):
                 ex.fail(f"environment {i} at call {t}: batched compute gives {float(b[i])!r}, a single-environment "
                         f"instance gives {float(s[0])!r} (environments must not influence each other)")
@@ -274,7 +274,7 @@ def _scalar_path(kind: str) -> Callable[[_Example], None]:
         steps = ex.episode(comp, "episode", n_envs=1)
         expected = [float(out[0]) for out in _play(ex, ex.subject.build(params), steps)]
         got = _play_scalar(comp, fn, steps)
-        for t, (e, g) in enumerate(zip(expected, got)):
+        for t, (e, g) in enumerate(zip(expected, got, strict=True)):
             if not isinstance(g, float) or not _close(g, e):
                 ex.fail(f"{kind} gives {g!r} at call {t}, compute gives {e!r}")
 
@@ -294,7 +294,7 @@ def _state_round_trip(ex: _Example) -> None:
         ex.fail(f"state_dict() is not plain JSON data: {exc}")
     restored = ex.subject.build(params)
     restored.load_state_dict(json.loads(text))
-    for t, (a, b) in enumerate(zip(_play(ex, original, steps[cut:]), _play(ex, restored, steps[cut:]))):
+    for t, (a, b) in enumerate(zip(_play(ex, original, steps[cut:]), _play(ex, restored, steps[cut:]), strict=True)):
         if not np.array_equal(a, b):
             ex.fail(f"after load_state_dict, call {cut + t} gives {_fmt(b)}; the saved instance gives {_fmt(a)}")
 
@@ -307,7 +307,7 @@ def _reset(ex: _Example) -> None:
     _play(ex, used, history)
     used.reset()  # a full reset; may also change the number of environments
     what = "after reset()" if used.stateful else "after earlier calls (stateful = False)"
-    for t, (a, b) in enumerate(zip(_play(ex, used, later), _play(ex, ex.subject.build(params), later))):
+    for t, (a, b) in enumerate(zip(_play(ex, used, later), _play(ex, ex.subject.build(params), later), strict=True)):
         if not np.array_equal(a, b):
             ex.fail(f"{what}, call {t} gives {_fmt(a)}; a fresh instance gives {_fmt(b)}")
 
@@ -323,7 +323,7 @@ def _deepcopy(ex: _Example) -> None:
     elsewhere = ex.episode(comp, "calls on the copy", n_envs=n_envs, n_replicas=n_replicas, max_steps=4)
     later = ex.episode(comp, "then on the original", n_envs=n_envs, n_replicas=n_replicas, max_steps=4)
     _play(ex, clone, elsewhere)
-    for t, (a, b) in enumerate(zip(_play(ex, comp, later), _play(ex, twin, later))):
+    for t, (a, b) in enumerate(zip(_play(ex, comp, later), _play(ex, twin, later), strict=True)):
         if not np.array_equal(a, b):
             ex.fail(f"calls on a deep copy changed the original: call {t} gives {_fmt(a)} instead of {_fmt(b)}")
 

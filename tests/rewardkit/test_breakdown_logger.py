@@ -38,14 +38,14 @@ def test_scalar_windows_match_numpy(tmp_path):
     path = tmp_path / "terms.csv"
     with BreakdownLogger(path, every=3) as logger:
         outs = []
-        for i, (x, y) in enumerate(zip(xs, ys)):
+        for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
             out = composer({"x": float(x), "y": float(y)})
             outs.append(out)
             logger.log(out, step=10 * (i + 1))
     rows = read_rows(path)
     assert [r["calls"] for r in rows] == ["3", "3", "1"]  # close() flushed the partial window
     assert [r["step"] for r in rows] == ["30", "60", "70"]
-    for row, chunk in zip(rows, (outs[0:3], outs[3:6], outs[6:7])):
+    for row, chunk in zip(rows, (outs[0:3], outs[3:6], outs[6:7]), strict=True):
         for series, values in {
             "gain/raw": [o.terms["gain"].raw for o in chunk],
             "gain/contribution": [o.terms["gain"].contribution for o in chunk],

@@ -43,7 +43,7 @@ def test_validate_presets_prints_ok_per_file(capsys):
     assert code == 0 and err == ""
     lines = out.strip().splitlines()
     assert len(lines) == len(PRESETS)
-    for path, line in zip(PRESETS, lines):
+    for path, line in zip(PRESETS, lines, strict=True):
         assert line.startswith(f"{path}: OK (")
     assert "context keys: dt, in_system" in out  # the Little's law preset
 

@@ -69,7 +69,7 @@ def test_ema_delta_is_zero_on_first_step_of_every_episode(params: dict, values: 
     comp = EmaDelta(name="x", **params)
     no = np.zeros(2, dtype=bool)
     starting = np.ones(2, dtype=bool)
-    for row, end in zip(values, ends):
+    for row, end in zip(values, ends, strict=False):  # 8 `ends` rows cover up to 8 steps
         out = comp.compute({"signal": np.array(row)}, np.array(end), no)
         assert np.all(out[starting] == 0.0)
         starting = np.array(end)
@@ -217,7 +217,7 @@ def test_littles_law_sum_equals_total_time_in_system(
     comp = LittlesLawLatency(name="x")
     no = np.zeros(1, dtype=bool)
     total = 0.0
-    for start, stop in zip(times[:-1], times[1:]):
+    for start, stop in zip(times[:-1], times[1:], strict=True):
         # No arrival or departure falls strictly inside (start, stop), so the count is constant.
         in_system = float(np.sum((arrivals <= start) & (departures > start)))
         out = comp.compute({"in_system": np.array([in_system]), "dt": np.array([stop - start])}, no, no)

@@ -352,7 +352,8 @@ def test_littles_law_latency_rejects_negative_inputs(bad: str) -> None:
     inputs = {"in_system": arr(1.0, 2.0), "dt": arr(1.0, 1.0)}
     inputs[bad] = arr(1.0, -0.5)
     key = "sim_dt" if bad == "dt" else "in_system"
-    with pytest.raises(ValueError, match=rf"ll \(littles_law_latency\): input '{bad}' \(context key '{key}'\) must be non-negative, got -0.5"):
+    expected = rf"ll \(littles_law_latency\): input '{bad}' \(context key '{key}'\) must be non-negative, got -0.5"
+    with pytest.raises(ValueError, match=expected):
         comp.compute(inputs, flags(2), flags(2))
 
 
@@ -374,7 +375,8 @@ def test_littles_law_latency_rejects_negative_inputs(bad: str) -> None:
         (EmaDelta, {"signal": "s", "ema_alpha": 0}, "params.ema_alpha", "expected a number in (0, 1], got 0"),
         (EmaDelta, {"signal": "s", "ema_alpha": 1.5}, "params.ema_alpha", "expected a number in (0, 1], got 1.5"),
         (EmaDelta, {"signal": "s", "eps": 0.0}, "params.eps", "expected a positive number, got 0.0"),
-        (LoadImbalance, {"statistic": "mad"}, "params.statistic", "expected one of 'var', 'std', 'cv', 'range', 'max_over_mean', got 'mad'"),
+        (LoadImbalance, {"statistic": "mad"}, "params.statistic",
+         "expected one of 'var', 'std', 'cv', 'range', 'max_over_mean', got 'mad'"),
         (Linear, {"scale": "2"}, "params.scale", "expected a finite number, got '2'"),
         (Linear, {"clip": [2.0, 1.0]}, "params.clip", "expected a list [low, high] with low < high, got [2.0, 1.0]"),
         (Linear, {"clip": 3.0}, "params.clip", "expected a list [low, high] or null, got 3.0"),
@@ -383,7 +385,8 @@ def test_littles_law_latency_rejects_negative_inputs(bad: str) -> None:
         (PotentialShaping, {"gamma": 0.0}, "params.gamma", "expected a number in (0, 1], got 0.0"),
         (PotentialShaping, {"gamma": 1.01}, "params.gamma", "expected a number in (0, 1], got 1.01"),
         (LittlesLawLatency, {"scale": 2.0}, "params", "unknown parameter 'scale'; expected one of: none"),
-        (LoadImbalance, {"stat": "var"}, "params", "unknown parameter 'stat' (did you mean 'statistic'?); expected one of: statistic"),
+        (LoadImbalance, {"stat": "var"}, "params",
+         "unknown parameter 'stat' (did you mean 'statistic'?); expected one of: statistic"),
     ],
 )
 def test_bad_params_raise_located_config_error(cls: type[BaseReward], params: dict, path: str, message: str) -> None:

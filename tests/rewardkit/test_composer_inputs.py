@@ -86,7 +86,8 @@ def test_float32_batches_compute_in_float64_and_state_passes_json_and_yaml():
 
 
 @pytest.mark.parametrize("bad, expected", [
-    ("3.5", "a number"), ([[1.0, 2.0], [3.0]], "rectangular"), (b"3", "a number"), (True, "booleans are not numbers"), (np.bool_(False), "a number"),
+    ("3.5", "a number"), ([[1.0, 2.0], [3.0]], "rectangular"), (b"3", "a number"), (True, "booleans are not numbers"),
+    (np.bool_(False), "a number"),
     (None, "a number"), (1 + 2j, "a number"), ({"v": 1}, "a number"), (10**400, "within the float64 range"),
     (np.array(["a"]), "dtype"), (np.array([1 + 1j]), "dtype"), (np.array([True, False]), "dtype"),
     ([10**400, 1.0], "within the float64 range"),

@@ -46,7 +46,7 @@ def test_preference_with_constraints():
     assert len(rows) == 5
     rewards = [r[2] for r in rows.values()]
     assert rewards == sorted(rewards, reverse=True)  # printed best first
-    for name, (pref, penalty, reward) in rows.items():
+    for pref, penalty, reward in rows.values():
         assert reward == pytest.approx(pref + penalty, abs=2e-3)
     assert rows["edgy_joke"][1] == pytest.approx(-20 * (0.61 - 0.2), abs=1e-3)  # toxicity hinge
     assert rows["verbose_expert"][1] == pytest.approx(-0.004 * (720 - 300), abs=1e-3)  # length hinge
@@ -62,7 +62,7 @@ def parse_table(lines: list[str], columns: list[str]) -> dict[int, dict[str, flo
     for line in lines:
         parts = line.split()
         if parts and parts[0].isdigit():
-            table[int(parts[0])] = dict(zip(columns, map(float, parts[1:1 + len(columns)])))
+            table[int(parts[0])] = dict(zip(columns, map(float, parts[1:1 + len(columns)]), strict=True))
     return table
 
 

@@ -74,11 +74,12 @@ def test_callback_logs_terms_through_sb3_logger_and_checkpoints_the_composer(tmp
     model.set_logger(configure(str(tmp_path / "logs"), ["csv"]))
     checkpoints = RewardCheckpointCallback(save_freq=32, save_path=str(tmp_path / "ckpt"), name_prefix="rl_model")
     model.learn(total_timesteps=128, callback=[RewardTermsCallback(), checkpoints])
-    header = (tmp_path / "logs" / "progress.csv").read_text().splitlines()[0].split(",")
+    progress = (tmp_path / "logs" / "progress.csv").read_text().splitlines()
+    header = progress[0].split(",")
     for key in ("reward_terms/upright/raw", "reward_terms/upright/weight", "reward_terms/upright/contribution",
                 "reward_terms/shaping/contribution", "reward_terms/total"):
         assert key in header
-    rows = [dict(zip(header, line.split(","))) for line in (tmp_path / "logs" / "progress.csv").read_text().splitlines()[1:]]
+    rows = [dict(zip(header, line.split(","), strict=True)) for line in progress[1:]]
     assert all(float(r["reward_terms/upright/weight"]) == 0.5 for r in rows) and len(rows) == 2
     saved = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
     assert saved == ["rl_model_128_steps.zip", "rl_model_64_steps.zip",

@@ -59,7 +59,7 @@ def batch(n: int, offset: int = 0) -> tuple[list[dict], list[str], list[str], li
     """n dataset rows and completions, as GRPOTrainer hands them to _calculate_rewards."""
     prompts = [f"prompt {i}" for i in range(offset, offset + n)]
     completions = [" ".join(["answer", "is", str(i % 4 + 1)][: i % 3 + 1]) for i in range(offset, offset + n)]
-    inputs = [{"prompt": p, "answer": str((i * 7) % 4 + 1)} for i, p in zip(range(offset, offset + n), prompts)]
+    inputs = [{"prompt": p, "answer": str((i * 7) % 4 + 1)} for i, p in zip(range(offset, offset + n), prompts, strict=True)]
     return inputs, prompts, completions, [[0] * len(c.split()) for c in completions]
 
 
@@ -91,7 +91,7 @@ def test_per_term_functions_are_named_weighted_and_sum_to_the_total_in_grpo_trai
         per_func = trainer._calculate_rewards(inputs, prompts, completions, ids)
         assert per_func.shape == (n, 2)
         expected = check({k: np.array([features(p, c, **{"answer": r["answer"]})[k]
-                                       for p, c, r in zip(prompts, completions, inputs)])
+                                       for p, c, r in zip(prompts, completions, inputs, strict=True)])
                           for k in ("correct", "n_words")}, terminated=np.ones(n, bool))
         np.testing.assert_allclose(per_func[:, 0].numpy(), expected.terms["correct"].normalized, atol=1e-6)
         np.testing.assert_allclose(per_func[:, 1].numpy(), expected.terms["length"].normalized, atol=1e-6)
@@ -107,7 +107,7 @@ def test_one_total_function_logs_terms_through_log_metric(tmp_path):
     for n in (5, 2):
         inputs, prompts, completions, ids = batch(n)
         per_func = trainer._calculate_rewards(inputs, prompts, completions, ids)
-        ctx = {k: np.array([features(p, c, answer=r["answer"])[k] for p, c, r in zip(prompts, completions, inputs)])
+        ctx = {k: np.array([features(p, c, answer=r["answer"])[k] for p, c, r in zip(prompts, completions, inputs, strict=True)])
                for k in ("correct", "n_words")}
         np.testing.assert_allclose(per_func[:, 0].numpy(), check(ctx, terminated=np.ones(n, bool)).total, atol=1e-6)
     assert set(trainer._pending_metrics) >= {"rewardkit/correct/contribution", "rewardkit/length/contribution"}

@@ -40,7 +40,7 @@ def test_killed_mid_trial_then_resumed(tmp_path, storage):
     run_optimize(folder, storage, 6)
     after = load_trials(folder, storage)
     # completed trials kept as they were
-    for old, new in zip(before[:2], after[:2]):
+    for old, new in zip(before[:2], after[:2], strict=True):
         assert (new.number, new.state, new.values, new.params) == (old.number, old.state, old.values, old.params)
     # the killed trial is failed and retried with the same parameters, right away
     assert after[2].state == TrialState.FAIL

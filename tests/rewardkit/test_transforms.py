@@ -92,7 +92,7 @@ def test_float_path_equals_array_path(spec, xs):
     t = build(spec)
     arr = t(np.array(xs))
     assert arr.shape == (len(xs),)
-    for x, a in zip(xs, arr):
+    for x, a in zip(xs, arr, strict=True):
         assert t(x) == pytest.approx(float(a), rel=1e-15, abs=0.0)
 
 
