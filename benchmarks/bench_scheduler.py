@@ -51,7 +51,8 @@ SEEDS = [101, 102, 103, 104, 105]
 CAPACITY_SEEDS = [201, 202, 203]
 SETUPS: dict[str, dict[str, Any]] = {
     # the slowdowns checkpoint where nothing slows down: learning to route around slowdowns must not cost here
-    "homogeneous": {"env": "configs/envs/codellama34b_tp2_4r.yaml", "train": "configs/ppo_slowdowns.yaml", "best": "least_prefill"},
+    "homogeneous": {"env": "configs/envs/codellama34b_tp2_4r.yaml", "train": "configs/ppo_slowdowns.yaml",
+                    "best": "least_prefill"},
     "hetero": {"env": "configs/envs/hetero.yaml", "train": "configs/ppo_hetero.yaml", "best": "cap_least_prefill"},
     "slowdowns": {"env": "configs/envs/slowdowns.yaml", "train": "configs/ppo_slowdowns.yaml", "best": "adaptive"},
 }

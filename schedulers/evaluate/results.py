@@ -58,7 +58,7 @@ class EvaluationResults:
         rows = []
         for router in self.routers:
             row: dict[str, Any] = {"router": router, "episodes": len(self.seeds)}
-            for key, _, direction in METRICS:
+            for key, _, _ in METRICS:
                 mean = float(np.mean(self.values(router, key)))
                 row[key] = mean
                 base = float(np.mean(self.values(self.baseline, key)))
@@ -75,7 +75,7 @@ class EvaluationResults:
                     if ref is None:
                         continue
                     theirs = self.values(ref, key)
-                    row[f"{key}_wins_vs_{label}"] = int(sum(_better(a, b, direction) for a, b in zip(mine, theirs)))
+                    row[f"{key}_wins_vs_{label}"] = int(sum(_better(a, b, direction) for a, b in zip(mine, theirs, strict=True)))
             rows.append(row)
         return rows
 

@@ -52,4 +52,4 @@ def format_results(results: Any) -> str:
 def _aligned(head: list[str], body: list[list[str]]) -> list[str]:
     """Rows of left-aligned columns, as wide as their widest cell."""
     widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(head)]
-    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [head, *body]]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in [head, *body]]

@@ -1,1 +1,1 @@
-"""Learning (torch): the permutation-equivariant policy, the rollout buffer with GAE, PPO losses and update, behaviour cloning, the PPO router."""
+"""Learning (torch): the permutation-equivariant policy, the rollout buffer with GAE, PPO, behaviour cloning, the PPO router."""

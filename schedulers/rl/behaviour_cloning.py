@@ -89,5 +89,6 @@ def fit_to_demonstrations(
                 row["explained_variance"] = explained_variance(policy.value(obs), targets)
         rows.append(row)
         if log is not None:
-            log(f"[bc] epoch {epoch}/{bc['epochs']} ce {row['ce_loss']:.4f} acc {row['accuracy']:.3f} value_loss {row['value_loss']:.4f}")
+            log(f"[bc] epoch {epoch}/{bc['epochs']} ce {row['ce_loss']:.4f} acc {row['accuracy']:.3f} "
+                f"value_loss {row['value_loss']:.4f}")
     return rows

@@ -106,7 +106,8 @@ class ReplicaScorerPolicy(nn.Module):
         if x.dim() == 2:
             x = x.unsqueeze(0)
         if x.dim() != 3:
-            raise ValueError(f"observation must be (replicas, features) or (batch, replicas, features), got shape {tuple(x.shape)}")
+            raise ValueError("observation must be (replicas, features) or (batch, replicas, features), "
+                             f"got shape {tuple(x.shape)}")
         if check_finite and not bool(torch.isfinite(x).all()):
             raise ValueError("observation contains NaN or infinite values")
         return x
@@ -133,7 +134,9 @@ class ReplicaScorerPolicy(nn.Module):
         """Categorical distribution over replicas."""
         return Categorical(logits=self.logits(obs))
 
-    def evaluate_actions(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def evaluate_actions(
+        self, obs: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(log_prob, entropy, value, logits)`` of given actions, for the PPO update."""
         logits, value = self.forward(obs)
         dist = Categorical(logits=logits)

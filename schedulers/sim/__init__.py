@@ -1,4 +1,6 @@
-"""The Vidur side (the only package that imports Vidur): env config, profiles and predictor, scheduler registration, the Gymnasium env and its reward context.
+"""The Vidur side (the only package that imports Vidur).
+
+Env config, profiles and predictor, scheduler registration, the Gymnasium env and its reward context.
 
 Importing it without Vidur installed raises an ImportError that names the command installing it.
 """
@@ -9,5 +11,5 @@ from importlib.util import find_spec
 INSTALL_HINT = "pip install 'rewardkit[router]' && pip install --no-deps vidur==0.0.26"
 
 if find_spec("vidur") is None:
-    raise ImportError(f"the Vidur request router needs the Vidur simulator, which is not installed; install it with: {INSTALL_HINT}",
-                      name="vidur")
+    raise ImportError("the Vidur request router needs the Vidur simulator, which is not installed; "
+                      f"install it with: {INSTALL_HINT}", name="vidur")

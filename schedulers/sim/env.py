@@ -333,7 +333,7 @@ class VidurRoutingEnv(gym.Env):
         )
         ep = _Episode(seed)
         ep.routed = np.zeros(cfg.num_replicas, dtype=np.int64)
-        for t, p, d in zip(arrivals.arrived_at, arrivals.prefill_tokens, arrivals.decode_tokens):
+        for t, p, d in zip(arrivals.arrived_at, arrivals.prefill_tokens, arrivals.decode_tokens, strict=True):
             request = Request(arrived_at=float(t), num_prefill_tokens=int(p), num_decode_tokens=int(d))
             ep.requests.append(request)
             event = RequestArrivalEvent(request.arrived_at, request)

@@ -318,7 +318,8 @@ def _derive_replica_count(values: dict[str, Any], given: Mapping[str, Any], base
         n = values["num_replicas"]
         if n % total:
             raise ConfigError(
-                f"expected a multiple of {total} (the replica groups are scaled alike), got {n}", source=source, path="num_replicas"
+                f"expected a multiple of {total} (the replica groups are scaled alike), got {n}",
+                source=source, path="num_replicas",
             )
         values["replicas"] = tuple(dataclasses.replace(g, count=g.count * n // total) for g in base.replicas)
 

@@ -122,7 +122,7 @@ class SlowdownSchedule:
         out = []
         for r, rep in enumerate(self._replicas):
             rep.extend_to(until)
-            out += [(r, s, e, f) for s, e, f in zip(rep.starts, rep.ends, rep.factors) if s < until]
+            out += [(r, s, e, f) for s, e, f in zip(rep.starts, rep.ends, rep.factors, strict=True) if s < until]
         out += [(e.replica, e.start_s, e.start_s + e.duration_s, e.factor) for e in self._events if e.start_s < until]
         return sorted(out, key=lambda x: (x[1], x[0]))
 

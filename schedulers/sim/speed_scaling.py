@@ -111,7 +111,7 @@ def install_replica_speeds(
     """Give each replica's stage schedulers a :class:`SpeedScaledPredictor` (replica ``i`` at ``declared_speeds[i]``)."""
     if len(replica_schedulers) != len(declared_speeds):
         raise ValueError(f"{len(replica_schedulers)} replicas but {len(declared_speeds)} declared speeds")
-    for i, (rs, speed) in enumerate(zip(replica_schedulers, declared_speeds)):
+    for i, (rs, speed) in enumerate(zip(replica_schedulers, declared_speeds, strict=True)):
         for stage in rs._replica_stage_schedulers.values():
             inner = stage._execution_time_predictor
             if isinstance(inner, SpeedScaledPredictor):

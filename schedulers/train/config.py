@@ -192,11 +192,14 @@ def _check_consistency(cfg: dict[str, Any], source: str) -> None:
         )
     batch = ppo["n_envs"] * ppo["n_steps"]
     if ppo["minibatch_size"] > batch:
-        raise ConfigError(f"expected at most n_envs * n_steps = {batch}, got {ppo['minibatch_size']}", source=source, path="ppo.minibatch_size")
+        raise ConfigError(f"expected at most n_envs * n_steps = {batch}, got {ppo['minibatch_size']}",
+                          source=source, path="ppo.minibatch_size")
     if 0 < ppo["total_timesteps"] < batch:
-        raise ConfigError(f"expected 0 or at least n_envs * n_steps = {batch}, got {ppo['total_timesteps']}", source=source, path="ppo.total_timesteps")
+        raise ConfigError(f"expected 0 or at least n_envs * n_steps = {batch}, got {ppo['total_timesteps']}",
+                          source=source, path="ppo.total_timesteps")
     if ppo["total_timesteps"] == 0 and not bc["enabled"]:
-        raise ConfigError("expected > 0 when behaviour cloning is disabled (nothing would be trained), got 0", source=source, path="ppo.total_timesteps")
+        raise ConfigError("expected > 0 when behaviour cloning is disabled (nothing would be trained), got 0",
+                          source=source, path="ppo.total_timesteps")
     if bc["enabled"] and bc["demo_steps"] < ppo["n_envs"] * len(bc["heuristics"]):
         raise ConfigError(
             f"expected at least n_envs * len(heuristics) = {ppo['n_envs'] * len(bc['heuristics'])}, got {bc['demo_steps']}",
@@ -210,7 +213,8 @@ def _check_consistency(cfg: dict[str, Any], source: str) -> None:
         if low[0] < 0:
             raise ConfigError(f"expected a non-negative coefficient, got {low[0]:g} at step {low[1]}", source=source, path=name)
     if any(kl(t) > 0 for t in steps) and not bc["enabled"]:
-        raise ConfigError("expected 0 when bc.enabled is false (the KL reference is the behaviour-cloned policy)", source=source, path="kl_ref.coef")
+        raise ConfigError("expected 0 when bc.enabled is false (the KL reference is the behaviour-cloned policy)",
+                          source=source, path="kl_ref.coef")
 
 
 def _probe_steps(total: int) -> list[int]:

@@ -158,11 +158,11 @@ def plot_learning_curves(csv_path: str | os.PathLike, png_path: str | os.PathLik
         ("KL to the warm-start policy; argmax agreement", ["kl_warm_start", "kl_ref", "agree_warm_start"]),
     ]
     fig, axes = plt.subplots(3, 4, figsize=(18, 11), constrained_layout=True)
-    for ax, (title, keys) in zip(axes.flat, panels):
+    for ax, (title, keys) in zip(axes.flat, panels, strict=False):
         for key in keys:
             xs, ys = series(key)
             if title.startswith("coefficients"):
-                xs, ys = [x for x, y in zip(xs, ys) if y > 0], [y for y in ys if y > 0]
+                xs, ys = [x for x, y in zip(xs, ys, strict=True) if y > 0], [y for y in ys if y > 0]
             if xs:
                 ax.plot(xs, ys, label=_series_label(key))
         if title.startswith("coefficients") and ax.lines:

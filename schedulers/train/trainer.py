@@ -82,7 +82,8 @@ class Trainer:
         self.kl_schedule = make_schedule(cfg["kl_ref"]["coef"], path="kl_ref.coef", source=source)
         ent = cfg["entropy"]
         self.controller = (
-            EntropyController(ent["target"], ent["controller"], ent["rate"], tuple(ent["bounds"])) if ent["target"] is not None else None
+            EntropyController(ent["target"], ent["controller"], ent["rate"], tuple(ent["bounds"]))
+            if ent["target"] is not None else None
         )
         if ppo["reward_scaling"] and self._reward_scales_returns():
             raise ConfigError(
@@ -213,7 +214,8 @@ class Trainer:
         self.bc_done = True
         self.wall_time += time.perf_counter() - t0
         write_csv(self.out_dir / "bc_metrics.csv", self.bc_metrics)
-        atomic_save({**self.policy.to_checkpoint(), "kind": "bc_policy", "heuristics": bc["heuristics"]}, self.out_dir / "bc_policy.pt")
+        atomic_save({**self.policy.to_checkpoint(), "kind": "bc_policy", "heuristics": bc["heuristics"]},
+                    self.out_dir / "bc_policy.pt")
         progress(f"[bc] done in {time.perf_counter() - t0:.1f}s (collection {collect_time:.1f}s)", self.progress_on)
 
     # ---- PPO ------------------------------------------------------------------------------
@@ -285,7 +287,8 @@ class Trainer:
         ent = self.ent_schedule(self.global_step)
         if self.controller is not None and self.controller.mode == "coef":
             ent *= self.controller.scale
-        return {"learning_rate": ppo["learning_rate"] * frac, "ent_coef": ent, "kl_coef": max(0.0, self.kl_schedule(self.global_step))}
+        return {"learning_rate": ppo["learning_rate"] * frac, "ent_coef": ent,
+                "kl_coef": max(0.0, self.kl_schedule(self.global_step))}
 
     def ppo_iteration(self) -> dict[str, Any]:
         """One rollout plus one update; returns the metrics row."""
@@ -398,7 +401,7 @@ class Trainer:
         if self.controller is not None and ckpt["controller"] is not None:
             self.controller.load_state_dict(ckpt["controller"])
         if ckpt.get("reward_composers") is not None:
-            for env, state in zip(self.envs, ckpt["reward_composers"]):
+            for env, state in zip(self.envs, ckpt["reward_composers"], strict=True):
                 composer = _env_composer(env)
                 if composer is not None and hasattr(composer, "load_state_dict"):
                     composer.load_state_dict(state)
@@ -423,7 +426,8 @@ class Trainer:
             progress(
                 f"[ppo] update {self.update}/{self.num_updates} step {self.global_step} "
                 f"return {format_return(row['episode_return_mean'])} entropy {row['entropy_norm']:.3f} kl {row['approx_kl']:.4f} "
-                f"clip {row['clip_fraction']:.3f} kl_ws {row['kl_warm_start']:.3f} ev {row['explained_variance']:.3f} sps {row['env_steps_per_s']:.0f} "
+                f"clip {row['clip_fraction']:.3f} kl_ws {row['kl_warm_start']:.3f} ev {row['explained_variance']:.3f} "
+                f"sps {row['env_steps_per_s']:.0f} "
                 f"eta {format_duration(eta)}",
                 self.progress_on,
             )
@@ -492,7 +496,8 @@ def train(
         trainer.run(log)
         final = trainer.save_checkpoint()
         policy_path = out / "policy.pt"
-        atomic_save({**trainer.policy.to_checkpoint(), "kind": "policy", "update": trainer.update, "global_step": trainer.global_step}, policy_path)
+        atomic_save({**trainer.policy.to_checkpoint(), "kind": "policy", "update": trainer.update,
+                     "global_step": trainer.global_step}, policy_path)
         if cfg["logging"]["plots"] and log.rows:
             plot_learning_curves(out / "metrics.csv", out / "learning_curves.png")
         rows = [dict(r) for r in log.rows]

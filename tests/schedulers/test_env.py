@@ -70,11 +70,11 @@ def test_same_seed_same_episode_across_instances(make_tiny_env):
     run_episode(env_b, "jsq", seed=5)  # something else first, in the same process
     obs_b, rew_b, _ = run_episode(env_b, "power_of_two", seed=11)
     assert len(obs_a) == len(obs_b)
-    for a, b in zip(obs_a, obs_b):
+    for a, b in zip(obs_a, obs_b, strict=True):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(rew_a, rew_b)
     obs_c, _, _ = run_episode(env_b, "power_of_two", seed=12)
-    assert not all(np.array_equal(a, c) for a, c in zip(obs_a, obs_c))
+    assert not all(np.array_equal(a, c) for a, c in zip(obs_a, obs_c, strict=True))
 
 
 def test_unseeded_resets_follow_the_first_seed(make_tiny_env):
@@ -253,7 +253,8 @@ def test_bad_actions_and_heuristic_names(make_tiny_env):
         ("qps: fast\n", r"bad\.yaml: qps: expected a positive number, got 'fast'"),
         ("observation:\n  token_scale: 0\n", r"bad\.yaml: observation\.token_scale: expected a positive number, got 0"),
         ("observation:\n  windw: 3\n", r"bad\.yaml: observation\.windw: unknown key"),
-        ("predictor:\n  max_depth: [16, 0]\n", r"bad\.yaml: predictor\.max_depth: expected a positive integer or a non-empty list"),
+        ("predictor:\n  max_depth: [16, 0]\n",
+         r"bad\.yaml: predictor\.max_depth: expected a positive integer or a non-empty list"),
         ("replica_scheduler: fifo\n", r"bad\.yaml: replica_scheduler: expected one of 'sarathi', 'vllm', 'orca', got 'fifo'"),
         ("max_tokens: 8192\n", r"bad\.yaml: max_tokens: expected at most predictor\.prediction_max_tokens_per_request \(4096\)"),
         ("compute_profile: justaname\n", r"bad\.yaml: compute_profile: expected a dataset id '<org>/<name>'"),
@@ -362,7 +363,8 @@ def test_ppo_scheduler_inside_vidur_sees_the_env_observations(tiny_config, make_
     reset_vidur_ids()
     py_state, np_state = random.getstate(), np.random.get_state()
     try:
-        config = to_simulation_config(tiny_config, global_scheduler="ppo", global_scheduler_options={"checkpoint": "probe"}, seed=5)
+        config = to_simulation_config(tiny_config, global_scheduler="ppo", global_scheduler_options={"checkpoint": "probe"},
+                                      seed=5)
         Simulator(config).run()
     finally:
         random.setstate(py_state)
@@ -375,5 +377,5 @@ def test_ppo_scheduler_inside_vidur_sees_the_env_observations(tiny_config, make_
         if truncated:
             break
     assert len(seen_in_vidur) == len(seen_in_env) == tiny_config.requests_per_episode
-    for a, b in zip(seen_in_vidur, seen_in_env):
+    for a, b in zip(seen_in_vidur, seen_in_env, strict=True):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-7)

@@ -24,7 +24,7 @@ CRAFTED = {
 def crafted_results() -> EvaluationResults:
     results = EvaluationResults("crafted", SEEDS, list(CRAFTED), ["round_robin", "least_prefill", "jsq"], "round_robin")
     for router, per_seed in CRAFTED.items():
-        for seed, (e2e, ttft, tput) in zip(SEEDS, per_seed):
+        for seed, (e2e, ttft, tput) in zip(SEEDS, per_seed, strict=True):
             row = {key: 1.0 for key, _, _ in METRICS}
             row.update(router=router, seed=seed, e2e_mean=e2e, ttft_p99=ttft, throughput=tput)
             results.episodes.append(row)

@@ -262,7 +262,7 @@ def test_ppo_update_target_kl_stops_early_and_grad_clip_bounds_steps() -> None:
     # Epoch 1's only minibatch starts at ratio 1 (KL 0) and steps; epoch 2's exceeds the target.
     assert metrics["grad_steps"] == 1 and metrics["epochs"] == 1 and metrics["early_stop"] == 1
     # One SGD step of lr 1 with the global gradient norm clipped to 1e-3 moves parameters by at most 1e-3.
-    moved = torch.sqrt(sum(((p.detach() - b) ** 2).sum() for p, b in zip(policy.parameters(), before)))
+    moved = torch.sqrt(sum(((p.detach() - b) ** 2).sum() for p, b in zip(policy.parameters(), before, strict=True)))
     assert moved.item() <= 1e-3 * 1.0001
 
 

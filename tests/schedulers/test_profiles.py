@@ -92,7 +92,8 @@ def test_plain_csv_is_compressed_on_install(profiles, tmp_path):
 
 def test_missing_folder_is_named(tmp_path, monkeypatch):
     monkeypatch.delenv(PROFILES_ENV_VAR, raising=False)
-    with pytest.raises(VidurSetupError, match=rf"{re.escape(str(tmp_path / 'nowhere'))} \(from env config key profiles_dir\) does not exist"):
+    nowhere = re.escape(str(tmp_path / "nowhere"))
+    with pytest.raises(VidurSetupError, match=rf"{nowhere} \(from env config key profiles_dir\) does not exist"):
         resolve_profiles_dir(tmp_path / "nowhere")
     monkeypatch.setenv(PROFILES_ENV_VAR, str(tmp_path / "elsewhere"))
     with pytest.raises(VidurSetupError, match=rf"elsewhere \(from \${PROFILES_ENV_VAR}\)"):
@@ -101,18 +102,21 @@ def test_missing_folder_is_named(tmp_path, monkeypatch):
 
 def test_missing_file_is_named(profiles, tmp_path):
     (profiles / "local" / "vidur-a100-codellama-34b" / "mlp.csv.xz").unlink()
-    with pytest.raises(VidurSetupError, match=r"vidur-a100-codellama-34b/mlp\.csv\.xz: missing; the compute profiling dataset needs"):
+    with pytest.raises(VidurSetupError,
+                       match=r"vidur-a100-codellama-34b/mlp\.csv\.xz: missing; the compute profiling dataset needs"):
         install_profiles(profiles, tmp_path / "cache", **CLUSTER)
 
 
 def test_mismatched_model_is_explained(profiles, tmp_path):
     config = profiles / "local" / "vidur-a100-codellama-34b" / "config.json"
     config.write_text(json.dumps({"model": "meta-llama/Llama-2-7b-hf", "device_sku": "a100"}))
-    with pytest.raises(VidurSetupError, match=r"no compute profiling dataset with config\.json model='codellama/CodeLlama-34b-Instruct-hf'.*found: local/vidur-a100-codellama-34b .*Llama-2-7b-hf"):
+    with pytest.raises(VidurSetupError, match=r"no compute profiling dataset with config\.json "
+                       r"model='codellama/CodeLlama-34b-Instruct-hf'.*found: local/vidur-a100-codellama-34b .*Llama-2-7b-hf"):
         install_profiles(profiles, tmp_path / "cache", **CLUSTER)
     with pytest.raises(
         VidurSetupError,
-        match=r"config\.json: model: expected 'codellama/CodeLlama-34b-Instruct-hf' \(the replica model and device\), got 'meta-llama/Llama-2-7b-hf'",
+        match=r"config\.json: model: expected 'codellama/CodeLlama-34b-Instruct-hf' \(the replica model and device\), "
+              r"got 'meta-llama/Llama-2-7b-hf'",
     ):
         install_profiles(profiles, tmp_path / "cache", compute_repo_id="local/vidur-a100-codellama-34b", **CLUSTER)
 

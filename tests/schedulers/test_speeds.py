@@ -4,7 +4,6 @@ estimator, the same heuristics inside Vidur's Simulator, and a short training on
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
 from pathlib import Path
@@ -19,7 +18,6 @@ from schedulers.routing.observation import FEATURE_NAMES
 from schedulers.routing.snapshot import ReplicaSnapshot
 from schedulers.routing.speed_estimator import SpeedEstimator
 from schedulers.sim.env_config import (
-    ReplicaGroup,
     env_config_from_dict,
     load_env_config,
     replica_setup_from_spec,
@@ -321,7 +319,7 @@ def test_speed_heuristics_inside_vidurs_simulator_match_the_env(make_tiny_env, t
 
 
 def test_short_training_on_a_tiny_heterogeneous_cluster(tmp_path, vidur_predictor):
-    """Behaviour cloning of ``adaptive`` then PPO on 1 fast + 1 slow replica with slowdowns: metrics report KL to the warm start."""
+    """Cloning ``adaptive``, then PPO on 1 fast + 1 slow replica with slowdowns: metrics report KL to the warm start."""
     import csv
 
     from schedulers.rl.ppo_router import PPORouter

@@ -110,7 +110,7 @@ class ToyRoutingEnv(gym.Env):
     def heuristic_action(self, name: str) -> int:
         """The named heuristic's choice for the current state (ties go to the lowest index)."""
         if name in ("least_work", "least_tokens"):
-            return int(np.argmin([sum(q) / s for q, s in zip(self._queues, self.speeds)]))
+            return int(np.argmin([sum(q) / s for q, s in zip(self._queues, self.speeds, strict=True)]))
         if name == "jsq":
             return int(np.argmin([len(q) for q in self._queues]))
         if name == "round_robin":
