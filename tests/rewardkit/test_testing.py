@@ -60,6 +60,9 @@ class Overflows(_Scaled):
 
 
 class LeaksAcrossEnvs(_Scaled):
+    # no monotone promise: rounding in the cross-environment sum could break that one first
+    monotone: dict[str, str] = {}
+
     def compute(self, x, terminated, truncated):
         return np.full(len(x["value"]), float(np.clip(x["value"].sum(), -1e300, 1e300)))
 
