@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from rewardkit import BaseReward, ConfigError, PerEnvState, RewardComposer, RewardKitError, register
+from rewardkit import BaseReward, ConfigError, PerEnvState, RewardComposer, RewardKitError
 from rewardkit.base import Array
 from rewardkit.params import Param
 
@@ -97,19 +97,8 @@ class FlakyCounter(BaseReward):
         self._state.load_state_dict(state)
 
 
+#: registered while this module runs (tests/rewardkit/conftest.py)
 TEST_COMPONENTS = {"test_flaky_counter": FlakyCounter}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _test_components_registered():
-    """Register this module's test components only while its tests run (others list the registry)."""
-    from rewardkit import registry
-
-    for name, cls in TEST_COMPONENTS.items():
-        register(name, replace=True)(cls)
-    yield
-    for name in TEST_COMPONENTS:
-        registry._REGISTRY.pop(name, None)
 
 
 @pytest.mark.parametrize("batched", [False, True])

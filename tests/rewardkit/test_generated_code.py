@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pytest
 
-from rewardkit import BaseReward, RewardComposer, cli, register
+from rewardkit import BaseReward, RewardComposer, cli
 from rewardkit.base import Array
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,20 +59,9 @@ class _Reciprocal(BaseReward):
         return f"(1.0 / {args[0]})"
 
 
+#: registered while this module runs (tests/rewardkit/conftest.py)
 TEST_COMPONENTS = {"test_codegen_double": _Double, "test_codegen_negate": _Negate,
                    "test_codegen_reciprocal": _Reciprocal}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _test_components_registered():
-    """Register this module's test components only while its tests run (others list the registry)."""
-    from rewardkit import registry
-
-    for name, cls in TEST_COMPONENTS.items():
-        register(name, replace=True)(cls)
-    yield
-    for name in TEST_COMPONENTS:
-        registry._REGISTRY.pop(name, None)
 
 
 def test_two_components_keep_their_own_helper_of_the_same_name():
