@@ -239,6 +239,13 @@ class RewardScaler:
         self.returns = torch.where(done.bool(), torch.zeros_like(self.returns), self.returns)
         return (rewards.double() / math.sqrt(self.rms.var + self.epsilon)).to(rewards.dtype)
 
+    def scale_rollout(self, rewards: torch.Tensor, done: torch.Tensor) -> torch.Tensor:
+        """Scale a whole rollout ``(T, n_envs)`` step by step, as if each step came in order.
+
+        For rewards that are known only once the rollout is complete (per-request credit).
+        """
+        return torch.stack([self(rewards[t], done[t]) for t in range(rewards.shape[0])]) if len(rewards) else rewards
+
     @property
     def std(self) -> float:
         return math.sqrt(self.rms.var + self.epsilon)

@@ -86,6 +86,58 @@ CONTEXT_KEYS = frozenset(
 )
 
 
+#: keys of a per-request context (see :func:`request_context`). A reward reading only these is
+#: evaluated once per request when it completes and credited to the decision that routed it.
+REQUEST_CONTEXT_KEYS = frozenset({"ttft", "e2e", "prompt_tokens", "decode_tokens"})
+
+
+def request_context(request: Any) -> dict[str, float]:
+    """What one completed request tells the reward: its own latencies and lengths.
+
+    ========================  ===============================================================
+    ttft                      time to first token (s): arrival to end of prefill
+    e2e                       end-to-end latency (s): arrival to completion
+    prompt_tokens             prompt length (tokens)
+    decode_tokens             output length (tokens), known only once the request completed
+    ========================  ===============================================================
+    """
+    return {
+        "ttft": float(request._prefill_completed_at - request.arrived_at),
+        "e2e": float(request.completed_at - request.arrived_at),
+        "prompt_tokens": float(request.num_prefill_tokens),
+        "decode_tokens": float(request.num_decode_tokens),
+    }
+
+
+def reward_credit(keys: set[str] | frozenset[str] | None, source: str) -> str:
+    """``"request"`` when a reward reads only per-request keys, ``"step"`` when only step keys.
+
+    A per-request reward (``ttft``, ``e2e``...) is credited to the routing decision of its request
+    (low-variance credit assignment: each decision is judged by its own request's outcome); a
+    step reward describes the cluster between two decisions. A reward mixing both is refused.
+    """
+    if not keys:
+        return "step"
+    keys = set(keys)
+    if keys <= REQUEST_CONTEXT_KEYS:
+        return "request"
+    unknown = keys - CONTEXT_KEYS - REQUEST_CONTEXT_KEYS
+    if unknown:
+        raise ConfigError(
+            f"reads context keys {sorted(unknown)} that VidurRoutingEnv does not provide; expected keys of one "
+            f"kind: per step ({', '.join(sorted(CONTEXT_KEYS))}) or per request ({', '.join(sorted(REQUEST_CONTEXT_KEYS))})",
+            source=source,
+        )
+    if keys & REQUEST_CONTEXT_KEYS:
+        raise ConfigError(
+            f"mixes per-request keys {sorted(keys & REQUEST_CONTEXT_KEYS)} with per-step keys "
+            f"{sorted(keys & CONTEXT_KEYS)}; expected one kind (a per-request reward is credited to the "
+            "decision that routed the request, a per-step one to the step it describes)",
+            source=source,
+        )
+    return "step"
+
+
 class RewardContextBuilder:
     """Builds each step's context; carries the recent latency/TTFT stats between steps of an episode."""
 

@@ -90,6 +90,7 @@ class Trainer:
                 "expected false: the reward config already divides every term by the running std of its return "
                 "(normalize: return_std), and scaling twice hides the terms' weights; scale in one place",
                 source=source, path="ppo.reward_scaling")
+        self.request_credit = self._check_request_credit()
         self.scaler = RewardScaler(self.n_envs, ppo["gamma"]) if ppo["reward_scaling"] else None
         self.buffer = RolloutBuffer(self.n_steps, self.n_envs, (self.num_replicas, self.n_features))
 
@@ -112,6 +113,33 @@ class Trainer:
             return False
         terms = to_dict().get("components", {}).values()
         return bool(terms) and all((t.get("normalize") or {}).get("type") == "return_std" for t in terms)
+
+    def _check_request_credit(self) -> bool:
+        """Whether the env credits rewards per routed request; then rollouts must hold whole episodes."""
+        env = self.envs[0].unwrapped
+        if getattr(env, "reward_credit", "step") != "request":
+            return False
+        length = int(env.requests_per_episode)
+        why = (f"the reward is per request ({getattr(env, 'reward_source', 'reward')}), credited to the decision that "
+               "routed each request once it completes, so ")
+        if self.n_steps % length:
+            raise ConfigError(f"expected a multiple of the episode length {length}: {why}a rollout must hold whole "
+                              f"episodes; got {self.n_steps}", source=self.source, path="ppo.n_steps")
+        bc = self.cfg["bc"]
+        per_env = bc["demo_steps"] // len(bc["heuristics"]) // self.n_envs
+        if bc["enabled"] and per_env % length:
+            raise ConfigError(f"expected demo_steps / (heuristics * n_envs) to be a multiple of the episode length "
+                              f"{length}: {why}demonstrations must hold whole episodes; got {per_env} steps per env "
+                              "and heuristic", source=self.source, path="bc.demo_steps")
+        return True
+
+    def _credit(self, rewards: torch.Tensor, t: int, i: int, episode_start: int, info: dict) -> None:
+        """Add env ``i``'s per-request credits to ``rewards[decision slot, i]`` (slots up to ``t``)."""
+        for decision, value in info.get("credits") or ():
+            slot = episode_start + int(decision)
+            if not episode_start <= slot <= t:
+                raise RuntimeError(f"credit for decision {decision} falls outside the rollout (slot {slot}, step {t})")
+            rewards[slot, i] += float(value)
 
     def _log(self, text: str) -> None:
         progress(text, self.progress_on)
@@ -190,12 +218,19 @@ class Trainer:
                     raise ConfigError(f"expected a heuristic the env knows, got {heuristic!r} ({exc})",
                                       source=self.source, path="bc.heuristics") from None
                 actions[t, i] = a
-                r, te, tr, final, _ = self._step_env(i, a)
-                rewards[t, i], term[t, i], trunc[t, i] = r, te, tr
+                episode_start = t - self.episode_step[i]
+                r, te, tr, final, info = self._step_env(i, a)
+                term[t, i], trunc[t, i] = te, tr
+                if self.request_credit:
+                    self._credit(rewards, t, i, episode_start, info)
+                else:
+                    rewards[t, i] = r
                 if final is not None:
                     final_obs[t, i] = torch.from_numpy(final)
-            if self.scaler is not None:
+            if self.scaler is not None and not self.request_credit:
                 rewards[t] = self.scaler(rewards[t], term[t] | trunc[t])
+        if self.scaler is not None and self.request_credit:  # credits are final once the episodes are
+            rewards = self.scaler.scale_rollout(rewards, term | trunc)
         return Demos(obs, actions, rewards, term, trunc, final_obs, self._obs_tensor())
 
     def behaviour_cloning(self) -> None:
@@ -228,7 +263,7 @@ class Trainer:
         episode_returns: list[float] = []
         episode_lengths: list[int] = []
         raw_reward_sum = 0.0
-        for _ in range(self.n_steps):
+        for t in range(self.n_steps):
             t0 = time.perf_counter()
             obs = self._obs_tensor()
             step = self.policy.act(obs)
@@ -238,10 +273,15 @@ class Trainer:
             term = torch.zeros(self.n_envs, dtype=torch.bool)
             trunc = torch.zeros(self.n_envs, dtype=torch.bool)
             finals: dict[int, np.ndarray] = {}
+            credited: list[tuple[int, int, dict]] = []
             for i in range(self.n_envs):
                 ep_ret, ep_len = self.ep_return[i], self.episode_step[i]
                 r, te, tr, final, info = self._step_env(i, int(step.action[i]))
-                rewards[i], term[i], trunc[i] = r, te, tr
+                term[i], trunc[i] = te, tr
+                if self.request_credit:
+                    credited.append((i, t - ep_len, info))  # placed once step t is in the buffer
+                else:
+                    rewards[i] = r
                 raw_reward_sum += r
                 if final is not None:
                     episode_returns.append(ep_ret + r)
@@ -262,12 +302,16 @@ class Trainer:
                 with torch.no_grad():
                     idx = sorted(finals)
                     final_values[idx] = self.policy.value(self.policy.as_tensor(np.stack([finals[i] for i in idx])))
-            if self.scaler is not None:
+            if self.scaler is not None and not self.request_credit:
                 rewards = self.scaler(rewards, term | trunc)
             self.buffer.add(obs, step.action, step.log_prob, step.value, rewards, term, trunc, final_values)
+            for i, episode_start, info in credited:
+                self._credit(self.buffer.rewards, t, i, episode_start, info)
             self.global_step += self.n_envs
             t_policy += time.perf_counter() - t2
         t0 = time.perf_counter()
+        if self.scaler is not None and self.request_credit:  # credits are final once the episodes are
+            self.buffer.rewards = self.scaler.scale_rollout(self.buffer.rewards, self.buffer.terminated | self.buffer.truncated)
         with torch.no_grad():
             last_values = self.policy.value(self._obs_tensor())
         self.buffer.compute_advantages(last_values, self.cfg["ppo"]["gamma"], self.cfg["ppo"]["gae_lambda"])

@@ -225,6 +225,48 @@ def test_composer_needing_unknown_context_key_is_rejected(tiny_config, vidur_pre
         VidurRoutingEnv(tiny_config, composer)
 
 
+PER_REQUEST_TTFT = """
+version: 1
+components:
+  ttft: {type: threshold_penalty, inputs: {latency: ttft}, params: {threshold: 0.0}, weight: -1.0}
+  e2e: {type: threshold_penalty, inputs: {latency: e2e}, params: {threshold: 0.0}, weight: -0.5}
+"""
+
+
+def test_per_request_reward_is_credited_to_the_routing_decision(tiny_config, vidur_predictor, tmp_path):
+    from schedulers.sim.env import VidurRoutingEnv
+
+    path = tmp_path / "request.yaml"
+    path.write_text(PER_REQUEST_TTFT)
+    env = VidurRoutingEnv(tiny_config, str(path))
+    assert env.reward_credit == "request"
+    _, rewards, infos = run_episode(env, "round_robin", seed=3)
+    credits = [c for info in infos[1:] for c in info["credits"]]
+    # every decision credited exactly once, by the episode's last step (drained), never before it was made
+    assert sorted(d for d, _ in credits) == list(range(tiny_config.requests_per_episode))
+    for step, info in enumerate(infos[1:]):
+        assert all(d <= step for d, _ in info["credits"])
+        assert rewards[step] == pytest.approx(sum(r for _, r in info["credits"]))
+    assert len(infos[-1]["credits"]) > 0  # requests still running at the last decision are drained
+    value = dict(credits)
+    ep = env._ep
+    assert all(r.completed for r in ep.requests)
+    for r in ep.requests:
+        ttft, e2e = r._prefill_completed_at - r.arrived_at, r.completed_at - r.arrived_at
+        assert value[ep.decision_of[r.id]] == pytest.approx(-ttft - 0.5 * e2e)
+    # round_robin sent decision k to replica k mod 2: the credit is that request's own outcome
+    assert ep.routed.tolist() == [40, 40]
+
+
+def test_reward_mixing_request_and_step_keys_is_refused(tiny_config, vidur_predictor, tmp_path):
+    from schedulers.sim.env import VidurRoutingEnv
+
+    path = tmp_path / "mixed.yaml"
+    path.write_text(PER_REQUEST_TTFT + "  wait: {type: littles_law_latency, weight: -1.0}\n")
+    with pytest.raises(ConfigError, match=r"mixed\.yaml: mixes per-request keys \['e2e', 'ttft'\] with per-step keys"):
+        VidurRoutingEnv(tiny_config, str(path))
+
+
 def test_missing_reward_config_file_is_reported(tiny_config, vidur_predictor):
     from schedulers.sim.env import VidurRoutingEnv
 

@@ -5,6 +5,10 @@ Between arrivals the servers work off their queues, and the reward is minus the 
 number-of-requests-in-system curve (Little's law: the episode's return is minus the total time
 requests spent in the system). Least-work routing is far better than random routing here, so a
 learner that beats random in a few thousand steps shows the PPO loop works.
+
+With ``reward_credit="request"`` it follows the Vidur env's per-request credit instead: each
+request's reward is minus its own time in the system, reported in ``info["credits"]`` as
+``(decision index, reward)`` only once the request completes (all the rest at the episode's end).
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ class ToyRoutingEnv(gym.Env):
         scale: float = 8.0,
         max_queue: int | None = None,
         overflow_penalty: float = 50.0,
+        reward_credit: str = "step",
     ) -> None:
         super().__init__()
         if num_replicas < 1 or episode_length < 1 or not 0 < load:
@@ -69,6 +74,12 @@ class ToyRoutingEnv(gym.Env):
         self.overflow_penalty = overflow_penalty
         self.observation_space = spaces.Box(0.0, np.inf, shape=(num_replicas, N_FEATURES), dtype=np.float32)
         self.action_space = spaces.Discrete(num_replicas)
+        if reward_credit not in ("step", "request"):
+            raise ValueError(f"reward_credit must be 'step' or 'request', got {reward_credit!r}")
+        self.reward_credit = reward_credit
+        self.requests_per_episode = episode_length
+        self._pending: list[tuple[float, int, float]] = []  # (completion time, decision, reward)
+        self._now = 0.0
         self.composer = ToyRewardComposer()
         self._queues: list[list[float]] = [[] for _ in range(num_replicas)]
         self._size = 0.0
@@ -79,6 +90,7 @@ class ToyRoutingEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         self._queues = [[] for _ in range(self.num_replicas)]
+        self._pending, self._now = [], 0.0
         self._t = 0
         self._rr = 0
         self._size = self._draw_size()
@@ -88,8 +100,11 @@ class ToyRoutingEnv(gym.Env):
         a = int(action)
         if not 0 <= a < self.num_replicas:
             raise ValueError(f"action must be in [0, {self.num_replicas}), got {action!r}")
+        sojourn = (sum(self._queues[a]) + self._size) / self.speeds[a]  # FIFO: known at routing
+        self._pending.append((self._now + sojourn, self._t, -sojourn))
         self._queues[a].append(self._size)
         dt = float(self.np_random.exponential(1.0 / self.arrival_rate))
+        self._now += dt
         area, completed = 0.0, 0
         for i, queue in enumerate(self._queues):
             a_i, c_i = self._serve(queue, dt * self.speeds[i])
@@ -104,6 +119,11 @@ class ToyRoutingEnv(gym.Env):
             reward -= self.overflow_penalty
         truncated = (not terminated) and self._t >= self.episode_length
         info = {"reward_terms": {"time_in_system": -area, "completed": float(completed), "dt": dt}}
+        if self.reward_credit == "request":
+            done = terminated or truncated
+            info["credits"] = [(d, r) for end, d, r in self._pending if done or end <= self._now]
+            self._pending = [] if done else [p for p in self._pending if p[0] > self._now]
+            reward = sum(r for _, r in info["credits"])
         return self._obs(), float(reward), bool(terminated), bool(truncated), info
 
     # ---- contract extras ------------------------------------------------------------------------
