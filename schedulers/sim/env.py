@@ -85,7 +85,6 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from rewardkit.errors import ConfigError
 
 from ..routing.heuristics import HEURISTIC_NAMES, choose
 from ..routing.observation import FEATURE_NAMES, build_observation, observation_bounds
