@@ -26,9 +26,11 @@ Run: ``.venv/bin/python benchmarks/bench_optimize.py [--trials 20] [--out runs/b
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import sys
 import time
 from pathlib import Path
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -83,6 +85,15 @@ def pruning_savings(opt: BayesianRewardOptimizer, train_config: Path) -> tuple[i
     return len(pruned), avoided, spent
 
 
+def train_policy(job: tuple[str, dict[str, Any], Path]) -> Path:
+    """Train one final candidate (resuming); its policy path. Runs in a worker process."""
+    import torch
+
+    torch.set_num_threads(1)
+    _, cfg, out = job
+    return train(cfg, out, resume=True).policy_path
+
+
 def final_comparison(opt: BayesianRewardOptimizer, args: argparse.Namespace, env: Path, out: Path) -> str:
     candidates: dict[str, Path] = {}
     for t in opt.best_trials()[: args.top]:
@@ -96,6 +107,7 @@ def final_comparison(opt: BayesianRewardOptimizer, args: argparse.Namespace, env
     routers: dict[str, Any] = {"round_robin": HeuristicRouter("round_robin"),
                                "least_prefill": HeuristicRouter("least_prefill"),
                                "adaptive": HeuristicRouter("adaptive")}
+    jobs = []
     for name, reward in candidates.items():
         cfg = full.training_config(reward.resolve())
         note = ""
@@ -103,8 +115,12 @@ def final_comparison(opt: BayesianRewardOptimizer, args: argparse.Namespace, env
             cfg["ppo"] = {**cfg["ppo"], "gamma": args.step_gamma}
             note = f", ppo.gamma {args.step_gamma} (a per-step reward)"
         print(f"[final] training {name} with the full budget ({args.full_config}{note})", flush=True)
-        result = train(cfg, out / "final" / name, resume=True)
-        routers[name] = PPORouter.from_checkpoint(result.policy_path)
+        jobs.append((name, cfg, out / "final" / name))
+    # independent runs, each resuming from its own checkpoints: args.workers at a time
+    with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for name, policy in zip(candidates, pool.map(train_policy, jobs), strict=True):
+            print(f"[final] {name}: {policy}", flush=True)
+            routers[name] = PPORouter.from_checkpoint(policy)
     seeds = list(load_config(args.full_config)[0]["seeds"]["eval"])[: args.final_seeds]
     res = evaluate_policies(full.env(full.training_config(HAND_SET["vidur_ttft"].resolve())), routers, seeds,
                             out_dir=out / "final" / "evaluation")

@@ -9,7 +9,7 @@ setup           env YAML                                     training config
 ==============  ===========================================  ==============================
 homogeneous     configs/envs/codellama34b_tp2_4r.yaml        (the slowdowns checkpoint)
 hetero          configs/envs/hetero.yaml (2x1.0 + 2x0.55)    configs/ppo_hetero.yaml
-slowdowns       configs/envs/slowdowns.yaml (4x1.0, ~1 in    configs/ppo_slowdowns.yaml
+slowdowns       configs/envs/slowdowns.yaml (4x1.0, ~1 in    configs/ppo_slowdowns_request.yaml
                 4 at ~40% speed at any time)
 ==============  ===========================================  ==============================
 
@@ -51,10 +51,10 @@ SEEDS = [101, 102, 103, 104, 105]
 CAPACITY_SEEDS = [201, 202, 203]
 SETUPS: dict[str, dict[str, Any]] = {
     # the slowdowns checkpoint where nothing slows down: learning to route around slowdowns must not cost here
-    "homogeneous": {"env": "configs/envs/codellama34b_tp2_4r.yaml", "train": "configs/ppo_slowdowns.yaml",
+    "homogeneous": {"env": "configs/envs/codellama34b_tp2_4r.yaml", "train": "configs/ppo_slowdowns_request.yaml",
                     "best": "least_prefill"},
     "hetero": {"env": "configs/envs/hetero.yaml", "train": "configs/ppo_hetero.yaml", "best": "cap_least_prefill"},
-    "slowdowns": {"env": "configs/envs/slowdowns.yaml", "train": "configs/ppo_slowdowns.yaml", "best": "adaptive"},
+    "slowdowns": {"env": "configs/envs/slowdowns.yaml", "train": "configs/ppo_slowdowns_request.yaml", "best": "adaptive"},
 }
 #: baselines evaluated at the base scale (the best of random, lor, least_kv and power_of_two never
 #: beat least_prefill here; `rewardkit evaluate` runs them all) and at twice the replicas.
