@@ -352,3 +352,41 @@ def test_shipped_training_configs_for_the_new_setups_load():
         assert cfg["seeds"]["train_start"] > max(cfg["seeds"]["eval"])
         env = load_env_config(ROOT / cfg["env"])
         assert env.heterogeneous and env.requests_per_episode == 1000
+
+
+def test_short_per_request_training_on_a_tiny_cluster_with_slowdowns(tmp_path, vidur_predictor):
+    """configs/ppo_slowdowns_request.yaml shrunk: cloning least_prefill, then PPO on per-request credit."""
+    import csv
+
+    from schedulers.train.trainer import train
+
+    cfg = yaml.safe_load((ROOT / "configs" / "ppo_slowdowns_request.yaml").read_text())
+    cfg["env"] = str(ROOT / "configs" / "envs" / "tiny.yaml")  # 80 requests per episode
+    cfg["reward"] = str(ROOT / cfg["reward"])
+    cfg["env_overrides"] = {"replicas": MIXED, "slowdowns": {"mean_interval_s": 20.0}}
+    cfg["ppo"].update(total_timesteps=320, n_envs=2, n_steps=80, minibatch_size=40, n_epochs=2)
+    cfg["bc"].update(demo_steps=160, epochs=2, minibatch_size=32)
+    cfg["logging"].update(checkpoint_every=1, plots=False)
+    result = train(cfg, tmp_path / "run")
+    rows = list(csv.DictReader(open(tmp_path / "run" / "metrics.csv")))
+    assert len(rows) == 2 and result.global_step == 320
+    # every decision of both episodes got its request's (negative, scaled) credit
+    assert all(float(r["reward_mean"]) < 0 for r in rows)
+    assert all(float(r["episodes"]) == 2 for r in rows)
+    assert float(rows[-1]["kl_warm_start"]) > 0
+    with pytest.raises(ConfigError, match=r"ppo\.n_steps: expected a multiple of the episode length 80"):
+        train({**cfg, "ppo": {**cfg["ppo"], "n_steps": 60, "minibatch_size": 30}}, tmp_path / "bad")
+
+
+def test_shipped_per_request_config_trains_on_whole_episodes():
+    from schedulers.sim.reward_context import reward_credit
+    from schedulers.train.config import load_config
+    from rewardkit import RewardComposer
+
+    cfg, _ = load_config(ROOT / "configs" / "ppo_slowdowns_request.yaml")
+    assert cfg["bc"]["heuristics"] == ["least_prefill"] and cfg["ppo"]["gamma"] == 0.0
+    reward = ROOT / cfg["reward"]
+    assert reward_credit(RewardComposer.from_yaml(reward).context_keys(), str(reward)) == "request"
+    env = load_env_config(ROOT / cfg["env"])
+    assert cfg["ppo"]["n_steps"] % env.requests_per_episode == 0
+    assert (cfg["bc"]["demo_steps"] // cfg["ppo"]["n_envs"]) % env.requests_per_episode == 0
