@@ -52,6 +52,9 @@ def test_vidur_objective_trains_with_each_trials_reward(tmp_path):
         assert not set(t.user_attrs["seeds"]) & {101, 102, 103, 104, 105}
         # intermediate values at updates 2 and 4 (global steps 256 and 512), then the final value
         assert sorted(t.intermediate_values) == [256, 512]
+        # the final update's evaluation is the result, not simulated twice: 2 evaluations x 2 seeds x 80 requests
+        assert t.intermediate_values[512] == pytest.approx(t.value)
+        assert t.user_attrs["eval_requests"] == 2 * 2 * 80
         assert t.value == pytest.approx(t.user_attrs["ttft_p99_ratio"])
         assert t.value == pytest.approx(sum(t.user_attrs["ttft_p99_ratio_per_seed"]) / 2)
         assert 0.2 < t.value < 5.0 and 0.2 < t.user_attrs["e2e_mean_ratio"] < 5.0
