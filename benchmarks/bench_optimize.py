@@ -94,9 +94,19 @@ def train_policy(job: tuple[str, dict[str, Any], Path]) -> Path:
     return train(cfg, out, resume=True).policy_path
 
 
+def study_wall_time(opt: BayesianRewardOptimizer) -> float:
+    """Seconds from the study's first trial start to its last trial end (also right for a resumed study)."""
+    times = [(t.datetime_start, t.datetime_complete) for t in opt.study.trials if t.datetime_start and t.datetime_complete]
+    if not times:
+        return 0.0
+    return (max(end for _, end in times) - min(begin for begin, _ in times)).total_seconds()
+
+
 def final_comparison(opt: BayesianRewardOptimizer, args: argparse.Namespace, env: Path, out: Path) -> str:
     candidates: dict[str, Path] = {}
-    for t in opt.best_trials()[: args.top]:
+    # sampled trials only: an enqueued config (the base) is what tuning starts from, not its result
+    sampled = [t for t in opt.best_trials() if "rewardkit.enqueued_from" not in t.user_attrs]
+    for t in sampled[: args.top]:
         path = out / "final" / f"tuned_trial{t.number}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(opt.config_of(t), sort_keys=False))
@@ -176,9 +186,10 @@ def main() -> None:
     pruned, avoided, spent = pruning_savings(opt, args.train_config)
     print(f"pruning: {pruned} of {opt.finished_count()} trials pruned; {avoided} simulated training requests "
           f"avoided ({spent} simulated in training and evaluation)")
-    study_wall = time.perf_counter() - start
+    study_wall = study_wall_time(opt)
     print(final_comparison(opt, args, env, args.out))
-    print(f"wall time: study {study_wall / 60:.1f} min, total {(time.perf_counter() - start) / 60:.1f} min")
+    print(f"wall time: study {study_wall / 60:.1f} min (first trial start to last trial end), "
+          f"this run {(time.perf_counter() - start) / 60:.1f} min")
 
 
 if __name__ == "__main__":

@@ -149,7 +149,10 @@ class VidurObjective:
         env = self.env(cfg)
         seeds = self.env_seeds(cfg, trial)
         train_dir = folder / "train"
-        evaluated = {"requests": 0}
+        evaluated: dict[str, Any] = {"requests": 0}
+        checked, _ = load_config(cfg)
+        final_step = (checked["ppo"]["total_timesteps"] // (checked["ppo"]["n_envs"] * checked["ppo"]["n_steps"])
+                      * checked["ppo"]["n_envs"] * checked["ppo"]["n_steps"])
 
         def on_update(row: Mapping[str, Any]) -> None:
             update = int(row.get("update", 0))
@@ -163,7 +166,8 @@ class VidurObjective:
             step = int(row.get("global_step", update))
             evaluated["last"] = (step, ttft, e2e)  # the final update's evaluation is the trial's result
             trial.set_user_attr("steps_trained", step)
-            if report_evaluation(trial, step, ttft):
+            # a trial that has used its whole budget completes: pruning it then would save nothing
+            if report_evaluation(trial, step, ttft) and step < final_step:
                 trial.set_user_attr("eval_requests", evaluated["requests"])
                 raise optuna.TrialPruned(f"TTFT p99 ratio {np.mean(ttft):.4f} at step {step}")
 

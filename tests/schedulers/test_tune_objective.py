@@ -64,3 +64,23 @@ def test_vidur_objective_trains_with_each_trials_reward(tmp_path):
 def test_vidur_entry_point_is_registered():
     objective = resolve_objective("vidur")
     assert isinstance(objective, VidurObjective) and objective.directions == ("minimize",)
+
+
+def test_a_trial_is_pruned_before_its_last_update_never_at_it(tmp_path, monkeypatch):
+    """With a pruner that always says stop, a trial stops at its first evaluation unless that is the last."""
+    import schedulers.tune.vidur_objective as vo
+
+    monkeypatch.setattr(vo, "report_evaluation", lambda trial, step, values: True)
+    BayesianRewardOptimizer.show_progress = False
+    states = {}
+    for eval_every in (2, 4):  # evaluations at updates 2 and 4, or only at update 4 (the last)
+        objective = VidurObjective(train_config=tiny_train_config(tmp_path), n_seeds=1, eval_every=eval_every)
+        opt = BayesianRewardOptimizer(
+            ROOT / "configs" / "rewards" / "vidur_ttft.yaml",
+            {"components.time_in_system.weight": {"type": "float", "low": -1.0, "high": 0.0}},
+            objective, study_name=f"prune{eval_every}", storage=str(tmp_path / f"prune{eval_every}.journal"), seed=0)
+        opt.optimize(n_trials=1)
+        trial = opt.study.trials[0]
+        states[eval_every] = (trial.state, trial.user_attrs.get("steps_trained"))
+    assert states[2] == (TrialState.PRUNED, 256)
+    assert states[4] == (TrialState.COMPLETE, 512)
