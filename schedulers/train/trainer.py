@@ -12,6 +12,11 @@ Environment episodes are seeded ``seeds.train_start + env_index + n_envs * episo
 training never meets the evaluation seeds, and a resumed run restarts each environment's
 interrupted episode with the next seed (or, if the checkpoint fell on an episode boundary, with
 exactly the seed the uninterrupted run would have used).
+
+Per-request credit: when the env credits its reward per routed request (``env.reward_credit ==
+"request"``, see :mod:`schedulers.sim.env`), each ``(decision, reward)`` pair of
+``info["credits"]`` is added to the rollout step that made that decision, and rollouts (and
+demonstrations) hold whole episodes, so every decision has its credit before GAE runs.
 """
 
 from __future__ import annotations
