@@ -188,6 +188,8 @@ def read_yaml(path: str | Path) -> YamlDocument:
     allowed, and the limits ``MAX_FILE_BYTES``, ``MAX_EXPANDED_VALUES`` and ``MAX_DEPTH``.
     """
     source = str(path)
+    if "\x00" in source:  # open() would raise ValueError, not OSError
+        raise ConfigError("expected a file path, got one containing a NUL byte", source=repr(source))
     try:
         with open(path, "rb") as fh:
             raw = fh.read(MAX_FILE_BYTES + 1)

@@ -89,6 +89,13 @@ def test_file_size_is_bounded(tmp_path):
     assert str(info.value) == f"{path}: expected a file of at most {MAX_FILE_BYTES} bytes, got a larger one"
 
 
+def test_path_with_a_nul_byte_is_a_config_error():
+    """Found by the CLI fuzz test: open() raises ValueError (not OSError) on such a path."""
+    with pytest.raises(ConfigError) as info:
+        read_yaml("a\x00.yaml")
+    assert str(info.value) == "'a\\x00.yaml': expected a file path, got one containing a NUL byte"
+
+
 def test_endless_device_is_not_read_whole():
     with pytest.raises(ConfigError, match="at most"):
         read_yaml("/dev/zero")
