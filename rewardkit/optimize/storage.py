@@ -57,8 +57,12 @@ class StorageSpec:
 
 def parse_storage(value: str | None, study_name: str) -> StorageSpec:
     """Apply the storage rule to ``value`` (None: ``<study_name>.journal`` here)."""
+    if "\x00" in study_name:  # it names the journal file and the trial folders
+        raise ConfigError(f"expected a study name without NUL bytes, got {study_name!r}", path="--study")
     if value is None or value == "":
         return StorageSpec(None, Path(f"{study_name}.journal"))
+    if "\x00" in value:
+        raise ConfigError(f"expected a journal file path or a URL without NUL bytes, got {value!r}", path="--storage")
     if _SCHEME.match(value):
         if value.startswith("sqlite:///:memory:") or value == "sqlite://":
             raise ConfigError("expected a storage shared between runs, got an in-memory SQLite URL",

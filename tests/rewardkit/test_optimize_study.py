@@ -197,3 +197,16 @@ def test_enqueued_config_runs_first_and_once(tmp_path):
     opt.optimize(n_trials=3)
     assert calls[0]["components"]["progress"]["weight"] == 1.3
     assert sum(c["components"]["progress"]["weight"] == 1.3 for c in calls) == 1
+
+
+@pytest.mark.parametrize(("storage", "study", "expected"), [
+    ("sqlite:///a\x00.db", "s", r"--storage: expected a journal file path or a URL without NUL bytes"),
+    ("a\x00.journal", "s", r"--storage: expected a journal file path or a URL without NUL bytes"),
+    (None, "s\x00", r"--study: expected a study name without NUL bytes"),
+])
+def test_nul_bytes_in_storage_or_study_name_are_config_errors(storage, study, expected) -> None:
+    """open() raises ValueError on such paths; the command must report them like any bad input."""
+    from rewardkit.optimize.storage import parse_storage
+
+    with pytest.raises(ConfigError, match=expected):
+        parse_storage(storage, study)
