@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Collection, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 from .errors import ConfigError
 from .params import Param, describe, is_finite_number
@@ -99,39 +99,43 @@ def _context_key(key: Any, context_keys: Collection[str], where: str, source: st
     return key
 
 
+def _per_context_key(given: Any, context_keys: Collection[str], where: str, source: str | None, what: str,
+                     parse: Callable[[Any, str], Any]) -> dict[str, Any]:
+    """A mapping of context key -> ``parse(value, key path)``; ``what`` describes the values in errors."""
+    if given is None:
+        return {}
+    if not isinstance(given, Mapping):
+        raise ConfigError(f"expected a mapping of context key to {what}, got {describe(given)}",
+                          source=source, path=where)
+    out: dict[str, Any] = {}
+    for key, value in given.items():
+        _context_key(key, context_keys, where, source)
+        out[key] = parse(value, f"{where}.{key}")
+    return out
+
+
 def _monotone(given: Any, context_keys: Collection[str], where: str, source: str | None) -> dict[str, str]:
     """``expect.monotone``: context key -> 'increasing' or 'decreasing'."""
-    monotone: dict[str, str] = {}
-    if given is None:
-        return monotone
-    if not isinstance(given, Mapping):
-        raise ConfigError(f"expected a mapping of context key to 'increasing' or 'decreasing', got {describe(given)}",
-                          source=source, path=where)
-    for key, direction in given.items():
-        _context_key(key, context_keys, where, source)
-        if direction not in DIRECTIONS:
-            raise ConfigError(f"expected 'increasing' or 'decreasing', got {describe(direction)}",
-                              source=source, path=f"{where}.{key}")
-        monotone[key] = direction
-    return monotone
+
+    def direction(value: Any, at: str) -> str:
+        if value not in DIRECTIONS:
+            raise ConfigError(f"expected 'increasing' or 'decreasing', got {describe(value)}", source=source, path=at)
+        return value
+
+    return _per_context_key(given, context_keys, where, source, "'increasing' or 'decreasing'", direction)
 
 
 def _input_ranges(given: Any, context_keys: Collection[str], where: str,
                   source: str | None) -> dict[str, tuple[float, float]]:
     """``expect.inputs``: context key -> [low, high] sampling range."""
-    inputs: dict[str, tuple[float, float]] = {}
-    if given is None:
-        return inputs
-    if not isinstance(given, Mapping):
-        raise ConfigError(f"expected a mapping of context key to [low, high], got {describe(given)}",
-                          source=source, path=where)
-    for key, value in given.items():
-        _context_key(key, context_keys, where, source)
-        bounds_of_key = _bounds(value, f"{where}.{key}", source)
+
+    def sampling_range(value: Any, at: str) -> tuple[float, float]:
+        bounds_of_key = _bounds(value, at, source)
         if bounds_of_key is None:
-            raise ConfigError("expected a list [low, high], got None", source=source, path=f"{where}.{key}")
-        inputs[key] = bounds_of_key
-    return inputs
+            raise ConfigError("expected a list [low, high], got None", source=source, path=at)
+        return bounds_of_key
+
+    return _per_context_key(given, context_keys, where, source, "[low, high]", sampling_range)
 
 
 def _bounds(value: Any, where: str, source: str | None) -> tuple[float, float] | None:
