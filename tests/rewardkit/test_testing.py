@@ -18,7 +18,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rewardkit import BaseReward, ConfigError, Param, PerEnvState, RewardComposer, cli
+from rewardkit import BaseReward, ConfigError, Param, PerEnvState, RewardComposer, cli, registry
 from rewardkit.components import ThresholdPenalty
 from rewardkit.testing import (ComponentCheckError, ExpectationError, assert_finite, assert_monotone, assert_range,
                                check_component, check_config, contexts, params_strategy, prove_finite,
@@ -442,6 +442,11 @@ def test_check_imports_user_modules_that_register_components(capsys, tmp_path, m
     config.write_text(yaml.safe_dump({"version": 1, "components": {"n": {"type": "my_negated"}},
                                       "expect": {"range": [-10, 10], "inputs": {"value": [-1, 100]}}}))
     monkeypatch.syspath_prepend(str(tmp_path))
+    # --import registers my_negated and imports my_rewards: both undone after the test, so that
+    # tests listing the registry see only the built-in components whatever the order
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    monkeypatch.setitem(sys.modules, "my_rewards", None)  # restored (removed) after the test
+    del sys.modules["my_rewards"]
     code, out, err = run(capsys, "check", str(config))
     assert code == 1 and "components.n.type" in err  # not registered without --import
     code, out, err = run(capsys, "check", "--import", "my_rewards", "--examples", "30", str(config))
