@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import random
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,3 +85,31 @@ def make_tiny_env(tiny_config, vidur_predictor):
     yield make
     for env in envs:
         env.close()
+
+
+@pytest.fixture
+def run_vidur_simulator(vidur_predictor):
+    """``run(env_config, global_scheduler, seed, **options)``: Vidur's own Simulator run to the end; its requests by id.
+
+    ``options`` go to :func:`schedulers.sim.simulation_config.to_simulation_config`.
+
+    Python's and NumPy's global random states are restored afterwards (Vidur draws from both).
+    """
+    from vidur.simulator import Simulator
+
+    from schedulers.sim.simulation_config import to_simulation_config
+    from schedulers.sim.vidur_ids import reset_vidur_ids
+
+    def run(env_config, global_scheduler: str, seed: int, **options: Any) -> list:
+        reset_vidur_ids()
+        py_state, np_state = random.getstate(), np.random.get_state()
+        try:
+            sim = Simulator(to_simulation_config(env_config, global_scheduler=global_scheduler, seed=seed, **options))
+            requests = sorted((e._request for _, e in sim._event_queue), key=lambda r: r.id)
+            sim.run()
+        finally:
+            random.setstate(py_state)
+            np.random.set_state(np_state)
+        return requests
+
+    return run

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import random
 import warnings
 
 import numpy as np
@@ -115,24 +114,11 @@ def test_evaluate_mode_drains_and_measures(make_tiny_env, tiny_config):
     assert summary["throughput"] == pytest.approx(m.num_completed / m.makespan)
 
 
-def test_matches_vidur_simulator_exactly(make_tiny_env, tiny_config):
+def test_matches_vidur_simulator_exactly(make_tiny_env, tiny_config, run_vidur_simulator):
     """Same arrivals and per-request latencies as Vidur's own Simulator (its generator, its loop)."""
-    from vidur.simulator import Simulator
-
-    from schedulers.sim.vidur_ids import reset_vidur_ids
-    from schedulers.sim.simulation_config import to_simulation_config
-
     env = make_tiny_env(evaluate=True, compute_reward=False)
     for policy in ("round_robin", "least_tokens"):  # Vidur built-in, and ours registered into Vidur
-        reset_vidur_ids()
-        py_state, np_state = random.getstate(), np.random.get_state()
-        try:
-            sim = Simulator(to_simulation_config(tiny_config, global_scheduler=policy, seed=21))
-            vidur_requests = sorted((e._request for _, e in sim._event_queue), key=lambda r: r.id)
-            sim.run()
-        finally:
-            random.setstate(py_state)
-            np.random.set_state(np_state)
+        vidur_requests = run_vidur_simulator(tiny_config, policy, seed=21)
         run_episode(env, policy, seed=21)
         ours = env._ep.requests
         assert [r.arrived_at for r in ours] == [r.arrived_at for r in vidur_requests]
@@ -314,14 +300,11 @@ def test_default_reward_is_the_env_configs(tiny_config, vidur_predictor):
     assert "absolute/throughput/raw" in info["reward_terms"]
 
 
-def test_ppo_scheduler_inside_vidur_sees_the_env_observations(tiny_config, make_tiny_env, monkeypatch):
+def test_ppo_scheduler_inside_vidur_sees_the_env_observations(tiny_config, make_tiny_env, monkeypatch,
+                                                              run_vidur_simulator):
     """Vidur's registered ``ppo`` scheduler builds the same observations as the env, decision by decision."""
-    from vidur.simulator import Simulator
-
     from schedulers.routing import router as routers
     from schedulers.routing.observation import FEATURE_NAMES
-    from schedulers.sim.vidur_ids import reset_vidur_ids
-    from schedulers.sim.simulation_config import to_simulation_config
 
     column = FEATURE_NAMES.index("outstanding_tokens")
 
@@ -340,15 +323,7 @@ def test_ppo_scheduler_inside_vidur_sees_the_env_observations(tiny_config, make_
 
     seen_in_vidur, seen_in_env = [], []
     monkeypatch.setitem(routers._FACTORIES, "ppo", lambda checkpoint: Probe(seen_in_vidur))
-    reset_vidur_ids()
-    py_state, np_state = random.getstate(), np.random.get_state()
-    try:
-        config = to_simulation_config(tiny_config, global_scheduler="ppo", global_scheduler_options={"checkpoint": "probe"},
-                                      seed=5)
-        Simulator(config).run()
-    finally:
-        random.setstate(py_state)
-        np.random.set_state(np_state)
+    run_vidur_simulator(tiny_config, "ppo", seed=5, global_scheduler_options={"checkpoint": "probe"})
     env = make_tiny_env()
     probe = Probe(seen_in_env)
     obs, _ = env.reset(seed=5)

@@ -5,7 +5,6 @@ estimator, the same heuristics inside Vidur's Simulator, and a short training on
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import numpy as np
@@ -295,25 +294,12 @@ def test_slowdowns_are_identical_for_every_policy_and_hidden_until_batches_end(m
     assert min(obs_slow[i][0, speed] for i in after) < 0.9  # the router notices, from finished batches only
 
 
-def test_speed_heuristics_inside_vidurs_simulator_match_the_env(make_tiny_env, tiny_config):
+def test_speed_heuristics_inside_vidurs_simulator_match_the_env(make_tiny_env, tiny_config, run_vidur_simulator):
     """Vidur's Simulator with our registered ``adaptive``/``oracle`` gets the same speeds and slowdowns as the env."""
-    from vidur.simulator import Simulator
-
-    from schedulers.sim.simulation_config import to_simulation_config
-    from schedulers.sim.vidur_ids import reset_vidur_ids
-
     cfg = with_overrides(tiny_config, replicas=MIXED, slowdowns={"mean_interval_s": 10.0, "duration_s": [3.0, 6.0]})
     env = make_tiny_env(env_config=cfg, evaluate=True, compute_reward=False)
     for policy in ("adaptive", "oracle", "cap_least_prefill"):
-        reset_vidur_ids()
-        py_state, np_state = random.getstate(), np.random.get_state()
-        try:
-            sim = Simulator(to_simulation_config(cfg, global_scheduler=policy, seed=21))
-            vidur_requests = sorted((e._request for _, e in sim._event_queue), key=lambda r: r.id)
-            sim.run()
-        finally:
-            random.setstate(py_state)
-            np.random.set_state(np_state)
+        vidur_requests = run_vidur_simulator(cfg, policy, seed=21)
         run(env, policy, seed=21)
         np.testing.assert_allclose(env.episode_metrics().e2e, [r.e2e_time for r in vidur_requests], rtol=1e-12)
 
