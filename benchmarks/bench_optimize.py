@@ -67,8 +67,7 @@ def run_study(args: argparse.Namespace, env: Path, out: Path) -> BayesianRewardO
     opt = BayesianRewardOptimizer(args.base, args.space, objective, study_name="bench_optimize",
                                   storage=str(out / "bench_optimize.journal"), pruner="median", seed=0,
                                   n_seeds=args.tune_seeds)
-    if opt.finished_count() == 0 and not opt.study.trials:
-        opt.enqueue(args.base)
+    opt.enqueue(args.base)  # once: a resumed study already holds it
     opt.optimize(n_trials=args.trials, n_workers=args.workers)
     return opt
 

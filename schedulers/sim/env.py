@@ -85,7 +85,6 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-
 from ..routing.heuristics import HEURISTIC_NAMES, choose
 from ..routing.observation import FEATURE_NAMES, build_observation, observation_bounds
 from ..routing.snapshot import ReplicaSnapshot

@@ -130,13 +130,17 @@ class Trainer:
         if self.n_steps % length:
             raise ConfigError(f"expected a multiple of the episode length {length}: {why}a rollout must hold whole "
                               f"episodes; got {self.n_steps}", source=self.source, path="ppo.n_steps")
-        bc = self.cfg["bc"]
-        per_env = bc["demo_steps"] // len(bc["heuristics"]) // self.n_envs
-        if bc["enabled"] and per_env % length:
+        per_env = self._demo_steps_per_env()
+        if self.cfg["bc"]["enabled"] and per_env % length:
             raise ConfigError(f"expected demo_steps / (heuristics * n_envs) to be a multiple of the episode length "
                               f"{length}: {why}demonstrations must hold whole episodes; got {per_env} steps per env "
                               "and heuristic", source=self.source, path="bc.demo_steps")
         return True
+
+    def _demo_steps_per_env(self) -> int:
+        """Demonstration steps each env takes per cloned heuristic (``bc.demo_steps`` split evenly)."""
+        bc = self.cfg["bc"]
+        return max(1, bc["demo_steps"] // len(bc["heuristics"]) // self.n_envs)
 
     def _credit(self, rewards: torch.Tensor, t: int, i: int, episode_start: int, info: dict) -> None:
         """Add env ``i``'s per-request credits to ``rewards[decision slot, i]`` (slots up to ``t``)."""
@@ -242,8 +246,7 @@ class Trainer:
         """Clone the configured heuristics (cross-entropy), optionally fitting the critic too."""
         bc = self.cfg["bc"]
         t0 = time.perf_counter()
-        per_heuristic = bc["demo_steps"] // len(bc["heuristics"])
-        steps_per_env = max(1, per_heuristic // self.n_envs)
+        steps_per_env = self._demo_steps_per_env()
         blocks = []
         for h in bc["heuristics"]:
             progress(f"[bc] collecting {steps_per_env * self.n_envs} demonstration steps from {h!r}", self.progress_on)

@@ -150,9 +150,9 @@ class VidurObjective:
         seeds = self.env_seeds(cfg, trial)
         train_dir = folder / "train"
         evaluated: dict[str, Any] = {"requests": 0}
-        checked, _ = load_config(cfg)
-        final_step = (checked["ppo"]["total_timesteps"] // (checked["ppo"]["n_envs"] * checked["ppo"]["n_steps"])
-                      * checked["ppo"]["n_envs"] * checked["ppo"]["n_steps"])
+        ppo = load_config(cfg)[0]["ppo"]
+        batch = ppo["n_envs"] * ppo["n_steps"]
+        final_step = ppo["total_timesteps"] // batch * batch  # the trainer runs whole updates only
 
         def on_update(row: Mapping[str, Any]) -> None:
             update = int(row.get("update", 0))
