@@ -54,6 +54,42 @@ def compute_gae(
 
 
 
+def paired_advantages(
+    rewards: torch.Tensor, dones: torch.Tensor, envs_per_seed: int, gamma: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Advantages against an input-dependent baseline from rollouts that share their arrivals.
+
+    Envs ``k * envs_per_seed ... (k + 1) * envs_per_seed - 1`` replay the same episode seed (same
+    arrivals, same slowdowns), so step ``t`` of each is the same request. Each env's discounted
+    return-to-go at ``t`` is compared with the mean of its group partners' at ``t`` (leave one out):
+    the arrival process, which no action controls, cancels (Mao et al., ICLR'19, "Variance
+    reduction for reinforcement learning in input-driven environments"). Rollouts must hold whole
+    episodes that end on the same steps in every env of a group. Returns ``(advantages, returns)``
+    shaped ``(T, n_envs)``; ``returns`` (the Monte-Carlo returns) are the critic's targets.
+    """
+    if rewards.dim() != 2 or dones.shape != rewards.shape:
+        raise ValueError(f"rewards and dones must both be (T, n_envs), got {tuple(rewards.shape)} and {tuple(dones.shape)}")
+    steps, n_envs = rewards.shape
+    if envs_per_seed < 2 or n_envs % envs_per_seed:
+        raise ValueError(f"envs_per_seed must be >= 2 and divide n_envs = {n_envs}, got {envs_per_seed}")
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+    groups = dones.reshape(steps, n_envs // envs_per_seed, envs_per_seed)
+    if not bool((groups == groups[..., :1]).all()) or not bool(dones[-1].all()):
+        raise ValueError("paired rollouts must end their episodes on the same steps in every env of a group, "
+                         "and the rollout's last step must end an episode")
+    returns = torch.zeros_like(rewards)
+    running = torch.zeros(n_envs, dtype=rewards.dtype)
+    done = dones.to(rewards.dtype)
+    for t in range(steps - 1, -1, -1):
+        running = rewards[t] + gamma * (1.0 - done[t]) * running
+        returns[t] = running
+    grouped = returns.reshape(steps, -1, envs_per_seed)
+    partners = (grouped.sum(dim=-1, keepdim=True) - grouped) / (envs_per_seed - 1)
+    return (grouped - partners).reshape(steps, n_envs), returns
+
+
+
 @dataclass
 class RolloutBatch:
     """Flattened rollout (``T * n_envs`` samples) ready for minibatching."""
@@ -132,6 +168,14 @@ class RolloutBuffer:
             raise RuntimeError(f"rollout buffer holds {self.pos} of {self.n_steps} steps")
         self.advantages, self.returns = compute_gae(
             self.rewards, self.values, self.terminated, self.truncated, last_values, self.final_values, gamma, lam
+        )
+
+    def compute_paired_advantages(self, envs_per_seed: int, gamma: float) -> None:
+        """Fill ``advantages`` and ``returns`` with :func:`paired_advantages` (groups of envs sharing a seed)."""
+        if not self.full:
+            raise RuntimeError(f"rollout buffer holds {self.pos} of {self.n_steps} steps")
+        self.advantages, self.returns = paired_advantages(
+            self.rewards, self.terminated | self.truncated, envs_per_seed, gamma
         )
 
     def batch(self) -> RolloutBatch:

@@ -132,6 +132,11 @@ SCHEMA: dict[str, Any] = {
         "normalize_advantages": Param.boolean(True, "normalize advantages per minibatch"),
         "reward_scaling": Param.boolean(True, "divide rewards by the running std of the discounted return"),
         "target_kl": Param.positive(doc="").or_null(),
+        "envs_per_seed": _int(1, "envs replaying each episode seed (same arrivals and slowdowns)"),
+        "advantage_baseline": Param.choice(
+            ["critic", "paired"], "critic",
+            "critic: GAE on the value function; paired: return minus the mean return of the envs sharing "
+            "the seed at the same step (needs envs_per_seed >= 2 and whole-episode rollouts)"),
     },
     "entropy": {
         "coef": _schedule_spec(0.01, "entropy bonus coefficient (schedule over PPO env steps)"),
@@ -205,6 +210,13 @@ def _check_consistency(cfg: dict[str, Any], source: str) -> None:
             f"expected at least n_envs * len(heuristics) = {ppo['n_envs'] * len(bc['heuristics'])}, got {bc['demo_steps']}",
             source=source, path="bc.demo_steps",
         )
+    if ppo["n_envs"] % ppo["envs_per_seed"]:
+        raise ConfigError(f"expected a divisor of ppo.n_envs = {ppo['n_envs']}, got {ppo['envs_per_seed']}",
+                          source=source, path="ppo.envs_per_seed")
+    if ppo["advantage_baseline"] == "paired" and ppo["envs_per_seed"] < 2:
+        raise ConfigError("expected envs_per_seed >= 2 with advantage_baseline: paired (the baseline is the other "
+                          f"envs replaying the same seed), got {ppo['envs_per_seed']}",
+                          source=source, path="ppo.envs_per_seed")
     ent = make_schedule(cfg["entropy"]["coef"], path="entropy.coef", source=source)
     kl = make_schedule(cfg["kl_ref"]["coef"], path="kl_ref.coef", source=source)
     steps = _probe_steps(ppo["total_timesteps"])

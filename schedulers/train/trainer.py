@@ -8,8 +8,10 @@ atomic checkpoints that an interrupted run resumes from, ``policy.pt`` for
 :mod:`schedulers.train.config`, logs and plots in :mod:`schedulers.train.metrics_log`, checkpoint files
 in :mod:`schedulers.train.checkpoints`, the cloning step in :mod:`schedulers.rl.behaviour_cloning`.
 
-Environment episodes are seeded ``seeds.train_start + env_index + n_envs * episode_index``, so
-training never meets the evaluation seeds, and a resumed run restarts each environment's
+Environment episodes are seeded ``seeds.train_start + env_index + n_envs * episode_index`` (with
+``ppo.envs_per_seed = k``, each group of k envs shares one seed: ``env_index // k`` and
+``n_envs // k``, so that ``ppo.advantage_baseline: paired`` can compare returns on the same
+arrivals), so training never meets the evaluation seeds, and a resumed run restarts each environment's
 interrupted episode with the next seed (or, if the checkpoint fell on an episode boundary, with
 exactly the seed the uninterrupted run would have used).
 
@@ -168,7 +170,9 @@ class Trainer:
         return int(obs_space.shape[0]), int(obs_space.shape[1])
 
     def _episode_seed(self, i: int) -> int:
-        return self.cfg["seeds"]["train_start"] + i + self.n_envs * self.episode_index[i]
+        """Env ``i``'s next episode seed; the ``ppo.envs_per_seed`` envs of a group share it."""
+        per_seed = self.cfg["ppo"]["envs_per_seed"]
+        return self.cfg["seeds"]["train_start"] + i // per_seed + self.n_envs // per_seed * self.episode_index[i]
 
     def _start_episode(self, i: int) -> None:
         obs, _ = self.envs[i].reset(seed=self._episode_seed(i))
@@ -320,9 +324,18 @@ class Trainer:
         t0 = time.perf_counter()
         if self.scaler is not None and self.request_credit:  # credits are final once the episodes are
             self.buffer.rewards = self.scaler.scale_rollout(self.buffer.rewards, self.buffer.terminated | self.buffer.truncated)
-        with torch.no_grad():
-            last_values = self.policy.value(self._obs_tensor())
-        self.buffer.compute_advantages(last_values, self.cfg["ppo"]["gamma"], self.cfg["ppo"]["gae_lambda"])
+        ppo = self.cfg["ppo"]
+        if ppo["advantage_baseline"] == "paired":
+            try:
+                self.buffer.compute_paired_advantages(ppo["envs_per_seed"], ppo["gamma"])
+            except ValueError as exc:
+                raise ConfigError(f"expected rollouts of whole episodes aligned across envs sharing a seed "
+                                  f"(ppo.n_steps a multiple of the episode length): {exc}",
+                                  source=self.source, path="ppo.advantage_baseline") from None
+        else:
+            with torch.no_grad():
+                last_values = self.policy.value(self._obs_tensor())
+            self.buffer.compute_advantages(last_values, ppo["gamma"], ppo["gae_lambda"])
         t_policy += time.perf_counter() - t0
         return {
             "t_policy": t_policy,

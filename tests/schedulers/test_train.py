@@ -393,3 +393,75 @@ def test_per_request_credit_needs_whole_episodes(tmp_path, section, expected) ->
     cfg["ppo"].setdefault("minibatch_size", 64)
     with pytest.raises(ConfigError, match=expected):
         train(cfg, tmp_path / "run", env_factory=request_env)
+
+
+# ---- paired rollouts: envs sharing a seed, input-dependent baseline --------------------------------
+def test_envs_sharing_a_seed_see_the_same_arrivals(tmp_path) -> None:
+    from schedulers.train.trainer import Trainer
+
+    cfg, source = load_config(toy_config(ppo={"n_envs": 4, "envs_per_seed": 2, "n_steps": 64, "total_timesteps": 256,
+                                              "reward_scaling": False, "advantage_baseline": "paired"}))
+    trainer = Trainer(cfg, source, tmp_path, request_env)
+    seeds = [[trainer._episode_seed(i) for i in range(4)]]
+    trainer._restart_all()
+    trainer._collect_rollout()  # one whole episode per env
+    seeds.append([trainer._episode_seed(i) for i in range(4)])
+    assert seeds == [[1000, 1000, 1001, 1001], [1002, 1002, 1003, 1003]]
+    # the arriving request's size (last feature) is the same at every step within a group only
+    sizes = trainer.buffer.obs[:, :, 0, -1]
+    assert torch.equal(sizes[:, 0], sizes[:, 1]) and torch.equal(sizes[:, 2], sizes[:, 3])
+    assert not torch.equal(sizes[:, 0], sizes[:, 2])
+    # gamma 0.95: each advantage is the env's return minus its partner's at the same step
+    returns = trainer.buffer.returns
+    assert returns[-1].tolist() == pytest.approx(trainer.buffer.rewards[-1].tolist())
+    assert returns[-2].tolist() == pytest.approx((trainer.buffer.rewards[-2] + 0.95 * trainer.buffer.rewards[-1]).tolist())
+    adv = trainer.buffer.advantages
+    assert adv[:, 0].tolist() == pytest.approx((returns[:, 0] - returns[:, 1]).tolist(), abs=1e-5)
+    assert adv[:, 3].tolist() == pytest.approx((returns[:, 3] - returns[:, 2]).tolist(), abs=1e-5)
+    trainer.close()
+
+
+def test_paired_advantages_leave_one_out_and_reject_misaligned_episodes() -> None:
+    from schedulers.rl.rollout import paired_advantages
+
+    rewards = torch.tensor([[1.0, 2.0, 6.0], [3.0, 5.0, 1.0]])
+    dones = torch.tensor([[False] * 3, [True] * 3])
+    adv, ret = paired_advantages(rewards, dones, envs_per_seed=3, gamma=0.5)
+    assert ret.tolist() == [[2.5, 4.5, 6.5], [3.0, 5.0, 1.0]]
+    assert adv[0].tolist() == pytest.approx([2.5 - 5.5, 4.5 - 4.5, 6.5 - 3.5])
+    assert adv.sum(dim=1).tolist() == pytest.approx([0.0, 0.0])  # a group's advantages cancel
+    with pytest.raises(ValueError, match="same steps"):
+        paired_advantages(rewards, torch.tensor([[True, False, False], [True, True, True]]), 3, 0.5)
+    with pytest.raises(ValueError, match="last step must end an episode"):
+        paired_advantages(rewards, torch.zeros(2, 3, dtype=torch.bool), 3, 0.5)
+    with pytest.raises(ValueError, match="divide n_envs"):
+        paired_advantages(rewards, dones, 2, 0.5)
+
+
+def test_ppo_learns_with_the_paired_baseline(tmp_path) -> None:
+    cfg = toy_config(ppo={"n_envs": 4, "envs_per_seed": 2, "advantage_baseline": "paired", "gamma": 0.0,
+                          "total_timesteps": 8192})
+    result = train(cfg, tmp_path, env_factory=request_env, resume=False)
+    trained = mean_return(PPORouter.from_checkpoint(result.policy_path).act)
+    rand, best = random_return(), mean_return(lambda obs, env: env.heuristic_action("least_work"))
+    print(f"paired baseline, toy env: random {rand:.1f}, PPO {trained:.1f}, least_work {best:.1f}")
+    assert trained > rand + 0.7 * (best - rand)
+
+
+@pytest.mark.parametrize(
+    ("ppo", "expected"),
+    [
+        ({"envs_per_seed": 3}, r"ppo\.envs_per_seed: expected a divisor of ppo\.n_envs = 2, got 3"),
+        ({"advantage_baseline": "paired"}, r"ppo\.envs_per_seed: expected envs_per_seed >= 2 with advantage_baseline"),
+        ({"advantage_baseline": "pairs"}, r"ppo\.advantage_baseline: expected one of"),
+    ],
+)
+def test_paired_settings_are_checked(ppo, expected) -> None:
+    with pytest.raises(ConfigError, match=expected):
+        load_config(toy_config(ppo=ppo))
+
+
+def test_paired_baseline_needs_episodes_aligned_with_rollouts(tmp_path) -> None:
+    cfg = toy_config(ppo={"envs_per_seed": 2, "advantage_baseline": "paired", "n_steps": 48, "minibatch_size": 48})
+    with pytest.raises(ConfigError, match=r"ppo\.advantage_baseline: expected rollouts of whole episodes"):
+        train(cfg, tmp_path, env_factory=ToyRoutingEnv, resume=False)
