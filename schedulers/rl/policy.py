@@ -59,6 +59,7 @@ class ReplicaScorerPolicy(nn.Module):
         activation: str = "tanh",
         shared_encoder: bool = False,
         temperature: float = 1.0,
+        linear_scores: bool = False,
     ) -> None:
         super().__init__()
         if n_features < 1:
@@ -74,10 +75,14 @@ class ReplicaScorerPolicy(nn.Module):
             "activation": activation,
             "shared_encoder": bool(shared_encoder),
             "temperature": float(temperature),
+            "linear_scores": bool(linear_scores),
         }
         embed = int(hidden_sizes[-1])
         self.actor_encoder = _mlp(n_features, hidden_sizes, activation)
         self.score_head = _linear(embed, 1, 0.01)
+        # a linear term on the raw row (zero at init): scores stay proportional to a feature such as
+        # the expected wait over its whole range, where the tanh encoder saturates under heavy load
+        self.linear_score = _linear(n_features, 1, 0.0) if linear_scores else None
         self.critic_encoder = self.actor_encoder if shared_encoder else _mlp(n_features, hidden_sizes, activation)
         self.critic_mlp = _mlp(2 * embed, critic_hidden_sizes, activation)
         critic_out = int(critic_hidden_sizes[-1]) if critic_hidden_sizes else 2 * embed
@@ -114,7 +119,10 @@ class ReplicaScorerPolicy(nn.Module):
 
     def scores(self, obs: torch.Tensor) -> torch.Tensor:
         """Untempered per-replica scores, shape ``(batch, replicas)``."""
-        return self.score_head(self.actor_encoder(obs)).squeeze(-1)
+        scores = self.score_head(self.actor_encoder(obs))
+        if self.linear_score is not None:
+            scores = scores + self.linear_score(obs)
+        return scores.squeeze(-1)
 
     def logits(self, obs: torch.Tensor) -> torch.Tensor:
         """Action logits (scores divided by the temperature), shape ``(batch, replicas)``."""

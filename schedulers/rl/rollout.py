@@ -55,7 +55,7 @@ def compute_gae(
 
 
 def paired_advantages(
-    rewards: torch.Tensor, dones: torch.Tensor, envs_per_seed: int, gamma: float
+    rewards: torch.Tensor, dones: torch.Tensor, envs_per_seed: int, gamma: float, values: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Advantages against an input-dependent baseline from rollouts that share their arrivals.
 
@@ -63,9 +63,12 @@ def paired_advantages(
     arrivals, same slowdowns), so step ``t`` of each is the same request. Each env's discounted
     return-to-go at ``t`` is compared with the mean of its group partners' at ``t`` (leave one out):
     the arrival process, which no action controls, cancels (Mao et al., ICLR'19, "Variance
-    reduction for reinforcement learning in input-driven environments"). Rollouts must hold whole
-    episodes that end on the same steps in every env of a group. Returns ``(advantages, returns)``
-    shaped ``(T, n_envs)``; ``returns`` (the Monte-Carlo returns) are the critic's targets.
+    reduction for reinforcement learning in input-driven environments"). With ``values`` (the
+    critic's V(s_t), shaped like ``rewards``) the comparison is of residuals ``G - V``: the critic
+    removes what the state (earlier decisions) explains, the partners what the shared arrivals do.
+    Rollouts must hold whole episodes that end on the same steps in every env of a group. Returns
+    ``(advantages, returns)`` shaped ``(T, n_envs)``; ``returns`` (the Monte-Carlo returns) are the
+    critic's targets.
     """
     if rewards.dim() != 2 or dones.shape != rewards.shape:
         raise ValueError(f"rewards and dones must both be (T, n_envs), got {tuple(rewards.shape)} and {tuple(dones.shape)}")
@@ -84,7 +87,10 @@ def paired_advantages(
     for t in range(steps - 1, -1, -1):
         running = rewards[t] + gamma * (1.0 - done[t]) * running
         returns[t] = running
-    grouped = returns.reshape(steps, -1, envs_per_seed)
+    if values is not None and values.shape != rewards.shape:
+        raise ValueError(f"values must be shaped like rewards {tuple(rewards.shape)}, got {tuple(values.shape)}")
+    residuals = returns - values if values is not None else returns
+    grouped = residuals.reshape(steps, -1, envs_per_seed)
     partners = (grouped.sum(dim=-1, keepdim=True) - grouped) / (envs_per_seed - 1)
     return (grouped - partners).reshape(steps, n_envs), returns
 
@@ -170,12 +176,12 @@ class RolloutBuffer:
             self.rewards, self.values, self.terminated, self.truncated, last_values, self.final_values, gamma, lam
         )
 
-    def compute_paired_advantages(self, envs_per_seed: int, gamma: float) -> None:
+    def compute_paired_advantages(self, envs_per_seed: int, gamma: float, use_values: bool = False) -> None:
         """Fill ``advantages`` and ``returns`` with :func:`paired_advantages` (groups of envs sharing a seed)."""
         if not self.full:
             raise RuntimeError(f"rollout buffer holds {self.pos} of {self.n_steps} steps")
         self.advantages, self.returns = paired_advantages(
-            self.rewards, self.terminated | self.truncated, envs_per_seed, gamma
+            self.rewards, self.terminated | self.truncated, envs_per_seed, gamma, self.values if use_values else None
         )
 
     def batch(self) -> RolloutBatch:

@@ -113,6 +113,7 @@ SCHEMA: dict[str, Any] = {
         "activation": Param.choice(["tanh", "relu", "gelu"], "tanh", "hidden activation"),
         "shared_encoder": Param.boolean(False, "actor and critic share the row encoder"),
         "temperature": Param.positive(1.0, "initial softmax temperature"),
+        "linear_scores": Param.boolean(False, "add a linear term on the raw row to each replica's score"),
     },
     "ppo": {
         "total_timesteps": _int(200_000, "environment steps of PPO (0: behaviour cloning only)", minimum=0),
@@ -134,9 +135,10 @@ SCHEMA: dict[str, Any] = {
         "target_kl": Param.positive(doc="").or_null(),
         "envs_per_seed": _int(1, "envs replaying each episode seed (same arrivals and slowdowns)"),
         "advantage_baseline": Param.choice(
-            ["critic", "paired"], "critic",
+            ["critic", "paired", "paired_critic"], "critic",
             "critic: GAE on the value function; paired: return minus the mean return of the envs sharing "
-            "the seed at the same step (needs envs_per_seed >= 2 and whole-episode rollouts)"),
+            "the seed at the same step; paired_critic: the same with returns minus V(s) (both need "
+            "envs_per_seed >= 2 and whole-episode rollouts)"),
     },
     "entropy": {
         "coef": _schedule_spec(0.01, "entropy bonus coefficient (schedule over PPO env steps)"),
@@ -213,9 +215,9 @@ def _check_consistency(cfg: dict[str, Any], source: str) -> None:
     if ppo["n_envs"] % ppo["envs_per_seed"]:
         raise ConfigError(f"expected a divisor of ppo.n_envs = {ppo['n_envs']}, got {ppo['envs_per_seed']}",
                           source=source, path="ppo.envs_per_seed")
-    if ppo["advantage_baseline"] == "paired" and ppo["envs_per_seed"] < 2:
-        raise ConfigError("expected envs_per_seed >= 2 with advantage_baseline: paired (the baseline is the other "
-                          f"envs replaying the same seed), got {ppo['envs_per_seed']}",
+    if ppo["advantage_baseline"] != "critic" and ppo["envs_per_seed"] < 2:
+        raise ConfigError(f"expected envs_per_seed >= 2 with advantage_baseline: {ppo['advantage_baseline']} "
+                          f"(the baseline is the other envs replaying the same seed), got {ppo['envs_per_seed']}",
                           source=source, path="ppo.envs_per_seed")
     ent = make_schedule(cfg["entropy"]["coef"], path="entropy.coef", source=source)
     kl = make_schedule(cfg["kl_ref"]["coef"], path="kl_ref.coef", source=source)

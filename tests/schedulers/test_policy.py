@@ -166,3 +166,19 @@ def test_router_registers_with_make_router(tmp_path) -> None:
     router = make_router("ppo", checkpoint=path, deterministic=False, seed=3)
     assert isinstance(router, PPORouter) and isinstance(router, Router) and router.name == "ppo"
     assert not router.deterministic
+
+
+def test_linear_scores_start_at_zero_stay_equivariant_and_are_saved() -> None:
+    plain, linear = make_policy(), make_policy(linear_scores=True)
+    obs = random_obs(8, 6) * 3.0
+    torch.testing.assert_close(linear.scores(obs), plain.scores(obs))  # the linear term starts at zero
+    with torch.no_grad():
+        linear.linear_score.weight.copy_(torch.tensor([[0.0, -5.0, 0.0, 0.0, 0.0]]))
+    # far outside the tanh encoder's range, the score still follows feature 1 exactly
+    big = random_obs(4, 6) * 100.0
+    torch.testing.assert_close(linear.scores(big) - plain.scores(big), -5.0 * big[..., 1])
+    perm = torch.tensor([3, 0, 5, 1, 4, 2])
+    torch.testing.assert_close(linear.scores(big[:, perm]), linear.scores(big)[:, perm])
+    rebuilt = ReplicaScorerPolicy.from_checkpoint_dict(linear.to_checkpoint())
+    torch.testing.assert_close(rebuilt.scores(big), linear.scores(big))
+    assert ReplicaScorerPolicy.from_checkpoint_dict(plain.to_checkpoint()).linear_score is None

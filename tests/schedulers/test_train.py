@@ -430,6 +430,10 @@ def test_paired_advantages_leave_one_out_and_reject_misaligned_episodes() -> Non
     assert ret.tolist() == [[2.5, 4.5, 6.5], [3.0, 5.0, 1.0]]
     assert adv[0].tolist() == pytest.approx([2.5 - 5.5, 4.5 - 4.5, 6.5 - 3.5])
     assert adv.sum(dim=1).tolist() == pytest.approx([0.0, 0.0])  # a group's advantages cancel
+    values = torch.tensor([[0.5, 1.5, 2.5], [0.0, 1.0, 1.0]])
+    adv_v, ret_v = paired_advantages(rewards, dones, envs_per_seed=3, gamma=0.5, values=values)
+    assert torch.equal(ret_v, ret)  # the critic's targets do not change
+    assert adv_v[0].tolist() == pytest.approx([2.0 - 3.5, 3.0 - 3.0, 4.0 - 2.5])  # residuals G - V: 2, 3, 4
     with pytest.raises(ValueError, match="same steps"):
         paired_advantages(rewards, torch.tensor([[True, False, False], [True, True, True]]), 3, 0.5)
     with pytest.raises(ValueError, match="last step must end an episode"):
