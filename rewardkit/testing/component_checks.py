@@ -344,17 +344,20 @@ PROMISES: dict[str, Callable[[_Example], None]] = {
 
 def check_component(component: type[BaseReward] | BaseReward, *, params: Mapping[str, Any] | None = None,
                     examples: int = 200, inputs: Mapping[str, Bounds] | None = None,
-                    shrink: bool = True) -> list[str]:
+                    shrink: bool = True, derandomize: bool = True) -> list[str]:
     """Check every promise of a component class (parameters drawn) or instance (parameters fixed).
 
     ``params`` fixes some parameters of a class (a value) or sets how they are drawn (a
     Hypothesis strategy); ``inputs`` narrows the sampling range of inputs by local name.
     ``examples`` is the number of Hypothesis examples per promise. ``shrink=False`` reports the
-    first failing example as found (shrinking a failure can take many seconds). Returns the names
-    of the promises checked; raises :class:`ComponentCheckError` on the first broken one.
+    first failing example as found (shrinking a failure can take many seconds). ``derandomize``
+    (the default) draws the same examples on every run, so a check that passes in CI passes again
+    and a component breaking two promises is always reported under the same one; ``False`` draws
+    fresh examples each run (wider search over repeated runs). Returns the names of the promises
+    checked; raises :class:`ComponentCheckError` on the first broken one.
     """
     subject = _Subject(component, params, inputs)
-    probe = subject.build(_first_params(subject))
+    probe = subject.build(_first_params(subject, derandomize))
     checked = []
     for promise, check in PROMISES.items():
         if promise == "monotone as declared" and not (probe.monotone or type(probe).monotone):
@@ -363,17 +366,17 @@ def check_component(component: type[BaseReward] | BaseReward, *, params: Mapping
             continue
         if promise.startswith("scalar_block") and type(probe).scalar_block is BaseReward.scalar_block:
             continue
-        _run(subject, promise, check, examples, shrink)
+        _run(subject, promise, check, examples, shrink, derandomize)
         checked.append(promise)
     return checked
 
 
-def _first_params(subject: _Subject) -> dict[str, Any]:
+def _first_params(subject: _Subject, derandomize: bool) -> dict[str, Any]:
     """Any valid parameters (to look at which hooks the class overrides)."""
     found: list[dict[str, Any]] = []
 
     @settings(max_examples=1, database=None, deadline=None, verbosity=Verbosity.quiet,
-              suppress_health_check=list(HealthCheck))
+              suppress_health_check=list(HealthCheck), derandomize=derandomize)
     @given(subject.params)
     def first(p: dict[str, Any]) -> None:
         found.append(p)
@@ -382,11 +385,12 @@ def _first_params(subject: _Subject) -> dict[str, Any]:
     return found[0]
 
 
-def _run(subject: _Subject, promise: str, check: Callable[[_Example], None], examples: int, shrink: bool) -> None:
+def _run(subject: _Subject, promise: str, check: Callable[[_Example], None], examples: int, shrink: bool,
+         derandomize: bool) -> None:
     phases = list(Phase) if shrink else [Phase.explicit, Phase.reuse, Phase.generate]
 
     @settings(max_examples=examples, database=None, deadline=None, verbosity=Verbosity.quiet, phases=phases,
-              suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
+              suppress_health_check=list(HealthCheck), report_multiple_bugs=False, derandomize=derandomize)
     @given(st.data())
     def run(data: st.DataObject) -> None:
         ex = _Example(data, subject)

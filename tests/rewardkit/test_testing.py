@@ -162,6 +162,18 @@ def test_check_component_names_the_broken_promise_with_a_counterexample(cls, pro
     assert str(err).startswith(f"{cls.__name__} breaks the promise '{promise}'")
 
 
+def test_check_component_is_reproducible_by_default():
+    """The same counterexample on every run (CI reruns agree); derandomize=False searches afresh."""
+    reports = set()
+    for _ in range(3):
+        with pytest.raises(ComponentCheckError) as info:
+            check_component(HiddenState, examples=FAST, shrink=False)
+        reports.add(str(info.value))
+    assert len(reports) == 1
+    with pytest.raises(ComponentCheckError):
+        check_component(OutOfRange, examples=FAST, shrink=False, derandomize=False)
+
+
 def test_check_component_shrinks_the_counterexample():
     """The wrong direction shows on small, simple numbers once shrunk."""
     with pytest.raises(ComponentCheckError) as info:
