@@ -236,6 +236,27 @@ def _probe_steps(total: int) -> list[int]:
     return sorted({0, total, *(total * k // 100 for k in range(101))})
 
 
+def added_at_default(checkpoint_cfg: Mapping[str, Any], cfg: Mapping[str, Any], path: str) -> bool:
+    """Whether ``path`` is a key newer than the checkpoint's config, set to its schema default.
+
+    Such a key changes nothing about the run (the checkpoint trained with that default's
+    behaviour), so a checkpoint written before the key existed can still be resumed.
+    """
+    schema: Any = SCHEMA
+    old: Any = checkpoint_cfg
+    new: Any = cfg
+    for key in path.split("."):
+        if not isinstance(schema, Mapping) or key not in schema:
+            return False
+        if not isinstance(old, Mapping):
+            return False
+        if key not in old:
+            param = schema[key]
+            return isinstance(param, Param) and isinstance(new, Mapping) and new.get(key) == param.default
+        schema, old, new = schema[key], old[key], new.get(key) if isinstance(new, Mapping) else None
+    return False
+
+
 def diff_paths(a: Any, b: Any, path: str = "") -> list[str]:
     """Key paths at which two plain-data configs differ (a resumed run must match its checkpoint)."""
     if isinstance(a, Mapping) and isinstance(b, Mapping):

@@ -45,7 +45,7 @@ from ..rl.behaviour_cloning import Demos, fit_to_demonstrations
 from ..rl.policy import ReplicaScorerPolicy
 from ..rl.ppo import EntropyController, RewardScaler, UpdateSettings, categorical_kl, explained_variance, ppo_update
 from ..rl.rollout import RolloutBuffer
-from .config import RESUMABLE_CHANGES, EnvFactory, diff_paths, load_config
+from .config import RESUMABLE_CHANGES, EnvFactory, added_at_default, diff_paths, load_config
 from .env_factory import vidur_env_factory
 
 
@@ -537,7 +537,8 @@ def train(
     ckpt = None
     if ckpt_path is not None and resume:
         ckpt = load_checkpoint(ckpt_path)
-        diffs = [d for d in diff_paths(ckpt["config"], cfg) if not d.startswith(RESUMABLE_CHANGES)]
+        diffs = [d for d in diff_paths(ckpt["config"], cfg)
+                 if not d.startswith(RESUMABLE_CHANGES) and not added_at_default(ckpt["config"], cfg, d)]
         if diffs:
             raise ConfigError(
                 f"expected the same settings as the checkpoint {ckpt_path} to resume; differs at {', '.join(diffs)} "

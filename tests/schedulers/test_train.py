@@ -189,6 +189,19 @@ def test_resume_loads_saved_parameters_and_refuses_changed_settings(tmp_path) ->
     with pytest.raises(ConfigError, match=r"ppo\.n_steps"):
         train(changed, tmp_path, env_factory=ToyRoutingEnv)
 
+    # A checkpoint written before a key existed resumes when the key is at its default, not otherwise.
+    ckpt_path = latest_checkpoint(tmp_path)
+    old = load_checkpoint(ckpt_path)
+    del old["config"]["ppo"]["advantage_baseline"], old["config"]["policy"]["linear_scores"]
+    torch.save(old, ckpt_path)
+    even_longer = toy_config(ppo={"total_timesteps": 512}, logging={"checkpoint_every": 1})
+    assert train(even_longer, tmp_path, env_factory=ToyRoutingEnv).global_step == 512
+    old = load_checkpoint(latest_checkpoint(tmp_path))
+    del old["config"]["policy"]["linear_scores"]
+    torch.save(old, latest_checkpoint(tmp_path))
+    with pytest.raises(ConfigError, match=r"differs at policy\.linear_scores"):
+        train(toy_config(ppo={"total_timesteps": 640}, policy={"linear_scores": True}), tmp_path, env_factory=ToyRoutingEnv)
+
     # resume=False starts over (and clears the old checkpoints).
     fresh = train(cfg, tmp_path, env_factory=ToyRoutingEnv, resume=False)
     assert fresh.updates == 2
