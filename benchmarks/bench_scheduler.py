@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from schedulers.cli import DEFAULT_BASELINES  # noqa: E402
 from schedulers.evaluate.paired import evaluate_policies  # noqa: E402
+from schedulers.evaluate.results import paired_ratio_interval  # noqa: E402
 from schedulers.routing.heuristics import CAPACITY_AWARE, HEURISTICS, VIDUR_BASELINES  # noqa: E402
 from schedulers.routing.router import HeuristicRouter  # noqa: E402
 from schedulers.sim.env_config import load_env_config  # noqa: E402
@@ -160,11 +161,12 @@ def best_of(results: Any, names: tuple[str, ...] | list[str], metric: str) -> tu
     return best, results.values(best, metric)
 
 
-def ratio_row(results: Any, group: str, names: Any, metric: str = "ttft_p99") -> tuple[str, float, int, str]:
-    """(description, PPO mean / reference mean, paired wins of PPO over 5 seeds, reference name)."""
+def ratio_row(results: Any, group: str, names: Any, metric: str = "ttft_p99") -> tuple[str, float, int, str, str]:
+    """(description, PPO mean / reference mean, paired wins of PPO, reference name, "low-high" 90% interval)."""
     ref, theirs = best_of(results, names, metric)
     mine = results.values("ppo", metric)
-    return group, float(mine.mean() / theirs.mean()), int(np.sum(mine < theirs)), ref
+    low, high = paired_ratio_interval(mine, theirs)
+    return group, float(mine.mean() / theirs.mean()), int(np.sum(mine < theirs)), ref, f"{low:.2f}-{high:.2f}"
 
 
 def targets(name: str, summary: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
@@ -175,8 +177,9 @@ def targets(name: str, summary: dict[str, Any]) -> list[tuple[str, str, bool | N
     def add(text: str, group: str, names: Any, limit: float | None, metric: str = "ttft_p99") -> None:
         if not any(n in res.routers for n in names):
             return  # that baseline was not evaluated in this run
-        _, ratio, wins, ref = ratio_row(res, group, names, metric)
-        out.append((text, f"{ratio:.3f}x {ref} ({wins}/5 wins)", None if limit is None else ratio <= limit))
+        _, ratio, wins, ref, interval = ratio_row(res, group, names, metric)
+        out.append((text, f"{ratio:.3f}x {ref} ({wins}/{len(res.seeds)} wins; 90% CI {interval})",
+                    None if limit is None else ratio <= limit))
 
     if name == "hetero":
         add("TTFT p99 <= 0.8x best speed-oblivious", "oblivious", SPEED_OBLIVIOUS, 0.8)

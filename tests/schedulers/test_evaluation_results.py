@@ -87,3 +87,21 @@ def test_format_and_save(tmp_path) -> None:
     assert {r["router"] for r in data["table"]} == set(CRAFTED)
     assert paths["plot"].stat().st_size > 10_000
     assert paths["summary_csv"].read_text().splitlines()[0].startswith("router,episodes,")
+
+
+def test_paired_ratio_interval_brackets_the_ratio_and_narrows_with_consistent_seeds() -> None:
+    from schedulers.evaluate.results import paired_ratio_interval
+
+    theirs = [1.0, 4.0, 2.0, 8.0, 3.0]
+    steady = [0.9 * x for x in theirs]  # 10% better on every seed
+    low, high = paired_ratio_interval(steady, theirs)
+    assert low == pytest.approx(0.9) and high == pytest.approx(0.9)
+    noisy = [0.7, 4.8, 1.6, 8.4, 3.3]  # better on some seeds, worse on others
+    low, high = paired_ratio_interval(noisy, theirs)
+    ratio = sum(noisy) / sum(theirs)
+    assert low < ratio < high and high - low > 0.05
+    assert paired_ratio_interval(noisy, theirs) == (low, high)  # seeded
+    with pytest.raises(ValueError, match="equally long"):
+        paired_ratio_interval([1.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="level"):
+        paired_ratio_interval(noisy, theirs, level=1.0)
