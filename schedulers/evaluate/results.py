@@ -20,6 +20,7 @@ import numpy as np
 from .plots import plot_results
 from .tables import METRICS, WIN_METRICS, format_results
 
+
 def paired_ratio_interval(
     mine: Sequence[float], theirs: Sequence[float], level: float = 0.9, resamples: int = 4000, seed: int = 0
 ) -> tuple[float, float]:

@@ -53,7 +53,6 @@ def compute_gae(
     return advantages, advantages + values
 
 
-
 def paired_advantages(
     rewards: torch.Tensor, dones: torch.Tensor, envs_per_seed: int, gamma: float, values: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -77,23 +76,19 @@ def paired_advantages(
         raise ValueError(f"envs_per_seed must be >= 2 and divide n_envs = {n_envs}, got {envs_per_seed}")
     if not 0.0 <= gamma <= 1.0:
         raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+    if values is not None and values.shape != rewards.shape:
+        raise ValueError(f"values must be shaped like rewards {tuple(rewards.shape)}, got {tuple(values.shape)}")
     groups = dones.reshape(steps, n_envs // envs_per_seed, envs_per_seed)
     if not bool((groups == groups[..., :1]).all()) or not bool(dones[-1].all()):
         raise ValueError("paired rollouts must end their episodes on the same steps in every env of a group, "
                          "and the rollout's last step must end an episode")
-    returns = torch.zeros_like(rewards)
-    running = torch.zeros(n_envs, dtype=rewards.dtype)
-    done = dones.to(rewards.dtype)
-    for t in range(steps - 1, -1, -1):
-        running = rewards[t] + gamma * (1.0 - done[t]) * running
-        returns[t] = running
-    if values is not None and values.shape != rewards.shape:
-        raise ValueError(f"values must be shaped like rewards {tuple(rewards.shape)}, got {tuple(values.shape)}")
+    # Monte-Carlo returns within each episode: GAE with zero values and lambda 1, episodes ending at ``dones``
+    zeros = torch.zeros_like(rewards)
+    returns, _ = compute_gae(rewards, zeros, dones, torch.zeros_like(dones), zeros[0], zeros, gamma, 1.0)
     residuals = returns - values if values is not None else returns
     grouped = residuals.reshape(steps, -1, envs_per_seed)
     partners = (grouped.sum(dim=-1, keepdim=True) - grouped) / (envs_per_seed - 1)
     return (grouped - partners).reshape(steps, n_envs), returns
-
 
 
 @dataclass
@@ -168,18 +163,20 @@ class RolloutBuffer:
         self.final_values[t] = final_values
         self.pos += 1
 
-    def compute_advantages(self, last_values: torch.Tensor, gamma: float, lam: float) -> None:
-        """Fill ``advantages`` and ``returns`` with GAE; ``last_values`` = V(obs after the last step)."""
+    def _require_full(self) -> None:
         if not self.full:
             raise RuntimeError(f"rollout buffer holds {self.pos} of {self.n_steps} steps")
+
+    def compute_advantages(self, last_values: torch.Tensor, gamma: float, lam: float) -> None:
+        """Fill ``advantages`` and ``returns`` with GAE; ``last_values`` = V(obs after the last step)."""
+        self._require_full()
         self.advantages, self.returns = compute_gae(
             self.rewards, self.values, self.terminated, self.truncated, last_values, self.final_values, gamma, lam
         )
 
     def compute_paired_advantages(self, envs_per_seed: int, gamma: float, use_values: bool = False) -> None:
         """Fill ``advantages`` and ``returns`` with :func:`paired_advantages` (groups of envs sharing a seed)."""
-        if not self.full:
-            raise RuntimeError(f"rollout buffer holds {self.pos} of {self.n_steps} steps")
+        self._require_full()
         self.advantages, self.returns = paired_advantages(
             self.rewards, self.terminated | self.truncated, envs_per_seed, gamma, self.values if use_values else None
         )

@@ -240,20 +240,18 @@ def added_at_default(checkpoint_cfg: Mapping[str, Any], cfg: Mapping[str, Any], 
     """Whether ``path`` is a key newer than the checkpoint's config, set to its schema default.
 
     Such a key changes nothing about the run (the checkpoint trained with that default's
-    behaviour), so a checkpoint written before the key existed can still be resumed.
+    behaviour), so a checkpoint written before the key existed can still be resumed. ``cfg`` is a
+    checked config (:func:`load_config`), so it holds every schema key.
     """
     schema: Any = SCHEMA
     old: Any = checkpoint_cfg
     new: Any = cfg
     for key in path.split("."):
-        if not isinstance(schema, Mapping) or key not in schema:
-            return False
-        if not isinstance(old, Mapping):
+        if not isinstance(schema, Mapping) or key not in schema or not isinstance(old, Mapping):
             return False
         if key not in old:
-            param = schema[key]
-            return isinstance(param, Param) and isinstance(new, Mapping) and new.get(key) == param.default
-        schema, old, new = schema[key], old[key], new.get(key) if isinstance(new, Mapping) else None
+            return isinstance(schema[key], Param) and new[key] == schema[key].default
+        schema, old, new = schema[key], old[key], new[key]
     return False
 
 

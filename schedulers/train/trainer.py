@@ -325,7 +325,7 @@ class Trainer:
         if self.scaler is not None and self.request_credit:  # credits are final once the episodes are
             self.buffer.rewards = self.scaler.scale_rollout(self.buffer.rewards, self.buffer.terminated | self.buffer.truncated)
         ppo = self.cfg["ppo"]
-        if ppo["advantage_baseline"] in ("paired", "paired_critic"):
+        if ppo["advantage_baseline"] != "critic":
             try:
                 self.buffer.compute_paired_advantages(ppo["envs_per_seed"], ppo["gamma"],
                                                       use_values=ppo["advantage_baseline"] == "paired_critic")

@@ -61,16 +61,21 @@ def random_return() -> float:
     return mean_return(lambda obs, env: int(rng.integers(env.num_replicas)))
 
 
+def assert_closes_most_of_the_gap(policy_path: Path, label: str) -> None:
+    """The trained router's toy-env return closes >= 70% of the gap from random to least-work routing."""
+    trained = mean_return(PPORouter.from_checkpoint(policy_path).act)
+    rand, best = random_return(), mean_return(lambda obs, env: env.heuristic_action("least_work"))
+    print(f"{label}, toy env mean return over seeds 101-108: random {rand:.1f}, PPO {trained:.1f}, "
+          f"least_work {best:.1f}")
+    # Random routing is ~40% worse than least-work here; PPO must close most of that gap.
+    assert trained > rand + 0.7 * (best - rand)
+
+
 # ---- end to end --------------------------------------------------------------------------------
 def test_ppo_from_scratch_beats_random_on_toy_env(tmp_path) -> None:
     result = train(toy_config(), tmp_path, env_factory=ToyRoutingEnv, resume=False)
     assert result.updates == 32 and result.global_step == 4096
-    trained = mean_return(PPORouter.from_checkpoint(result.policy_path).act)
-    rand = random_return()
-    best = mean_return(lambda obs, env: env.heuristic_action("least_work"))
-    print(f"toy env mean return over seeds 101-108: random {rand:.1f}, PPO {trained:.1f}, least_work {best:.1f}")
-    # Random routing is ~40% worse than least-work here; PPO must close most of that gap.
-    assert trained > rand + 0.7 * (best - rand)
+    assert_closes_most_of_the_gap(result.policy_path, "per-step reward")
     first, last = result.metrics[0], result.metrics[-1]
     assert last["entropy_norm"] < first["entropy_norm"]
     assert last["explained_variance"] > 0.3
@@ -387,10 +392,7 @@ def test_request_credits_reach_the_decisions_that_earned_them(tmp_path) -> None:
 
 def test_ppo_learns_from_delayed_per_request_credit(tmp_path) -> None:
     result = train(toy_config(), tmp_path, env_factory=request_env, resume=False)
-    trained = mean_return(PPORouter.from_checkpoint(result.policy_path).act)
-    rand, best = random_return(), mean_return(lambda obs, env: env.heuristic_action("least_work"))
-    print(f"per-request credit, toy env: random {rand:.1f}, PPO {trained:.1f}, least_work {best:.1f}")
-    assert trained > rand + 0.7 * (best - rand)
+    assert_closes_most_of_the_gap(result.policy_path, "per-request credit")
 
 
 @pytest.mark.parametrize(
@@ -459,10 +461,7 @@ def test_ppo_learns_with_the_paired_baseline(tmp_path) -> None:
     cfg = toy_config(ppo={"n_envs": 4, "envs_per_seed": 2, "advantage_baseline": "paired", "gamma": 0.0,
                           "total_timesteps": 8192})
     result = train(cfg, tmp_path, env_factory=request_env, resume=False)
-    trained = mean_return(PPORouter.from_checkpoint(result.policy_path).act)
-    rand, best = random_return(), mean_return(lambda obs, env: env.heuristic_action("least_work"))
-    print(f"paired baseline, toy env: random {rand:.1f}, PPO {trained:.1f}, least_work {best:.1f}")
-    assert trained > rand + 0.7 * (best - rand)
+    assert_closes_most_of_the_gap(result.policy_path, "paired baseline")
 
 
 @pytest.mark.parametrize(
