@@ -77,6 +77,7 @@ Per-request credit
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import os
 from typing import Any, Mapping
@@ -111,6 +112,10 @@ class _Episode:
         self.requests: list = []
         #: request id -> index of the decision that routed it (per-request credit).
         self.decision_of: dict[int, int] = {}
+        #: request id -> (replica, position among that replica's routed requests) (``delay_caused``).
+        self.placed: dict[int, tuple[int, int]] = {}
+        #: per replica, the arrival times of the requests routed to it, in routing order.
+        self.arrivals_on: list[list[float]] = []
         self.decisions = 0
         self.done = False
         self.snapshot: ReplicaSnapshot | None = None
@@ -197,6 +202,8 @@ class VidurRoutingEnv(gym.Env):
         self._tracker.replica_schedulers[replica].add_request(request)
         self._tracker.assign(request, replica)
         ep.decision_of[request.id] = ep.decisions
+        ep.placed[request.id] = (replica, len(ep.arrivals_on[replica]))
+        ep.arrivals_on[replica].append(float(request.arrived_at))
         ep.routed[replica] += 1
         ep.touched.add(replica)
         ep.decisions += 1
@@ -234,7 +241,8 @@ class VidurRoutingEnv(gym.Env):
         credits: list[tuple[int, float]] = []
         sums: dict[str, float] = {}
         for request in completed:
-            out = self.composer(request_context(request), terminated=False, truncated=False)
+            ctx = request_context(request, delay_caused=self._delay_caused(request))
+            out = self.composer(ctx, terminated=False, truncated=False)
             credits.append((self._ep.decision_of[request.id], float(out.total)))
             for key, value in out.as_dict().items():
                 sums[key] = sums.get(key, 0.0) + float(value)
@@ -242,6 +250,21 @@ class VidurRoutingEnv(gym.Env):
         if credits:
             info["reward_terms"] = {key: value / len(credits) for key, value in sums.items()}
         return float(sum(r for _, r in credits))
+
+    def _delay_caused(self, request: Any) -> float:
+        """Prefill wait ``request`` added to the requests routed after it to its replica (s).
+
+        Each request routed to the same replica after it, and arriving before its first token,
+        queued behind its prefill (Sarathi serves prefills first come, first served), so each
+        waited about its prefill time (scheduled to first token, slowdowns included). Routing
+        is in arrival order, so those requests are the next ones in the replica's arrival list.
+        """
+        ep = self._ep
+        replica, position = ep.placed[request.id]
+        arrivals = ep.arrivals_on[replica]
+        behind = bisect.bisect_left(arrivals, request._prefill_completed_at, lo=position + 1) - (position + 1)
+        prefill_s = max(request._prefill_completed_at - request.scheduled_at, 0.0)
+        return float(max(behind, 0) * prefill_s)
 
     def close(self) -> None:
         self._ep = None
@@ -373,6 +396,7 @@ class VidurRoutingEnv(gym.Env):
         )
         ep = _Episode(seed)
         ep.routed = np.zeros(cfg.num_replicas, dtype=np.int64)
+        ep.arrivals_on = [[] for _ in range(cfg.num_replicas)]
         for t, p, d in zip(arrivals.arrived_at, arrivals.prefill_tokens, arrivals.decode_tokens, strict=True):
             request = Request(arrived_at=float(t), num_prefill_tokens=int(p), num_decode_tokens=int(d))
             ep.requests.append(request)

@@ -88,10 +88,10 @@ CONTEXT_KEYS = frozenset(
 
 #: keys of a per-request context (see :func:`request_context`). A reward reading only these is
 #: evaluated once per request when it completes and credited to the decision that routed it.
-REQUEST_CONTEXT_KEYS = frozenset({"ttft", "e2e", "prompt_tokens", "decode_tokens"})
+REQUEST_CONTEXT_KEYS = frozenset({"ttft", "e2e", "prompt_tokens", "decode_tokens", "delay_caused"})
 
 
-def request_context(request: Any) -> dict[str, float]:
+def request_context(request: Any, delay_caused: float = 0.0) -> dict[str, float]:
     """What one completed request tells the reward: its own latencies and lengths.
 
     ========================  ===============================================================
@@ -99,6 +99,9 @@ def request_context(request: Any) -> dict[str, float]:
     e2e                       end-to-end latency (s): arrival to completion
     prompt_tokens             prompt length (tokens)
     decode_tokens             output length (tokens), known only once the request completed
+    delay_caused              prefill wait (s) it added to the requests routed after it to the
+                              same replica: the number that arrived before its first token
+                              times its prefill time (the cost its routing put on others)
     ========================  ===============================================================
     """
     return {
@@ -106,6 +109,7 @@ def request_context(request: Any) -> dict[str, float]:
         "e2e": float(request.completed_at - request.arrived_at),
         "prompt_tokens": float(request.num_prefill_tokens),
         "decode_tokens": float(request.num_decode_tokens),
+        "delay_caused": float(delay_caused),
     }
 
 

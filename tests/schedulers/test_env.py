@@ -244,6 +244,33 @@ def test_per_request_reward_is_credited_to_the_routing_decision(tiny_config, vid
     assert ep.routed.tolist() == [40, 40]
 
 
+def test_delay_caused_charges_each_request_for_those_queued_behind_its_prefill(tiny_config, vidur_predictor, tmp_path):
+    from schedulers.sim.env import VidurRoutingEnv
+
+    path = tmp_path / "marginal.yaml"
+    path.write_text(
+        "version: 1\ncomponents:\n"
+        "  caused: {type: threshold_penalty, inputs: {latency: delay_caused}, params: {threshold: 0.0}, weight: -1.0}\n"
+    )
+    env = VidurRoutingEnv(tiny_config, str(path))
+    assert env.reward_credit == "request"
+    _, _, infos = run_episode(env, "round_robin", seed=3)
+    value = dict(c for info in infos[1:] for c in info["credits"])
+    ep = env._ep
+    by_decision = sorted(ep.requests, key=lambda r: ep.decision_of[r.id])
+    expected_total = 0.0
+    for k, req in enumerate(by_decision):
+        # round_robin: decision k went to replica k mod 2; brute force over the later decisions there
+        behind = [
+            other for other in by_decision[k + 2 :: 2] if other.arrived_at < req._prefill_completed_at
+        ]
+        expected = len(behind) * (req._prefill_completed_at - req.scheduled_at)
+        assert -value[k] == pytest.approx(expected, abs=1e-9)
+        expected_total += expected
+    assert expected_total > 0  # the tiny cluster is loaded: some requests did queue behind others
+    assert value[len(by_decision) - 1] == 0.0  # nothing was routed after the last request
+
+
 def test_reward_mixing_request_and_step_keys_is_refused(tiny_config, vidur_predictor, tmp_path):
     from schedulers.sim.env import VidurRoutingEnv
 
