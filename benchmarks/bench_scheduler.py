@@ -21,11 +21,12 @@ checkpoint on twice the replicas at twice the rate.
 For every setup it prints the evaluation tables, the PPO router's TTFT p99 and mean e2e ratios
 to each group of baselines (speed-oblivious heuristics, capacity-aware ones, heuristics that do not
 estimate speed, the adaptive heuristic, its own warm start, the oracle) with paired wins over the
-five seeds, whether the issue's targets are met, and decisions per second.
+seeds, whether the issue's targets are met, and decisions per second.
 
 Run: ``.venv/bin/python benchmarks/bench_scheduler.py [--setups hetero,slowdowns,homogeneous]``
 (a setup without ``runs/<training config name>/policy.pt`` is trained first, resuming);
-``--capacity`` measures the capacities instead.
+``--capacity`` measures the capacities instead; ``--seeds 301-320`` evaluates on other seeds
+(more seeds narrow the intervals; keep them apart from the training seeds, 1000 onwards).
 """
 
 from __future__ import annotations
@@ -100,6 +101,32 @@ def capacity(setups: list[str]) -> None:
         print(f"{name:12} | configured qps {qps} = {100 * qps / best:.0f}% of the best router's capacity")
 
 
+def parse_seeds(text: str, parser: argparse.ArgumentParser) -> list[int]:
+    """Seeds from ``"101,102"`` or ``"301-320"`` (or a mix); a parser error names what was wrong."""
+    seeds: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        try:
+            if "-" in part:
+                first, last = (int(x) for x in part.split("-", 1))
+                if last < first:
+                    raise ValueError
+                seeds.extend(range(first, last + 1))
+            else:
+                seeds.append(int(part))
+        except ValueError:
+            parser.error(f"--seeds: expected comma-separated integers or ranges A-B with A <= B, got {part!r}")
+    if not seeds or len(set(seeds)) != len(seeds):
+        parser.error(f"--seeds: expected distinct seeds, got {text!r}")
+    return seeds
+
+
+def format_seeds(seeds: list[int]) -> str:
+    """``101-105`` for a consecutive run, else the comma-separated list."""
+    if seeds and seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 2:
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ",".join(map(str, seeds))
+
+
 def checkpoint_for(name: str, train: bool) -> tuple[Path, float | None]:
     """``runs/<training config>/policy.pt``, training it first (resuming) when missing and ``train``."""
     train_cfg = ROOT / SETUPS[name]["train"]
@@ -117,7 +144,7 @@ def checkpoint_for(name: str, train: bool) -> tuple[Path, float | None]:
 
 
 def evaluate_setup(
-    name: str, label: str, overrides: dict[str, Any], policy: Path, out: Path, baselines: str
+    name: str, label: str, overrides: dict[str, Any], policy: Path, out: Path, baselines: str, seeds: list[int]
 ) -> dict[str, Any]:
     from schedulers.rl.ppo_router import PPORouter
 
@@ -129,7 +156,7 @@ def evaluate_setup(
     ppo = TimedRouter(PPORouter.from_checkpoint(policy))
     routers["ppo"] = ppo
     t0 = time.perf_counter()
-    results = evaluate_policies(cfg, routers, SEEDS, out_dir=out / f"{name}-{label}")
+    results = evaluate_policies(cfg, routers, seeds, out_dir=out / f"{name}-{label}")
     wall = time.perf_counter() - t0
     print(f"\n== {name} {label}: {cfg.num_replicas} replicas at speeds {cfg.replica_speeds}, {cfg.qps} req/s, "
           f"{cfg.requests_per_episode} requests, slowdowns: {'yes' if cfg.slowdowns else 'no'} ==")
@@ -208,7 +235,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-scale", action="store_true", help="skip the twice-the-replicas evaluation")
     parser.add_argument("--baselines", default=BASELINES, help=f"baselines at the base scale (all: {DEFAULT_BASELINES})")
     parser.add_argument("--out", default="runs/bench_scheduler", help="folder for tables and plots")
+    parser.add_argument("--seeds", default=",".join(map(str, SEEDS)),
+                        help="evaluation seeds, comma-separated or ranges A-B (default: the issue's five, 101-105); "
+                             "keep them apart from the training configs' seeds.train_start onwards")
     args = parser.parse_args(argv)
+    seeds = parse_seeds(args.seeds, parser)
     import torch
 
     torch.set_num_threads(1)  # one decision at a time: extra threads only spin on a busy machine
@@ -229,14 +260,15 @@ def main(argv: list[str] | None = None) -> int:
         if seconds is not None:
             train_times[name] = seconds
         base = load_env_config(ROOT / SETUPS[name]["env"])
-        summaries.append(evaluate_setup(name, f"{base.num_replicas}x{base.qps:g}", {}, policy, out, args.baselines))
+        summaries.append(evaluate_setup(name, f"{base.num_replicas}x{base.qps:g}", {}, policy, out, args.baselines, seeds))
         if not args.no_scale:
             scaled = {"num_replicas": 2 * base.num_replicas, "qps": 2 * base.qps}
             summaries.append(
-                evaluate_setup(name, f"{2 * base.num_replicas}x{2 * base.qps:g}", scaled, policy, out, SCALED_BASELINES)
+                evaluate_setup(name, f"{2 * base.num_replicas}x{2 * base.qps:g}", scaled, policy, out, SCALED_BASELINES, seeds)
             )
 
-    print("\n== targets (PPO router, means over seeds 101-105; wins = seeds where PPO is strictly lower) ==")
+    shown = sorted({seed for s in summaries for seed in s["results"].seeds})
+    print(f"\n== targets (PPO router, means over seeds {format_seeds(shown)}; wins = seeds where PPO is strictly lower) ==")
     print(f"{'setup':22} | {'target':46} | {'measured':40} | met")
     for s in summaries:
         for text, value, met in targets(s["setup"], s):
