@@ -42,7 +42,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from schedulers.cli import DEFAULT_BASELINES  # noqa: E402
+from schedulers.cli import DEFAULT_BASELINES, evaluation_seeds  # noqa: E402
 from schedulers.evaluate.paired import evaluate_policies  # noqa: E402
 from schedulers.evaluate.results import paired_ratio_interval  # noqa: E402
 from schedulers.routing.heuristics import CAPACITY_AWARE, HEURISTICS, VIDUR_BASELINES  # noqa: E402
@@ -99,25 +99,6 @@ def capacity(setups: list[str]) -> None:
         qps = load_env_config(ROOT / SETUPS[name]["env"]).qps
         best = res.values(SETUPS[name]["best"], "throughput").mean()
         print(f"{name:12} | configured qps {qps} = {100 * qps / best:.0f}% of the best router's capacity")
-
-
-def parse_seeds(text: str, parser: argparse.ArgumentParser) -> list[int]:
-    """Seeds from ``"101,102"`` or ``"301-320"`` (or a mix); a parser error names what was wrong."""
-    seeds: list[int] = []
-    for part in (p.strip() for p in text.split(",")):
-        try:
-            if "-" in part:
-                first, last = (int(x) for x in part.split("-", 1))
-                if last < first:
-                    raise ValueError
-                seeds.extend(range(first, last + 1))
-            else:
-                seeds.append(int(part))
-        except ValueError:
-            parser.error(f"--seeds: expected comma-separated integers or ranges A-B with A <= B, got {part!r}")
-    if not seeds or len(set(seeds)) != len(seeds):
-        parser.error(f"--seeds: expected distinct seeds, got {text!r}")
-    return seeds
 
 
 def format_seeds(seeds: list[int]) -> str:
@@ -236,10 +217,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baselines", default=BASELINES, help=f"baselines at the base scale (all: {DEFAULT_BASELINES})")
     parser.add_argument("--out", default="runs/bench_scheduler", help="folder for tables and plots")
     parser.add_argument("--seeds", default=",".join(map(str, SEEDS)),
-                        help="evaluation seeds, comma-separated or ranges A-B (default: the issue's five, 101-105); "
-                             "keep them apart from the training configs' seeds.train_start onwards")
+                        help="evaluation seeds as for `rewardkit evaluate --seeds`: a count, or comma-separated seeds and "
+                             "ranges A-B (default: the issue's five, 101-105); keep them apart from the training "
+                             "configs' seeds.train_start onwards")
     args = parser.parse_args(argv)
-    seeds = parse_seeds(args.seeds, parser)
+    try:
+        seeds = evaluation_seeds(args.seeds)
+    except ValueError as exc:
+        parser.error(str(exc))
     import torch
 
     torch.set_num_threads(1)  # one decision at a time: extra threads only spin on a busy machine

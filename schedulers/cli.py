@@ -70,13 +70,30 @@ def train_command(args: argparse.Namespace) -> int:
 
 
 def evaluation_seeds(spec: str) -> list[int]:
-    """``5`` -> the first five evaluation seeds (101..105, then onwards); ``1,7,9`` -> those seeds."""
-    if "," in spec:
-        return [int(s) for s in spec.split(",") if s.strip()]
-    k = int(spec)
-    if k < 1:
-        raise ValueError(f"--seeds: expected a positive count or a comma-separated list, got {spec!r}")
-    return [EVAL_SEEDS[0] + i for i in range(k)]
+    """``5`` -> the first five evaluation seeds (101..105, then onwards); ``1,7,9`` -> those seeds;
+    ``301-320`` -> that range (ranges and seeds mix: ``101-105,301``). Seeds must be distinct."""
+    expected = "a positive count, or comma-separated seeds and ranges A-B with A <= B"
+    if "," not in spec and "-" not in spec.strip():
+        try:
+            k = int(spec)
+        except ValueError:
+            raise ValueError(f"--seeds: expected {expected}, got {spec!r}") from None
+        if k < 1:
+            raise ValueError(f"--seeds: expected {expected}, got {spec!r}")
+        return [EVAL_SEEDS[0] + i for i in range(k)]
+    seeds: list[int] = []
+    for part in (p.strip() for p in spec.split(",") if p.strip()):
+        try:
+            first, _, last = part.partition("-")
+            low, high = int(first), int(last or first)
+        except ValueError:
+            raise ValueError(f"--seeds: expected {expected}, got {part!r} in {spec!r}") from None
+        if high < low:
+            raise ValueError(f"--seeds: expected {expected}, got {part!r} in {spec!r}")
+        seeds.extend(range(low, high + 1))
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"--seeds: expected distinct seeds, got {spec!r}")
+    return seeds
 
 
 def add_evaluate_command(subparsers: Any) -> None:
@@ -90,7 +107,7 @@ def add_evaluate_command(subparsers: Any) -> None:
     parser.add_argument("--baselines", default=DEFAULT_BASELINES,
                         help="comma-separated heuristic names (cap_*: declared speed; adaptive: measured speed; "
                              "oracle: true speed, a reference ceiling)")
-    parser.add_argument("--seeds", default="5", help="a count K (seeds 101..100+K) or a comma-separated list")
+    parser.add_argument("--seeds", default="5", help="a count K (seeds 101..100+K), or comma-separated seeds and ranges A-B")
     parser.add_argument("--env", default=DEFAULT_ENV, help="environment YAML (cluster and workload)")
     parser.add_argument("--qps", type=float, default=None, help="override the Poisson arrival rate")
     parser.add_argument("--replicas", type=int, default=None, help="override the number of replicas")

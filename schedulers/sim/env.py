@@ -103,7 +103,7 @@ from .vidur_ids import reset_vidur_ids
 class _Episode:
     """Mutable state of one simulated episode."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, num_replicas: int) -> None:
         self.seed = seed
         self.time = 0.0
         self.heap: list = []
@@ -115,11 +115,10 @@ class _Episode:
         #: request id -> (replica, position among that replica's routed requests) (``delay_caused``).
         self.placed: dict[int, tuple[int, int]] = {}
         #: per replica, the arrival times of the requests routed to it, in routing order.
-        self.arrivals_on: list[list[float]] = []
+        self.arrivals_on: list[list[float]] = [[] for _ in range(num_replicas)]
         self.decisions = 0
         self.done = False
         self.snapshot: ReplicaSnapshot | None = None
-        self.routed = None
         self.rng = np.random.default_rng(seed)
 
 
@@ -204,7 +203,6 @@ class VidurRoutingEnv(gym.Env):
         ep.decision_of[request.id] = ep.decisions
         ep.placed[request.id] = (replica, len(ep.arrivals_on[replica]))
         ep.arrivals_on[replica].append(float(request.arrived_at))
-        ep.routed[replica] += 1
         ep.touched.add(replica)
         ep.decisions += 1
         ep.snapshot = None
@@ -363,7 +361,7 @@ class VidurRoutingEnv(gym.Env):
             scheduling_delay=delay,
             throughput=float(throughput),
             makespan=float(makespan),
-            routed_per_replica=ep.routed.copy(),
+            routed_per_replica=np.array([len(a) for a in ep.arrivals_on], dtype=np.int64),
         )
 
     # ---- internals ------------------------------------------------------------------------------
@@ -394,9 +392,7 @@ class VidurRoutingEnv(gym.Env):
             slowdowns=cfg.slowdowns,
             speed_tau_s=cfg.observation.speed_tau_s,
         )
-        ep = _Episode(seed)
-        ep.routed = np.zeros(cfg.num_replicas, dtype=np.int64)
-        ep.arrivals_on = [[] for _ in range(cfg.num_replicas)]
+        ep = _Episode(seed, cfg.num_replicas)
         for t, p, d in zip(arrivals.arrived_at, arrivals.prefill_tokens, arrivals.decode_tokens, strict=True):
             request = Request(arrived_at=float(t), num_prefill_tokens=int(p), num_decode_tokens=int(d))
             ep.requests.append(request)

@@ -241,7 +241,7 @@ def test_per_request_reward_is_credited_to_the_routing_decision(tiny_config, vid
         ttft, e2e = r._prefill_completed_at - r.arrived_at, r.completed_at - r.arrived_at
         assert value[ep.decision_of[r.id]] == pytest.approx(-ttft - 0.5 * e2e)
     # round_robin sent decision k to replica k mod 2: the credit is that request's own outcome
-    assert ep.routed.tolist() == [40, 40]
+    assert env.episode_metrics().routed_per_replica.tolist() == [40, 40]
 
 
 def test_delay_caused_charges_each_request_for_those_queued_behind_its_prefill(tiny_config, vidur_predictor, tmp_path):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from rewardkit.cli import main
 from schedulers.cli import EXIT_BAD_INPUT, evaluation_seeds
 
@@ -31,3 +33,8 @@ def test_train_missing_config_exits_2(tmp_path: Path, capsys) -> None:
 def test_evaluation_seeds() -> None:
     assert evaluation_seeds("3") == [101, 102, 103]
     assert evaluation_seeds("7,9") == [7, 9]
+    assert evaluation_seeds("301-304") == [301, 302, 303, 304]
+    assert evaluation_seeds("101-102,7") == [101, 102, 7]
+    for bad, message in [("0", "positive count"), ("5-3", "'5-3'"), ("1,x", "'x'"), ("1,1-2", "distinct")]:
+        with pytest.raises(ValueError, match=message):
+            evaluation_seeds(bad)
