@@ -11,7 +11,8 @@ The one rewardkit package that imports optuna. See docs/optimization.md.
 from __future__ import annotations
 
 from .objectives import OBJECTIVE_GROUP, resolve_objective
-from .optimizer import BayesianRewardOptimizer, check_values
+from .optimizer import BayesianRewardOptimizer
+from .values import check_values
 from .search_space import Dimension, SearchSpace
 from .storage import parse_storage
 from .strategies import PRUNERS, SAMPLERS, StudySettings

@@ -15,7 +15,6 @@ keeps ``reward.yaml`` and ``metrics.json`` in ``<study folder>/trials/<number>/`
 from __future__ import annotations
 
 import json
-import math
 import multiprocessing
 import sys
 import time
@@ -35,6 +34,7 @@ from .recovery import TrialHeartbeat, recover_stale_trials
 from .search_space import SearchSpace
 from .storage import GRACE_PERIOD, HEARTBEAT_INTERVAL, parse_storage, open_storage
 from .strategies import STUDY_ATTR, StudySettings, make_pruner, make_sampler
+from .values import check_values
 from .trial_context import PHASE_ATTR, PRUNER_ATTR, SEEDS_ATTR, TRIAL_DIR_ATTR, tuning_seeds
 
 Objective = Callable[[dict, Any], Any]
@@ -283,20 +283,6 @@ class BayesianRewardOptimizer:
         write_reward_yaml(path, config, f"best of study {self.study_name} (trial {best[0].number}, "
                                         f"objective {values}); tuned from {self.base_source or 'a base config'}")
         return path
-
-
-def check_values(result: Any, n_directions: int) -> float | list[float]:
-    """The objective's result as one float per direction; non-finite values raise."""
-    values = [result] if isinstance(result, (int, float)) and not isinstance(result, bool) else result
-    try:
-        values = [float(v) for v in values]
-    except (TypeError, ValueError):
-        raise ValueError(f"the objective must return a number or one per direction, got {result!r}") from None
-    if len(values) != n_directions:
-        raise ValueError(f"the objective returned {len(values)} value(s) for {n_directions} direction(s)")
-    if any(not math.isfinite(v) for v in values):
-        raise ValueError(f"the objective returned a non-finite value: {values}")
-    return values[0] if n_directions == 1 else values
 
 
 def write_reward_yaml(path: Path, config: Mapping[str, Any], comment: str) -> None:

@@ -14,7 +14,8 @@ from typing import Any
 
 from optuna.trial import FixedTrial
 
-from .optimizer import BayesianRewardOptimizer, check_values, write_reward_yaml
+from .optimizer import BayesianRewardOptimizer, write_reward_yaml
+from .values import check_values
 from .results import format_table
 from .trial_context import PHASE_ATTR, SEEDS_ATTR, TRIAL_DIR_ATTR, report_seeds
 
