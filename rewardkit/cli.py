@@ -315,7 +315,7 @@ def add_optimize_parser(sub: Any) -> None:
     p.add_argument("--workers", type=int, default=1, metavar="W", help="worker processes on this machine")
     p.add_argument("--sampler", choices=("tpe", "gp", "random", "nsga2"), default=None,
                    help="default: the study's stored sampler, else tpe")
-    p.add_argument("--pruner", choices=("none", "median", "hyperband", "wilcoxon"), default=None,
+    p.add_argument("--pruner", choices=("none", "median", "halving", "hyperband", "wilcoxon"), default=None,
                    help="default: the study's stored pruner, else none")
     p.add_argument("--seed", type=int, default=None, metavar="S", help="sampler seed (stored with the study)")
     p.add_argument("--enqueue", nargs="+", default=None, metavar="CONFIG.yaml",

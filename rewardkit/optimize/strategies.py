@@ -18,7 +18,7 @@ import optuna
 from ..errors import ConfigError
 
 SAMPLERS = ("tpe", "gp", "random", "nsga2")
-PRUNERS = ("none", "median", "hyperband", "wilcoxon")
+PRUNERS = ("none", "median", "halving", "hyperband", "wilcoxon")
 STUDY_ATTR = "rewardkit.study"
 
 
@@ -93,6 +93,10 @@ def make_pruner(settings: StudySettings) -> optuna.pruners.BasePruner:
         return optuna.pruners.NopPruner()
     if name == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=4, n_warmup_steps=0)
+    if name == "halving":
+        # successive halving over the training budget: at each rung (2, 4, 8... reported steps,
+        # e.g. PPO updates) only the better half of the trials that reached it goes on
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=2, reduction_factor=2)
     if name == "hyperband":
         return optuna.pruners.HyperbandPruner(min_resource=1, reduction_factor=3)
     return optuna.pruners.WilcoxonPruner(p_threshold=0.1, n_startup_steps=2)
