@@ -9,6 +9,11 @@ A search space is a YAML mapping of key paths into the base reward config to spe
     components.a.weight.start: {type: float, low: 0.0, high: 1.0}    # inside a schedule
     components.b.enabled: {type: categorical, choices: [true, false]} # a term on/off
 
+Beside these, two sections give the search structure (see :mod:`.alternatives`): ``alternatives:``
+(slots whose value is one of several named alternatives, each with its own parameters and
+training settings, sampled only when chosen) and ``training:`` (settings of the objective's own
+training config, such as ``ppo.gamma``, handed to the objective with :func:`trial_training`).
+
 ``enabled`` is the one key that is not part of the reward schema: ``false`` drops that entry
 from the config. Every other path must exist in the base config, except that its last key may be
 an optional key the schema accepts there (a component's parameter left at its default, a
@@ -22,6 +27,7 @@ This module does not import optuna: it calls ``trial.suggest_*`` on whatever tri
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +38,10 @@ from ..config import load_yaml, parse_yaml
 from ..errors import ConfigError
 from ..params import describe, is_finite_number
 from ..registry import get_component_class
+from .alternatives import Alternative, Slot, parse_slots, parse_training
 
 KINDS = ("float", "int", "categorical")
+SECTIONS = ("alternatives", "training")
 ENABLED_KEY = "enabled"
 _SPEC_KEYS = {"float": {"type", "low", "high", "log", "step"},
               "int": {"type", "low", "high", "log", "step"},
@@ -93,8 +101,11 @@ class Dimension:
 class SearchSpace:
     """The tuned dimensions of a reward config; builds each trial's config from sampled values."""
 
-    def __init__(self, dimensions: list[Dimension], *, source: str | None = None) -> None:
+    def __init__(self, dimensions: list[Dimension], *, source: str | None = None, slots: list[Slot] | None = None,
+                 training: tuple[tuple[str, Dimension], ...] = ()) -> None:
         self.dimensions = dimensions
+        self.slots = list(slots or [])
+        self.training = tuple(training)
         self.source = source
 
     # ---- reading ----------------------------------------------------------------------------
@@ -115,21 +126,64 @@ class SearchSpace:
             got = "an empty document" if data is None else describe(data)
             raise ConfigError("expected a non-empty mapping of reward-config key paths to specs "
                               "such as {type: float, low: 0.0, high: 1.0}, got " + got, source=source)
-        dims = [_parse_dimension(path, spec, source) for path, spec in data.items()]
-        return cls(dims, source=source)
+        dims = [_parse_dimension(path, spec, source) for path, spec in data.items() if path not in SECTIONS]
+        slots = parse_slots(data["alternatives"], source, _named_dimension) if "alternatives" in data else []
+        training = parse_training(data["training"], "training", source, _named_dimension) if "training" in data else ()
+        for dim in dims:
+            for slot in slots:
+                if dim.path == slot.path or dim.path.startswith(slot.path + "."):
+                    raise ConfigError(f"this key lies inside the slot {slot.path!r}, whose value each alternative "
+                                      f"sets: tune it under alternatives.{slot.path}.<name>.params",
+                                      source=source, path=dim.path)
+        keys = [key for key, _ in training]
+        for slot in slots:
+            for alt in slot.alternatives:
+                for key, _ in alt.training:
+                    if key in keys:
+                        raise ConfigError(f"the training key {key!r} is tuned in the training section too; "
+                                          "tune it in one place", source=source,
+                                          path=f"alternatives.{slot.path}.{alt.name}.training.{key}")
+        return cls(dims, source=source, slots=slots, training=training)
 
     def to_dict(self) -> dict[str, Any]:
         """The search space as written in YAML."""
-        return {d.path: d.to_dict() for d in self.dimensions}
+        out: dict[str, Any] = {d.path: d.to_dict() for d in self.dimensions}
+        if self.slots:
+            out["alternatives"] = {slot.path: slot.to_dict() for slot in self.slots}
+        if self.training:
+            out["training"] = {key: dim.to_dict() for key, dim in self.training}
+        return out
 
     @property
     def paths(self) -> list[str]:
+        """The plain dimensions' key paths."""
         return [d.path for d in self.dimensions]
+
+    @property
+    def param_names(self) -> list[str]:
+        """Every Optuna parameter this space can sample (choices, conditional ones, training)."""
+        names = list(self.paths)
+        for slot in self.slots:
+            names.append(slot.path)
+            for alt in slot.alternatives:
+                names += [dim.path for _, dim in alt.params + alt.training]
+        return names + [dim.path for _, dim in self.training]
 
     # ---- applying -----------------------------------------------------------------------------
     def apply(self, base: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
-        """A deep copy of ``base`` with ``values[path]`` put at each path (``enabled: false`` drops)."""
+        """A deep copy of ``base`` with ``values[path]`` put at each path (``enabled: false`` drops);
+        a slot's chosen alternative (``values[slot path]``) first, then its parameters."""
         config = copy.deepcopy(dict(base))
+        for slot in self.slots:
+            if slot.path not in values:
+                continue
+            alt = slot.alternative(values[slot.path])
+            keys = slot.path.split(".")
+            if not alt.keep:
+                _put(config, keys, copy.deepcopy(alt.entry))
+            for rel, dim in alt.params:
+                if dim.path in values:
+                    _put(config, keys + rel.split("."), values[dim.path])
         drops = []
         for dim in self.dimensions:
             if dim.path not in values:
@@ -146,12 +200,34 @@ class SearchSpace:
         return config
 
     def sample(self, base: Mapping[str, Any], trial: Any) -> dict[str, Any]:
-        """Suggest every dimension on ``trial`` and return the resulting reward config."""
-        return self.apply(base, {d.path: d.suggest(trial) for d in self.dimensions})
+        """Suggest every dimension on ``trial`` and return the resulting reward config.
+
+        A slot's choice is suggested first; only the chosen alternative's parameters and training
+        settings are suggested after it (conditional parameters). Training settings are on
+        ``trial.params``: :meth:`training_values` reads them.
+        """
+        values = {d.path: d.suggest(trial) for d in self.dimensions}
+        for slot in self.slots:
+            values[slot.path] = trial.suggest_categorical(slot.path, slot.names)
+            alt = slot.alternative(values[slot.path])
+            for _, dim in alt.params + alt.training:
+                values[dim.path] = dim.suggest(trial)
+        for _, dim in self.training:
+            values[dim.path] = dim.suggest(trial)
+        return self.apply(base, values)
+
+    def training_values(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The training settings among sampled ``values``: {training key: value}."""
+        out = {key: values[dim.path] for key, dim in self.training if dim.path in values}
+        for slot in self.slots:
+            if slot.path in values:
+                alt = slot.alternative(values[slot.path])
+                out.update({key: values[dim.path] for key, dim in alt.training if dim.path in values})
+        return out
 
     def values_in(self, config: Mapping[str, Any], *, source: str | None = None) -> dict[str, Any]:
         """The value each dimension has in ``config`` (to enqueue a known config as a trial)."""
-        values = {}
+        values = self._slot_values_in(config, source)
         for dim in self.dimensions:
             keys = dim.path.split(".")
             if keys[-1] == ENABLED_KEY:
@@ -169,6 +245,73 @@ class SearchSpace:
                                   f"config can be enqueued, got {describe(value)}", source=source, path=dim.path)
             values[dim.path] = value
         return values
+
+    def _slot_values_in(self, config: Mapping[str, Any], source: str | None) -> dict[str, Any]:
+        """Each slot's alternative in ``config`` and its parameters' values there (training left to sample).
+
+        An alternative whose entry matches the config's value at the slot (its parameters aside) is
+        chosen; else the ``keep`` alternative (the base config's value)."""
+        values: dict[str, Any] = {}
+        for slot in self.slots:
+            keys = slot.path.split(".")
+            have = _lookup(config, keys)
+            chosen = next((a for a in slot.alternatives if _entry_matches(a, have)), None)
+            chosen = chosen or next((a for a in slot.alternatives if a.keep), None)
+            if chosen is None:
+                raise ConfigError(f"the config's value at the slot matches none of its alternatives "
+                                  f"({', '.join(slot.names)})", source=source, path=slot.path)
+            values[slot.path] = chosen.name
+            for rel, dim in chosen.params:
+                value = _lookup(have, rel.split(".")) if have is not _MISSING else _MISSING
+                if value is _MISSING or not dim.contains(value):
+                    raise ConfigError(f"expected a value in the search space ({_describe_dim(dim)}) so that the config "
+                                      f"can be enqueued, got {describe(None if value is _MISSING else value)}",
+                                      source=source, path=dim.path)
+                values[dim.path] = value
+        return values
+
+    def check_structure(self, base: Mapping[str, Any], *, base_source: str | None = None,
+                        check_training: Any = None) -> None:
+        """Check every slot and training setting before any trial (see :meth:`check_against` for the rest).
+
+        Each alternative's entry must build in place of the slot's value, and each of its
+        parameters' probes with it; each training probe goes to ``check_training(settings)``
+        (the objective's own check), when given. Errors are located ``ConfigError``.
+        """
+        base_name = base_source or "the base config"
+        for slot in self.slots:
+            keys = slot.path.split(".")
+            parent = _lookup(base, keys[:-1]) if len(keys) > 1 else base
+            if not isinstance(parent, Mapping):
+                raise ConfigError(f"{base_name} has no mapping at {'.'.join(keys[:-1])} to hold the slot",
+                                  source=self.source, path=f"alternatives.{slot.path}")
+            for alt in slot.alternatives:
+                where = f"alternatives.{slot.path}.{alt.name}"
+                if alt.keep and keys[-1] not in parent:
+                    raise ConfigError(f"keep: true needs the slot's value in {base_name}, which has no key "
+                                      f"{keys[-1]!r} there", source=self.source, path=where)
+                probes = [("entry", {})] + [(f"{rel}: {label}", {dim.path: value}) for rel, dim in alt.params
+                                            for label, value in dim.probes()]
+                for label, extra in probes:
+                    config = self.apply(base, {slot.path: alt.name, **extra})
+                    try:
+                        RewardComposer.from_dict(config, source=base_source)
+                    except ConfigError as exc:
+                        raise ConfigError(f"{label} does not build in {base_name}: {exc}", source=self.source,
+                                          path=where) from None
+                if check_training is not None:
+                    self._check_training(alt.training, check_training, f"{where}.training")
+        if check_training is not None:
+            self._check_training(self.training, check_training, "training")
+
+    def _check_training(self, dims: tuple[tuple[str, Dimension], ...], check: Any, where: str) -> None:
+        for key, dim in dims:
+            for label, value in dim.probes():
+                try:
+                    check({key: value})
+                except ConfigError as exc:
+                    raise ConfigError(f"{label} is refused by the objective's training config: {exc}",
+                                      source=self.source, path=f"{where}.{key}") from None
 
     # ---- checking ------------------------------------------------------------------------------
     def check_against(self, base: Mapping[str, Any], *, base_source: str | None = None) -> None:
@@ -224,6 +367,23 @@ class SearchSpace:
 
 def _is_component_entry(node: Mapping[str, Any]) -> bool:
     return "type" in node
+
+
+def _entry_matches(alt: Alternative, have: Any) -> bool:
+    """True when ``have`` is ``alt``'s entry with some values at its parameters' paths."""
+    if alt.keep or have is _MISSING:
+        return False
+    probe = copy.deepcopy(alt.entry)
+    for rel, _ in alt.params:
+        value = _lookup(have, rel.split("."))
+        if value is not _MISSING:
+            _put(probe, rel.split("."), value)
+    return probe == have
+
+
+def _named_dimension(name: str, spec: Any, source: str | None, where: str) -> Dimension:
+    """A dimension parsed with errors located at ``where`` and named ``name`` for Optuna."""
+    return dataclasses.replace(_parse_dimension(where, spec, source), path=name)
 
 
 def _parse_dimension(path: Any, spec: Any, source: str | None) -> Dimension:

@@ -1,0 +1,109 @@
+"""Paired bootstrap intervals: how much better than the base is each candidate, and how sure are we.
+
+Each candidate and the base are evaluated on the same repeats (same seeds, same training seed per
+repeat), so their values pair up, repeat by repeat and seed by seed. The difference of a pair
+cancels what the two share (a hard seed, a lucky arrival pattern). The interval is a two-stage
+(hierarchical) bootstrap of the mean difference: repeats are resampled first, because seeds of one
+repeat share a training run and are not independent, then seeds within each chosen repeat.
+
+Choosing the best of K candidates on the same data biases its interval toward a win, so the
+intervals are simultaneous: each is taken at level ``1 - (1 - level) / K`` (Bonferroni), and all
+resamples use the same indices for every candidate. With few repeats a percentile bootstrap is
+too narrow; each resampled mean is widened around the observed one by ``sqrt(R / (R - 1))``
+(the "expanded percentile" correction for R clusters), which keeps the false-alarm rate near its
+nominal level at R = 3 (tests/rewardkit/test_optimize_validation.py measures it).
+
+NumPy only: this module is imported by the optimizer and its tests, not by rewardkit at import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+N_RESAMPLES = 4000
+
+
+@dataclass(frozen=True)
+class Change:
+    """A candidate's mean difference to the base (candidate minus base) and its interval."""
+
+    mean: float
+    low: float
+    high: float
+    wins: int          # repeats where the candidate's mean is better than the base's
+    repeats: int
+
+    def relative(self, base_mean: float) -> tuple[float, float, float]:
+        """(mean, low, high) as fractions of ``|base_mean|`` (NaN when the base's mean is 0)."""
+        scale = abs(base_mean) or float("nan")
+        return self.mean / scale, self.low / scale, self.high / scale
+
+    def improves(self, direction: str) -> bool:
+        """True when the whole interval lies on the improving side of zero."""
+        return self.high < 0 if direction == "minimize" else self.low > 0
+
+
+def as_matrix(values: Sequence[Sequence[float]]) -> np.ndarray:
+    """Per-repeat lists of per-seed values as an (R, S) array; every repeat must have S values."""
+    lengths = {len(v) for v in values}
+    if len(values) == 0 or len(lengths) != 1 or 0 in lengths:
+        raise ValueError(f"expected the same positive number of values in each repeat, got lengths {sorted(lengths)}")
+    out = np.asarray(values, dtype=float)
+    if not np.isfinite(out).all():
+        raise ValueError("expected finite values")
+    return out
+
+
+def paired_changes(candidates: Sequence[np.ndarray], base: np.ndarray, direction: str = "minimize",
+                   level: float = 0.90, seed: int = 0, n_resamples: int = N_RESAMPLES) -> list[Change]:
+    """Simultaneous ``level`` intervals of each candidate's mean paired difference to ``base``.
+
+    ``candidates[k]`` and ``base`` are (R, S) arrays (repeat x seed) measured on the same seeds.
+    The resampling is seeded: the same values always give the same intervals.
+    """
+    if direction not in ("minimize", "maximize"):
+        raise ValueError(f"expected minimize or maximize, got {direction!r}")
+    if not 0 < level < 1:
+        raise ValueError(f"expected a level in (0, 1), got {level}")
+    diffs = np.stack([np.asarray(c, float) - base for c in candidates]) if len(candidates) else np.zeros((0,) + base.shape)
+    if diffs.shape[1:] != base.shape:
+        raise ValueError(f"expected every candidate shaped like the base {base.shape}, got {diffs.shape[1:]}")
+    k, n_rep, n_seed = diffs.shape
+    rng = np.random.default_rng(seed)
+    reps = rng.integers(0, n_rep, size=(n_resamples, n_rep))
+    seeds = rng.integers(0, n_seed, size=(n_resamples, n_rep, n_seed))
+    # resampled[k, b] = mean over the chosen repeats and, within each, the chosen seeds
+    picked = diffs[:, reps[..., None], seeds]            # (K, B, R, S)
+    resampled = picked.mean(axis=(2, 3))
+    observed = diffs.mean(axis=(1, 2))
+    tail = (1 - level) / max(k, 1) / 2
+    if n_rep > 1:
+        resampled = observed[:, None] + (resampled - observed[:, None]) * few_repeats_factor(n_rep, tail)
+    lows = np.quantile(resampled, tail, axis=1) if k else []
+    highs = np.quantile(resampled, 1 - tail, axis=1) if k else []
+    per_repeat = diffs.mean(axis=2)
+    better = per_repeat < 0 if direction == "minimize" else per_repeat > 0
+    return [Change(float(observed[i]), float(lows[i]), float(highs[i]), int(better[i].sum()), n_rep)
+            for i in range(k)]
+
+
+def few_repeats_factor(n_repeats: int, tail: float) -> float:
+    """How much wider than the bootstrap's a ``1 - tail`` quantile must be with ``n_repeats`` clusters.
+
+    The bootstrap of R cluster means is narrow by ``sqrt((R - 1) / R)`` and has normal tails where
+    the mean of R noisy runs has Student-t tails with R - 1 degrees of freedom: the factor is
+    ``sqrt(R / (R - 1)) * t_{R-1}(1 - tail) / z(1 - tail)``.
+    """
+    from scipy import stats
+
+    q = 1 - tail
+    return float(np.sqrt(n_repeats / (n_repeats - 1)) * stats.t.ppf(q, n_repeats - 1) / stats.norm.ppf(q))
+
+
+def resolvable_difference(spread: float, repeats: int) -> float:
+    """The smallest difference of means that ``repeats`` paired repeats resolve, from one repeat's
+    standard deviation ``spread``: ``1.645 * spread * sqrt(2 / repeats)`` (one-sided 5%)."""
+    return 1.645 * spread * float(np.sqrt(2.0 / max(repeats, 1)))
