@@ -320,7 +320,13 @@ def add_optimize_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=None, metavar="S", help="sampler seed (stored with the study)")
     p.add_argument("--enqueue", nargs="+", default=None, metavar="CONFIG.yaml",
                    help="seed the study with known reward configs (each once)")
-    p.add_argument("--export-best", default=None, metavar="OUT.yaml", help="write the best trial's reward config")
+    p.add_argument("--validate", type=_non_negative, default=3, metavar="K",
+                   help="re-run the top K configs and the base on validation seeds, paired, and export the winner "
+                        "only when it beats the base reliably (default 3; 0: off)")
+    p.add_argument("--repeats", type=_at_least_two, default=3, metavar="R",
+                   help="evaluations per config in validation, each with its own seeds and training seed (default 3)")
+    p.add_argument("--export-best", default=None, metavar="OUT.yaml",
+                   help="write the validated winner's reward config (the base when none is reliably better)")
     p.add_argument("--report", action="store_true",
                    help="re-evaluate the best trials and the base config on fresh seeds")
     p.set_defaults(func=cmd_optimize)
@@ -435,6 +441,25 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
 
 
 MAX_STEP = 2**53  # steps beyond this are not exact as floats, which schedules compute with
+
+
+def _non_negative(text: str) -> int:
+    """An argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def _at_least_two(text: str) -> int:
+    """An argparse type: an integer >= 2 (repeats that can show a spread)."""
+    value = _non_negative(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 2 (repeats measure the noise), got {value}")
+    return value
 
 
 def _step_argument(text: str) -> int:

@@ -4,6 +4,12 @@ Settings given on the command line must agree with those stored with the study; 
 out are taken from the study (or the defaults for a new one). Without ``--n-trials`` and
 ``--timeout`` no trial runs: the command prints the table, writes the plots and does
 ``--export-best``/``--report`` for the study as it stands.
+
+With ``--validate K`` (default 3) the base is first run ``--repeats`` times on validation seeds
+(the noise, printed), and after the search the top K configs and the base are re-run on them,
+paired; ``--export-best`` writes the validated winner, or the base when no candidate's interval
+excludes "no improvement". Both verdicts exit 0; errors exit non-zero (1 also when every trial
+failed). The last line printed starts with ``verdict:``.
 """
 
 from __future__ import annotations
@@ -16,11 +22,13 @@ import optuna
 
 from ..errors import ConfigError
 from .objectives import resolve_objective
-from .optimizer import BayesianRewardOptimizer
+from .optimizer import BayesianRewardOptimizer, counted_trials
 from .report import run_report
-from .results import best_table, save_plots
+from .results import PLOTS_SKIPPED, best_table, plotting_available, save_plots
 from .storage import open_storage, parse_storage
 from .strategies import StudySettings, read_settings
+from .trial_context import report_seeds, validation_seeds
+from .validation import compute_table, export, measure_noise, training_path, validate
 
 
 def stored_settings(storage: str | None, study_name: str) -> StudySettings | None:
@@ -38,7 +46,7 @@ def stored_settings(storage: str | None, study_name: str) -> StudySettings | Non
 
 
 def run_optimize(args: argparse.Namespace) -> int:
-    """Run the ``optimize`` subcommand; returns the exit code."""
+    """Run the ``optimize`` subcommand; returns the exit code. The last line printed starts with ``verdict:``."""
     objective = resolve_objective(args.objective)
     stored = stored_settings(args.storage, args.study)
     default = stored or StudySettings()
@@ -49,27 +57,67 @@ def run_optimize(args: argparse.Namespace) -> int:
         sampler=args.sampler or default.sampler,
         pruner=args.pruner or (default.pruner if stored else "none"),
         directions=directions, seed=args.seed if args.seed is not None else default.seed, n_seeds=n_seeds)
+    validating = args.validate > 0 and len(opt.settings.directions) == 1
     for path in args.enqueue or []:
         params = opt.enqueue(path)
         print(f"enqueued {path}: {params}")
     print(f"study {args.study} in {opt.storage_spec.describe()}: sampler {opt.settings.sampler}, "
           f"pruner {opt.settings.pruner}, directions {', '.join(opt.settings.directions)}; "
           f"trial files in {opt.study_dir}")
+    print(seeds_line(opt, args.repeats if validating else 0))
+    if validating:
+        print(measure_noise(opt, args.repeats, args.workers).describe(), flush=True)
     if args.n_trials is not None or args.timeout is not None:
         opt.optimize(n_trials=args.n_trials, timeout=args.timeout, n_workers=args.workers)
     else:
         print("no --n-trials or --timeout: no new trial runs")
     print(best_table(opt))
-    for path in save_plots(opt):
-        print(f"wrote {path}")
+    if plotting_available():
+        for path in save_plots(opt):
+            print(f"wrote {path}")
+    else:
+        print(PLOTS_SKIPPED)
+    if not opt.best_trials():
+        ran = counted_trials(opt.study)
+        print(f"verdict: no complete trial in study {args.study} ({len(ran)} finished, none complete: "
+              f"see the errors in {opt.study_dir}/trials/*/metrics.json)")
+        return 1 if ran else 0
+    validation = None
+    if validating:
+        validation = validate(opt, args.validate, args.repeats, args.workers)
+        print(validation.table())
+        print(compute_table(opt, args.repeats, getattr(objective, "full_cost", None)))
+    elif args.validate > 0:
+        print(f"validation skipped: it compares candidates on one objective, this study has "
+              f"{len(opt.settings.directions)}")
+    exported = None
     if args.export_best:
         try:
-            print(f"wrote {opt.export_best(args.export_best)} (the best trial's reward config)")
+            exported = export(opt, validation, args.export_best) if validation else opt.export_best(args.export_best)
         except ConfigError as exc:
             print(f"error: --export-best: {exc}", file=sys.stderr)
             return 1
+        side = training_path(exported)
+        print(f"wrote {exported}" + (f" and {side} (its training settings)" if side.exists() else ""))
     if args.report:
         table, csv_path = run_report(opt)
         print(table)
         print(f"wrote {csv_path}")
+    if validation is not None:
+        print(validation.verdict(exported))
+    else:
+        best = opt.best_trials()[0]
+        values = ", ".join(f"{v:.4g}" for v in best.values)
+        print(f"verdict: not validated (--validate 0 or several objectives): the best search trial is trial "
+              f"{best.number} ({values} on tuning seeds, an optimistic value)"
+              + (f"; exported it to {exported}" if exported else ""))
     return 0
+
+
+def seeds_line(opt: BayesianRewardOptimizer, repeats: int) -> str:
+    """Which seeds each phase uses (the objective maps them onto its own)."""
+    text = f"seeds: search {opt.seeds}"
+    if repeats:
+        val = [validation_seeds(opt.settings.n_seeds, r) for r in range(repeats)]
+        text += f"; validation {val[0][0]}-{val[-1][-1]} ({repeats} repeats of {opt.settings.n_seeds})"
+    return text + f"; --report {report_seeds(opt.settings.n_seeds)}"

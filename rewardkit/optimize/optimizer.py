@@ -35,7 +35,8 @@ from .search_space import SearchSpace
 from .storage import GRACE_PERIOD, HEARTBEAT_INTERVAL, parse_storage, open_storage
 from .strategies import STUDY_ATTR, StudySettings, make_pruner, make_sampler
 from .values import check_values
-from .trial_context import PHASE_ATTR, PRUNER_ATTR, SEEDS_ATTR, TRIAL_DIR_ATTR, tuning_seeds
+from .trial_context import (PHASE_ATTR, PRUNER_ATTR, REPEAT_ATTR, SEEDS_ATTR, TRAINING_ATTR, TRIAL_DIR_ATTR,
+                            tuning_seeds)
 
 Objective = Callable[[dict, Any], Any]
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
@@ -94,6 +95,12 @@ class BayesianRewardOptimizer:
         else:
             self.space = SearchSpace.from_yaml(search_space)
         self.space.check_against(self.base_config, base_source=self.base_source)
+        check_training = getattr(objective, "check_training", None)
+        if self.space.has_training and not callable(check_training):
+            raise ConfigError("the search space tunes training settings, but the objective has no "
+                              "check_training(settings) to check them before any trial", source=self.space.source,
+                              path="training")
+        self.space.check_structure(self.base_config, base_source=self.base_source, check_training=check_training)
         self.objective = objective
         self.study_name = study_name
         self.settings = StudySettings(sampler=sampler, pruner=pruner or "none", directions=tuple(directions),
@@ -228,6 +235,8 @@ class BayesianRewardOptimizer:
             trial.set_user_attr(SEEDS_ATTR, self.seeds)
             trial.set_user_attr(PHASE_ATTR, "tune")
             trial.set_user_attr(PRUNER_ATTR, self.settings.pruner)
+            trial.set_user_attr(REPEAT_ATTR, 0)
+            trial.set_user_attr(TRAINING_ATTR, self.space.training_values(trial.params))
             try:
                 RewardComposer.from_dict(config, source=str(folder / "reward.yaml"))
                 return check_values(self.objective(config, trial), len(self.settings.directions))

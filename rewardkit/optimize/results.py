@@ -51,16 +51,30 @@ def best_table(opt: BayesianRewardOptimizer, k: int = 5) -> str:
         return summary + "\nno complete trial yet"
     n_obj = len(opt.settings.directions)
     value_names = ["value"] if n_obj == 1 else [f"value{i + 1}" for i in range(n_obj)]
-    header = ["trial", *value_names, *(short_name(p) for p in opt.space.paths)]
-    rows = [[str(t.number), *(_fmt(v) for v in t.values), *(_fmt(t.params.get(p)) for p in opt.space.paths)]
+    names = [p for p in opt.space.param_names if any(p in t.params for t in best)]
+    header = ["trial", *value_names, *(short_name(p) for p in names)]
+    rows = [[str(t.number), *(_fmt(v) for v in t.values), *(_fmt(t.params[p]) if p in t.params else "-" for p in names)]
             for t in best]
     title = "best trials" if n_obj == 1 else "Pareto front"
     directions = ", ".join(opt.settings.directions)
     return f"{summary}\n{title} ({directions}):\n" + format_table(header, rows)
 
 
+PLOTS_SKIPPED = ("plots skipped: matplotlib is not installed; pip install 'rewardkit[plot]' (or "
+                 "'rewardkit[optuna,plot]') and run the same command without --n-trials to draw them")
+
+
+def plotting_available() -> bool:
+    """Whether matplotlib can be imported (the ``plot`` extra)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def save_plots(opt: BayesianRewardOptimizer, out_dir: Path | None = None) -> list[Path]:
-    """Write the study's plots as PNG; return the files written."""
+    """Write the study's plots as PNG; return the files written (needs matplotlib: :func:`plotting_available`)."""
     import matplotlib
 
     matplotlib.use("Agg")

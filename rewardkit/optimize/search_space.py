@@ -160,6 +160,11 @@ class SearchSpace:
         return [d.path for d in self.dimensions]
 
     @property
+    def has_training(self) -> bool:
+        """Whether any training setting is tuned (globally or in an alternative)."""
+        return bool(self.training) or any(alt.training for slot in self.slots for alt in slot.alternatives)
+
+    @property
     def param_names(self) -> list[str]:
         """Every Optuna parameter this space can sample (choices, conditional ones, training)."""
         names = list(self.paths)

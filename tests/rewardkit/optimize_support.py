@@ -58,7 +58,7 @@ def make_study_folder(folder: Path) -> Path:
 def optimize_command(storage: str, n_trials: int, *extra: str) -> list[str]:
     return [sys.executable, "-m", "rewardkit", "optimize", "--study", "s", "--base", "base.yaml",
             "--search-space", "space.yaml", "--objective", "objmod:objective", "--storage", storage,
-            "--n-trials", str(n_trials), "--seed", "0", *extra]
+            "--n-trials", str(n_trials), "--seed", "0", "--validate", "0", *extra]
 
 
 def child_env(**extra: str) -> dict[str, str]:

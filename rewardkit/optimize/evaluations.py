@@ -1,0 +1,160 @@
+"""Evaluations outside the search (noise, validation), kept in the study so that none is run twice.
+
+An evaluation is one run of the objective on one config, one repeat and that repeat's seeds. Its
+result is written into the study's user attributes (``rewardkit.eval:<phase>:<config key>:<repeat>``)
+the moment it finishes, through the study's own storage (journal file or database), so a run that
+is killed resumes with every finished evaluation in place and computes only the missing ones.
+Several can run at once in worker processes; the parent alone writes results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import optuna
+from optuna.trial import FixedTrial
+from tqdm import tqdm
+
+from .trial_context import (COST_ATTR, PHASE_ATTR, REPEAT_ATTR, SEED_VALUES_ATTR, SEEDS_ATTR, TRAINING_ATTR,
+                            TRIAL_DIR_ATTR)
+from .values import check_values
+
+EVAL_PREFIX = "rewardkit.eval"
+
+
+def config_key(params: dict[str, Any]) -> str:
+    """A short stable name for a candidate's sampled values ("base" for none)."""
+    if not params:
+        return "base"
+    text = json.dumps(params, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One finished evaluation: the objective's value, per-seed values when recorded, its cost."""
+
+    value: float
+    seeds: list[int]
+    seed_values: list[float] | None = None
+    cost: float | None = None
+    seconds: float = 0.0
+
+    def per_seed(self) -> list[float]:
+        """The values to pair seed by seed (the single value when the objective kept none)."""
+        if self.seed_values is not None and len(self.seed_values) == len(self.seeds):
+            return list(self.seed_values)
+        return [self.value]
+
+
+@dataclass
+class Job:
+    """An evaluation to run: the config, its training settings, its repeat and seeds, its folder."""
+
+    phase: str
+    key: str
+    repeat: int
+    seeds: list[int]
+    config: dict[str, Any]
+    params: dict[str, Any] = field(default_factory=dict)
+    training: dict[str, Any] = field(default_factory=dict)
+    folder: Path | None = None
+
+
+class EvaluationStore:
+    """Evaluations kept in the user attributes of an Optuna study."""
+
+    def __init__(self, study: optuna.Study) -> None:
+        self.study = study
+
+    @staticmethod
+    def attr(phase: str, key: str, repeat: int) -> str:
+        return f"{EVAL_PREFIX}:{phase}:{key}:{repeat}"
+
+    def all(self) -> dict[str, Evaluation]:
+        """Every stored evaluation by attribute name (read from storage now)."""
+        out = {}
+        for name, value in self.study.user_attrs.items():
+            if name.startswith(EVAL_PREFIX + ":"):
+                out[name] = Evaluation(**value)
+        return out
+
+    def get(self, phase: str, key: str, repeat: int) -> Evaluation | None:
+        value = self.study.user_attrs.get(self.attr(phase, key, repeat))
+        return None if value is None else Evaluation(**value)
+
+    def put(self, job: Job, evaluation: Evaluation) -> None:
+        self.study.set_user_attr(self.attr(job.phase, job.key, job.repeat), asdict(evaluation))
+
+
+def run_one(objective: Callable[[dict, Any], Any], job: Job, n_directions: int) -> Evaluation:
+    """Run the objective once for ``job`` on a ``FixedTrial`` carrying its seeds, repeat and settings."""
+    trial = FixedTrial(dict(job.params), number=-1)
+    trial.set_user_attr(SEEDS_ATTR, list(job.seeds))
+    trial.set_user_attr(PHASE_ATTR, job.phase)
+    trial.set_user_attr(REPEAT_ATTR, job.repeat)
+    trial.set_user_attr(TRAINING_ATTR, dict(job.training))
+    if job.folder is not None:
+        job.folder.mkdir(parents=True, exist_ok=True)
+        trial.set_user_attr(TRIAL_DIR_ATTR, str(job.folder))
+    start = time.monotonic()
+    value = check_values(objective(job.config, trial), n_directions)
+    first = value if n_directions == 1 else value[0]
+    attrs = trial.user_attrs
+    seed_values = attrs.get(SEED_VALUES_ATTR)
+    cost = attrs.get(COST_ATTR)
+    return Evaluation(value=float(first), seeds=list(job.seeds),
+                      seed_values=None if seed_values is None else [float(v) for v in seed_values],
+                      cost=None if cost is None else float(cost), seconds=time.monotonic() - start)
+
+
+_WORKER_OBJECTIVE: Any = None
+
+
+def _worker_run(args: tuple[Job, int]) -> tuple[Job, Evaluation]:
+    job, n_directions = args
+    return job, run_one(_WORKER_OBJECTIVE, job, n_directions)
+
+
+def _results(objective: Callable[[dict, Any], Any], jobs: Sequence[Job], n_directions: int,
+             workers: int) -> Iterator[tuple[Job, Evaluation]]:
+    if workers <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            yield job, run_one(objective, job, n_directions)
+        return
+    global _WORKER_OBJECTIVE
+    _WORKER_OBJECTIVE = objective  # inherited by the forked workers, never pickled
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    with multiprocessing.get_context(method).Pool(min(workers, len(jobs))) as pool:
+        yield from pool.imap_unordered(_worker_run, [(job, n_directions) for job in jobs])
+
+
+def run_missing(store: EvaluationStore, objective: Callable[[dict, Any], Any], jobs: Sequence[Job],
+                n_directions: int, workers: int = 1, desc: str = "evaluations",
+                show_progress: bool = True) -> dict[tuple[str, int], Evaluation]:
+    """Run the jobs whose result the study lacks, storing each as it finishes; return all by (key, repeat)."""
+    done: dict[tuple[str, int], Evaluation] = {}
+    missing = []
+    for job in jobs:
+        found = store.get(job.phase, job.key, job.repeat)
+        if found is None:
+            missing.append(job)
+        else:
+            done[(job.key, job.repeat)] = found
+    bar = tqdm(total=len(jobs), initial=len(done), unit="eval", desc=desc, file=sys.stderr, mininterval=0.5,
+               dynamic_ncols=True, disable=not show_progress)
+    try:
+        for job, evaluation in _results(objective, missing, n_directions, workers):
+            store.put(job, evaluation)
+            done[(job.key, job.repeat)] = evaluation
+            bar.update(1)
+    finally:
+        bar.close()
+    return done
