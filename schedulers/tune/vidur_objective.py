@@ -7,10 +7,21 @@ of TTFT p99 relative to round_robin (lower is better); with ``objectives=2`` als
 latency relative to round_robin. Every ``eval_every`` PPO updates the current policy is evaluated
 the same way and reported, so a pruner can stop a bad trial early.
 
-Seeds: tuning seeds come from :func:`rewardkit.optimize.trial_seeds` and are mapped into
-``[TUNE_SEED_BASE, TUNE_SEED_BASE + TUNE_SEED_SPAN)``, which must stay clear of the training
-config's ``seeds.eval`` (the final report's seeds) and of its training seeds (``>= train_start``):
-checked, a ConfigError otherwise. ``rewardkit optimize --report`` re-evaluates on ``seeds.eval``.
+Seeds: the optimizer's seeds (:func:`rewardkit.optimize.trial_seeds`) are mapped onto simulator
+seeds by phase: search seeds into ``[TUNE_SEED_BASE, +SEED_SPAN)`` (400-699), validation seeds into
+``[VALIDATE_SEED_BASE, +SEED_SPAN)`` (700-999); both must stay clear of the training config's
+``seeds.eval`` (the report's seeds, 101-105; 106-399 are free for more report seeds) and of its
+training seeds (``>= train_start``): checked, a ConfigError otherwise. ``rewardkit optimize
+--report`` re-evaluates on ``seeds.eval``.
+
+Repeats (:func:`rewardkit.optimize.trial_repeat`) are independent training runs: repeat ``r``
+trains with torch seed ``seeds.torch + r`` on episodes from ``train_start + r * REPEAT_EPISODES``.
+Training settings sampled by the search space's ``training:`` sections (dotted keys such as
+``ppo.gamma``) are put into the training config; :meth:`VidurObjective.check_training` checks
+them before any trial. Each evaluation records its per-seed values (paired validation) and its
+cost in training decisions (demonstrations plus PPO steps; :attr:`VidurObjective.full_cost` is a
+whole trial's). Evaluations are reported to the pruner at each ``eval_every``-th PPO update, with
+the update number as the step (the ``halving`` pruner's rungs are 2, 4, 8 updates).
 
 The ``vidur`` entry point (group ``rewardkit.objectives``) is :data:`objective`, configured by
 environment variables: ``REWARDKIT_VIDUR_TRAIN_CONFIG`` (default ``configs/tune/ppo_tune.yaml``),
@@ -32,6 +43,8 @@ import yaml
 from rewardkit.config import load_yaml
 from rewardkit.errors import ConfigError
 from rewardkit.optimize import report_evaluation, trial_directory, trial_phase, trial_seeds
+from rewardkit.optimize.trial_context import (VALIDATION_SEED_BASE, record_cost, record_seed_values, trial_repeat,
+                                              trial_training)
 
 from ..evaluate.paired import evaluate_policies
 from ..paths import resolve_path
@@ -42,8 +55,10 @@ from ..train.checkpoints import latest_checkpoint
 from ..train.config import load_config
 from ..train.trainer import train
 
-TUNE_SEED_BASE = 200
-TUNE_SEED_SPAN = 700
+TUNE_SEED_BASE = 400
+VALIDATE_SEED_BASE = 700
+SEED_SPAN = 300
+REPEAT_EPISODES = 100_000
 BASELINE = "round_robin"
 DEFAULT_TRAIN_CONFIG = "configs/tune/ppo_tune.yaml"
 
@@ -78,13 +93,44 @@ class VidurObjective:
                    objectives=int(os.environ.get("REWARDKIT_VIDUR_OBJECTIVES", "1")),
                    n_seeds=int(os.environ.get("REWARDKIT_VIDUR_SEEDS", "3")))
 
+    @property
+    def full_cost(self) -> int:
+        """Training decisions of one whole evaluation: demonstrations plus every PPO update."""
+        cfg, _ = load_config(resolve_path(self.train_config))
+        return self._cost(cfg, self._final_step(cfg))
+
+    @staticmethod
+    def _final_step(cfg: Mapping[str, Any]) -> int:
+        ppo = cfg["ppo"]
+        batch = ppo["n_envs"] * ppo["n_steps"]
+        return ppo["total_timesteps"] // batch * batch  # the trainer runs whole updates only
+
+    @staticmethod
+    def _cost(cfg: Mapping[str, Any], steps: int) -> int:
+        return int(steps) + (int(cfg["bc"]["demo_steps"]) if cfg["bc"]["enabled"] else 0)
+
+    def check_training(self, settings: Mapping[str, Any]) -> None:
+        """Raise a located ConfigError when ``settings`` (dotted keys) do not fit the training config."""
+        path = resolve_path(self.train_config)
+        cfg, _ = load_config(path)
+        self.training_config(resolve_path(cfg["reward"], path), settings)
+
     # ---- pieces ------------------------------------------------------------------------------
-    def training_config(self, reward_path: Path) -> dict[str, Any]:
-        """The training config (checked) with ``reward`` set to the trial's file; quiet logging."""
+    def training_config(self, reward_path: Path, settings: Mapping[str, Any] | None = None,
+                        repeat: int = 0) -> dict[str, Any]:
+        """The training config (checked) with ``reward`` set to the trial's file, the sampled training
+        ``settings`` put in, repeat ``repeat``'s seeds and quiet logging."""
         path = resolve_path(self.train_config)
         cfg, _ = load_config(path)  # errors name the training config file
         raw = load_yaml(path)
         raw["reward"] = str(reward_path)
+        for key, value in (settings or {}).items():
+            _put_dotted(raw, key, value, str(path))
+        if repeat:
+            seeds = dict(raw.get("seeds") or {})
+            seeds["torch"] = int(cfg["seeds"]["torch"]) + repeat
+            seeds["train_start"] = int(cfg["seeds"]["train_start"]) + repeat * REPEAT_EPISODES
+            raw["seeds"] = seeds
         for key in ("env",):
             if raw.get(key) is not None:
                 raw[key] = str(resolve_path(raw[key], path))
@@ -94,22 +140,33 @@ class VidurObjective:
         logging = dict(raw.get("logging") or {})
         logging.update(tensorboard=False, plots=False, progress=not self.quiet)
         raw["logging"] = logging
-        load_config(raw)
+        try:
+            load_config(raw)
+        except ConfigError as exc:
+            if settings:
+                raise ConfigError(f"with the sampled training settings {dict(settings)}: {exc.detail}",
+                                  source=str(path), path=exc.path) from None
+            raise
         return raw
 
     def env(self, cfg: Mapping[str, Any]) -> EnvConfig:
         return load_env_config(cfg["env"], dict(cfg.get("env_overrides") or {}))
 
     def env_seeds(self, cfg: Mapping[str, Any], trial: Any) -> list[int]:
-        """Seeds for this evaluation: tuning seeds mapped clear of training and report seeds."""
+        """Seeds for this evaluation: search and validation seeds mapped clear of training and report seeds."""
         checked, _ = load_config(cfg)
         report = list(checked["seeds"]["eval"])
-        if trial_phase(trial) == "report":
+        phase = trial_phase(trial)
+        if phase == "report":
             return report
-        seeds = [TUNE_SEED_BASE + s % TUNE_SEED_SPAN for s in trial_seeds(trial, range(self.n_seeds))]
+        given = trial_seeds(trial, range(self.n_seeds))
+        if phase == "validate":
+            seeds = [VALIDATE_SEED_BASE + (s - VALIDATION_SEED_BASE) % SEED_SPAN for s in given]
+        else:
+            seeds = [TUNE_SEED_BASE + s % SEED_SPAN for s in given]
         clash = sorted(set(seeds) & set(report))
         if clash or max(seeds) >= checked["seeds"]["train_start"]:
-            raise ConfigError(f"tuning seeds {seeds} overlap the report seeds {report} or reach train_start "
+            raise ConfigError(f"{phase} seeds {seeds} overlap the report seeds {report} or reach train_start "
                               f"{checked['seeds']['train_start']}", path="seeds")
         return seeds
 
@@ -145,14 +202,13 @@ class VidurObjective:
         reward_path = folder / "reward.yaml"
         if not reward_path.exists():
             reward_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-        cfg = self.training_config(reward_path.resolve())
+        cfg = self.training_config(reward_path.resolve(), trial_training(trial), trial_repeat(trial))
         env = self.env(cfg)
         seeds = self.env_seeds(cfg, trial)
         train_dir = folder / "train"
         evaluated: dict[str, Any] = {"requests": 0}
-        ppo = load_config(cfg)[0]["ppo"]
-        batch = ppo["n_envs"] * ppo["n_steps"]
-        final_step = ppo["total_timesteps"] // batch * batch  # the trainer runs whole updates only
+        checked = load_config(cfg)[0]
+        final_step = self._final_step(checked)
 
         def on_update(row: Mapping[str, Any]) -> None:
             update = int(row.get("update", 0))
@@ -167,8 +223,9 @@ class VidurObjective:
             evaluated["last"] = (step, ttft, e2e)  # the final update's evaluation is the trial's result
             trial.set_user_attr("steps_trained", step)
             # a trial that has used its whole budget completes: pruning it then would save nothing
-            if report_evaluation(trial, step, ttft) and step < final_step:
+            if report_evaluation(trial, update, ttft) and step < final_step:
                 trial.set_user_attr("eval_requests", evaluated["requests"])
+                record_cost(trial, self._cost(checked, step))
                 raise optuna.TrialPruned(f"TTFT p99 ratio {np.mean(ttft):.4f} at step {step}")
 
         result = train(cfg, train_dir, resume=True, callback=on_update)
@@ -183,10 +240,24 @@ class VidurObjective:
                    "steps_trained": int(result.global_step), "eval_requests": evaluated["requests"]}
         for key, value in metrics.items():
             trial.set_user_attr(key, value)
+        record_seed_values(trial, ttft)
+        record_cost(trial, self._cost(checked, result.global_step))
         (folder / "vidur_metrics.yaml").write_text(yaml.safe_dump(metrics, sort_keys=False), encoding="utf-8")
         if self.objectives == 2:
             return metrics["ttft_p99_ratio"], metrics["e2e_mean_ratio"]
         return metrics["ttft_p99_ratio"]
+
+
+def _put_dotted(raw: dict[str, Any], key: str, value: Any, source: str) -> None:
+    """Set ``raw[a][b]... = value`` for ``key`` ``a.b...``; the parents must be mappings that exist."""
+    keys = key.split(".")
+    node: Any = raw
+    for i, part in enumerate(keys[:-1]):
+        if not isinstance(node, dict) or not isinstance(node.get(part), dict):
+            raise ConfigError(f"the training config has no section {'.'.join(keys[: i + 1])!r} to put {key} into",
+                              source=source, path=key)
+        node = node[part]
+    node[keys[-1]] = value
 
 
 objective = VidurObjective.from_environment()

@@ -50,15 +50,49 @@ def test_vidur_objective_trains_with_each_trials_reward(tmp_path):
         # paired tuning seeds, clear of the training config's evaluation seeds
         assert t.user_attrs["seeds"] == [TUNE_SEED_BASE, TUNE_SEED_BASE + 1]
         assert not set(t.user_attrs["seeds"]) & {101, 102, 103, 104, 105}
-        # intermediate values at updates 2 and 4 (global steps 256 and 512), then the final value
-        assert sorted(t.intermediate_values) == [256, 512]
+        # intermediate values at updates 2 and 4 (the pruner's steps are PPO updates), then the final value
+        assert sorted(t.intermediate_values) == [2, 4]
         # the final update's evaluation is the result, not simulated twice: 2 evaluations x 2 seeds x 80 requests
-        assert t.intermediate_values[512] == pytest.approx(t.value)
+        assert t.intermediate_values[4] == pytest.approx(t.value)
+        # per-seed values for paired validation; cost in training decisions (128 demos + 512 PPO steps)
+        assert t.user_attrs["rewardkit.seed_values"] == pytest.approx(t.user_attrs["ttft_p99_ratio_per_seed"])
+        assert t.user_attrs["rewardkit.cost"] == 128 + 512 == objective.full_cost
         assert t.user_attrs["eval_requests"] == 2 * 2 * 80
         assert t.value == pytest.approx(t.user_attrs["ttft_p99_ratio"])
         assert t.value == pytest.approx(sum(t.user_attrs["ttft_p99_ratio_per_seed"]) / 2)
         assert 0.2 < t.value < 5.0 and 0.2 < t.user_attrs["e2e_mean_ratio"] < 5.0
     assert len(objective._baseline_cache) == 2  # round_robin simulated once per seed for the study
+
+
+def test_repeats_phases_and_training_settings_map_onto_the_training_config(tmp_path):
+    """No simulation: the config and seeds each (phase, repeat, settings) would train and evaluate with."""
+    from optuna.trial import FixedTrial
+
+    from rewardkit.errors import ConfigError
+    from rewardkit.optimize.trial_context import validation_seeds
+    from schedulers.tune.vidur_objective import VALIDATE_SEED_BASE
+
+    objective = VidurObjective(train_config=tiny_train_config(tmp_path), n_seeds=2)
+    reward = ROOT / "configs" / "rewards" / "vidur_ttft.yaml"
+    first = objective.training_config(reward, {"ppo.gamma": 0.5}, repeat=0)
+    second = objective.training_config(reward, {}, repeat=2)
+    assert first["ppo"]["gamma"] == 0.5 and second["ppo"]["gamma"] == 0.995
+    assert (second["seeds"]["torch"], second["seeds"]["train_start"]) == (first["seeds"]["torch"] + 2,
+                                                                          first["seeds"]["train_start"] + 200_000)
+    seen = set()
+    for phase, seeds in (("tune", [0, 1]), ("validate", validation_seeds(2, 0)), ("validate", validation_seeds(2, 1))):
+        trial = FixedTrial({})
+        trial.set_user_attr("rewardkit.phase", phase)
+        trial.set_user_attr("rewardkit.seeds", seeds)
+        mapped = objective.env_seeds(first, trial)
+        assert not seen & set(mapped) and not set(mapped) & {101, 102, 103, 104, 105}
+        seen |= set(mapped)
+    assert min(s for s in seen if s >= VALIDATE_SEED_BASE) == VALIDATE_SEED_BASE
+    objective.check_training({"ppo.gamma": 0.9})
+    with pytest.raises(ConfigError, match=r"ppo\.gamma"):
+        objective.check_training({"ppo.gamma": 1.5})
+    with pytest.raises(ConfigError, match="no section 'nope'"):
+        objective.check_training({"nope.gamma": 0.5})
 
 
 def test_vidur_entry_point_is_registered():
@@ -82,5 +116,5 @@ def test_a_trial_is_pruned_before_its_last_update_never_at_it(tmp_path, monkeypa
         opt.optimize(n_trials=1)
         trial = opt.study.trials[0]
         states[eval_every] = (trial.state, trial.user_attrs.get("steps_trained"))
-    assert states[2] == (TrialState.PRUNED, 256)
+    assert states[2] == (TrialState.PRUNED, 256)  # steps_trained counts PPO decisions
     assert states[4] == (TrialState.COMPLETE, 512)
