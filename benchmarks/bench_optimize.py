@@ -1,194 +1,201 @@
-"""Tuned reward against the hand-set ones: a Bayesian study with the Vidur objective, then a fair final.
+"""Does tuning find a reward worth having? A whole ``rewardkit optimize`` run on the router, judged on fresh seeds.
 
-1. A study of ``--trials`` trials (default 20) tunes ``--base`` (configs/rewards/request_ttft.yaml,
-   the per-request reward) over ``--space`` (configs/tune/request_ttft_space.yaml) with the Vidur
-   objective: each trial trains the router with ``--train-config`` (short:
-   configs/tune/ppo_tune_slowdowns.yaml, 8 updates) and is scored on paired tuning seeds (TTFT p99
-   relative to round_robin), median pruning on, ``--workers`` processes sharing the study's journal.
-   The base config is enqueued first.
-2. The best ``--top`` tuned configs, the untuned base and the hand-set vidur_hybrid.yaml and
-   vidur_ttft.yaml are each trained with the full budget (``--full-config``, default
-   configs/ppo_slowdowns_request.yaml: least_prefill warm start, 60k PPO decisions) and evaluated
-   together on the full config's ``seeds.eval`` (101-105), never used by the study. The hand-set
-   rewards are per-step rewards (Little's law), whose returns must look ahead: they train with
-   ``ppo.gamma = --step-gamma`` (0.995, as in their shipped configs), everything else equal.
+One study per ``--start`` on the ``slowdowns`` setup (configs/envs/slowdowns.yaml), the way
+``rewardkit optimize`` runs it: the noise first (the base's repeats), then the search (TPE,
+successive halving over PPO updates), then validation (the top ``--validate`` configs and the base
+re-run ``--repeats`` times on validation seeds, paired) and the verdict (the winner only when its
+simultaneous 90% interval excludes "no improvement", else the base).
 
-Prints the study's table, what pruning saved (trials pruned, simulated requests avoided), the final
-table (TTFT p99, mean e2e, each relative to the best hand-set reward) with the target (tuned TTFT
-p99 at least 5% lower than the best hand-set, mean e2e no worse), what tuning adds over the untuned
-base, and the wall time.
+- ``--start hybrid``: from the seed system's per-step reward (configs/rewards/vidur_hybrid.yaml)
+  over a search space of reward *structures* (configs/tune/vidur_hybrid_structure_space.yaml: the
+  hybrid's own terms, per-step Little's law, per-request latency terms; each with its gamma). Base
+  trained with ppo.gamma 0.995, as a per-step reward needs. Target: the exported reward's router
+  at least 25% lower TTFT p99 than the hybrid start on the report seeds, interval excluding zero;
+  moonshot: within 5% of request_ttft.yaml's router (trained the same way, never shown to the search).
+- ``--start request_ttft``: from configs/rewards/request_ttft.yaml with its weight space
+  (configs/tune/request_ttft_space.yaml): an honest verdict, a validated improvement or the base.
 
-Env: ``--env`` (default configs/envs/slowdowns.yaml when it exists, else the homogeneous
-configs/envs/codellama34b_tp2_4r.yaml; the run says which). The study resumes when re-run.
-Run: ``.venv/bin/python benchmarks/bench_optimize.py [--trials 20] [--out runs/bench_optimize]``
+Then the report: the validation runs' own policies (``--repeats`` independent trainings of the
+exported config and of the base) evaluated on the report seeds (``--report-seeds``, default
+101-105 and 301-320, never used by the search or validation), with round_robin and adaptive for
+reference; a paired interval of the exported config's TTFT p99 change against the base; the
+compute per phase and what pruning and fidelity saved against every trial at full budget with
+every repeat. Every trial trains with configs/tune/ppo_tune_slowdowns.yaml (8 PPO updates of 2,000
+decisions after cloning least_prefill). The study resumes when re-run.
+
+Run: ``.venv/bin/python benchmarks/bench_optimize.py --start hybrid [--trials 30] [--out runs/bench_optimize]``
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import statistics
 import sys
 import time
-from pathlib import Path
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
-from optuna.trial import TrialState
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rewardkit.optimize import BayesianRewardOptimizer  # noqa: E402
-from rewardkit.optimize.optimizer import counted_trials  # noqa: E402
-from rewardkit.optimize.results import best_table, format_table, save_plots  # noqa: E402
+from rewardkit.optimize.intervals import paired_changes  # noqa: E402
+from rewardkit.optimize.results import best_table, format_table, plotting_available, save_plots  # noqa: E402
+from rewardkit.optimize.validation import (Validation, compute_table, export, measure_noise,  # noqa: E402
+                                           training_path, validate)
+from schedulers.cli import evaluation_seeds  # noqa: E402
 from schedulers.evaluate.paired import evaluate_policies  # noqa: E402
 from schedulers.rl.ppo_router import PPORouter  # noqa: E402
 from schedulers.routing.router import HeuristicRouter  # noqa: E402
-from schedulers.train.config import load_config  # noqa: E402
 from schedulers.train.trainer import train  # noqa: E402
 from schedulers.tune.vidur_objective import VidurObjective  # noqa: E402
 
-SLOWDOWNS = ROOT / "configs" / "envs" / "slowdowns.yaml"
-HOMOGENEOUS = ROOT / "configs" / "envs" / "codellama34b_tp2_4r.yaml"
-HAND_SET = {"vidur_hybrid": ROOT / "configs" / "rewards" / "vidur_hybrid.yaml",
-            "vidur_ttft": ROOT / "configs" / "rewards" / "vidur_ttft.yaml"}
-BASE = ROOT / "configs" / "rewards" / "request_ttft.yaml"
+ENV = ROOT / "configs" / "envs" / "slowdowns.yaml"
+TRAIN = ROOT / "configs" / "tune" / "ppo_tune_slowdowns.yaml"
+REQUEST_TTFT = ROOT / "configs" / "rewards" / "request_ttft.yaml"
+STARTS = {
+    "hybrid": (ROOT / "configs" / "rewards" / "vidur_hybrid.yaml",
+               ROOT / "configs" / "tune" / "vidur_hybrid_structure_space.yaml", {"ppo.gamma": 0.995}),
+    "request_ttft": (REQUEST_TTFT, ROOT / "configs" / "tune" / "request_ttft_space.yaml", {}),
+}
 
 
-def default_env() -> Path:
-    return SLOWDOWNS if SLOWDOWNS.exists() else HOMOGENEOUS
+def make_optimizer(args: argparse.Namespace) -> BayesianRewardOptimizer:
+    base, space, settings = STARTS[args.start]
+    objective = VidurObjective(train_config=args.train_config, env_config=args.env, n_seeds=args.tune_seeds,
+                               eval_every=2, base_settings=settings)
+    return BayesianRewardOptimizer(base, space, objective, study_name=f"bench_{args.start}",
+                                   storage=str(args.out / f"bench_{args.start}.journal"), pruner="halving", seed=0,
+                                   n_seeds=args.tune_seeds)
 
 
-def run_study(args: argparse.Namespace, env: Path, out: Path) -> BayesianRewardOptimizer:
-    objective = VidurObjective(train_config=args.train_config, env_config=env, n_seeds=args.tune_seeds,
-                               eval_every=args.eval_every, quiet=True)
-    opt = BayesianRewardOptimizer(args.base, args.space, objective, study_name="bench_optimize",
-                                  storage=str(out / "bench_optimize.journal"), pruner="median", seed=0,
-                                  n_seeds=args.tune_seeds)
-    opt.enqueue(args.base)  # once: a resumed study already holds it
-    opt.optimize(n_trials=args.trials, n_workers=args.workers)
-    return opt
+def validation_policies(opt: BayesianRewardOptimizer, validation: Validation, key: str) -> list[Path]:
+    """The policies the validation runs of config ``key`` trained (one per repeat)."""
+    return [opt.study_dir / "validation" / key / f"repeat_{r}" / "train" / "policy.pt"
+            for r in range(len(validation.seeds))]
 
 
-def pruning_savings(opt: BayesianRewardOptimizer, train_config: Path) -> tuple[int, int, int]:
-    """(pruned trials, simulated requests avoided, simulated requests spent) over the study."""
-    cfg, _ = load_config(train_config)
-    budget = int(cfg["ppo"]["total_timesteps"])
-    finished = counted_trials(opt.study)
-    pruned = [t for t in finished if t.state == TrialState.PRUNED]
-    avoided = sum(max(0, budget - int(t.user_attrs.get("steps_trained", 0))) for t in pruned)
-    spent = sum(int(t.user_attrs.get("steps_trained", 0)) + int(t.user_attrs.get("eval_requests", 0))
-                for t in finished)
-    return len(pruned), avoided, spent
-
-
-def train_policy(job: tuple[str, dict[str, Any], Path]) -> Path:
-    """Train one final candidate (resuming); its policy path. Runs in a worker process."""
+def _train_reference(job: tuple[VidurObjective, int, Path]) -> Path:
+    """Train request_ttft.yaml's router, repeat ``r`` (the moonshot's reference); runs in a worker."""
     import torch
 
     torch.set_num_threads(1)
-    _, cfg, out = job
+    objective, repeat, out = job
+    cfg = objective.training_config(REQUEST_TTFT, {}, repeat)
     return train(cfg, out, resume=True).policy_path
 
 
-def study_wall_time(opt: BayesianRewardOptimizer) -> float:
-    """Seconds from the study's first trial start to its last trial end (also right for a resumed study)."""
-    times = [(t.datetime_start, t.datetime_complete) for t in opt.study.trials if t.datetime_start and t.datetime_complete]
-    if not times:
-        return 0.0
-    return (max(end for _, end in times) - min(begin for begin, _ in times)).total_seconds()
+def _evaluate(job: tuple[Path, dict[str, Path], list[int]]) -> list[dict[str, Any]]:
+    import torch
+
+    torch.set_num_threads(1)
+    env, policies, seeds = job
+    routers: dict[str, Any] = {"round_robin": HeuristicRouter("round_robin"), "adaptive": HeuristicRouter("adaptive")}
+    routers.update({name: PPORouter.from_checkpoint(path) for name, path in policies.items()})
+    return list(evaluate_policies(env, routers, seeds, log=lambda msg: None).episodes)
 
 
-def final_comparison(opt: BayesianRewardOptimizer, args: argparse.Namespace, env: Path, out: Path) -> str:
-    candidates: dict[str, Path] = {}
-    # sampled trials only: an enqueued config (the base) is what tuning starts from, not its result
-    sampled = [t for t in opt.best_trials() if "rewardkit.enqueued_from" not in t.user_attrs]
-    for t in sampled[: args.top]:
-        path = out / "final" / f"tuned_trial{t.number}.yaml"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(opt.config_of(t), sort_keys=False))
-        candidates[f"tuned_trial{t.number}"] = path
-    candidates["untuned_base"] = args.base
-    candidates.update(HAND_SET)
-    full = VidurObjective(train_config=args.full_config, env_config=env, quiet=False)
-    routers: dict[str, Any] = {"round_robin": HeuristicRouter("round_robin"),
-                               "least_prefill": HeuristicRouter("least_prefill"),
-                               "adaptive": HeuristicRouter("adaptive")}
-    jobs = []
-    for name, reward in candidates.items():
-        cfg = full.training_config(reward.resolve())
-        note = ""
-        if name in HAND_SET:
-            cfg["ppo"] = {**cfg["ppo"], "gamma": args.step_gamma}
-            note = f", ppo.gamma {args.step_gamma} (a per-step reward)"
-        print(f"[final] training {name} with the full budget ({args.full_config}{note})", flush=True)
-        jobs.append((name, cfg, out / "final" / name))
-    # independent runs, each resuming from its own checkpoints: args.workers at a time
-    with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for name, policy in zip(candidates, pool.map(train_policy, jobs), strict=True):
-            print(f"[final] {name}: {policy}", flush=True)
-            routers[name] = PPORouter.from_checkpoint(policy)
-    seeds = list(load_config(args.full_config)[0]["seeds"]["eval"])[: args.final_seeds]
-    res = evaluate_policies(full.env(full.training_config(HAND_SET["vidur_ttft"].resolve())), routers, seeds,
-                            out_dir=out / "final" / "evaluation")
-    metric: dict[str, dict[str, float]] = {}
-    for name in routers:
-        rows = [r for r in res.episodes if r["router"] == name]
-        metric[name] = {"ttft_p99": float(np.mean([r["ttft_p99"] for r in rows])),
-                        "e2e_mean": float(np.mean([r["e2e_mean"] for r in rows]))}
-    best_hand = min(HAND_SET, key=lambda n: metric[n]["ttft_p99"])
-    ref = metric[best_hand]
-    rows = [[name, f"{m['ttft_p99']:.4f}", f"{m['e2e_mean']:.4f}", f"{m['ttft_p99'] / ref['ttft_p99']:.4f}",
-             f"{m['e2e_mean'] / ref['e2e_mean']:.4f}"] for name, m in metric.items()]
-    table = format_table(["policy", "TTFT p99 (s)", "e2e mean (s)", f"TTFT p99 / {best_hand}",
-                          f"e2e mean / {best_hand}"], rows)
-    tuned = [n for n in metric if n.startswith("tuned_")]
-    best_tuned = min(tuned, key=lambda n: metric[n]["ttft_p99"])
-    gain = 1 - metric[best_tuned]["ttft_p99"] / ref["ttft_p99"]
-    e2e_ok = metric[best_tuned]["e2e_mean"] <= ref["e2e_mean"]
-    verdict = (f"target: {best_tuned} TTFT p99 {-gain:+.1%} vs {best_hand} (need <= -5.0%): "
-               f"{'met' if gain >= 0.05 else 'NOT met'}; mean e2e no worse: {'met' if e2e_ok else 'NOT met'}\n"
-               f"tuning alone: {best_tuned} TTFT p99 "
-               f"{metric[best_tuned]['ttft_p99'] / metric['untuned_base']['ttft_p99'] - 1:+.1%} vs the untuned base "
-               f"(same per-request credit), e2e {metric[best_tuned]['e2e_mean'] / metric['untuned_base']['e2e_mean'] - 1:+.1%}")
-    return f"final, seeds {seeds} (never used by the study):\n{table}\n{verdict}"
+def report(opt: BayesianRewardOptimizer, validation: Validation, args: argparse.Namespace) -> str:
+    """The exported config's and the base's validation policies (and request_ttft's) on the report seeds."""
+    chosen = validation.chosen
+    policies = {f"base/r{r}": p for r, p in enumerate(validation_policies(opt, validation, "base"))}
+    if chosen.label != "base":
+        policies.update({f"exported/r{r}": p for r, p in enumerate(validation_policies(opt, validation, chosen.key))})
+    ctx = multiprocessing.get_context("spawn")
+    if args.start == "hybrid":
+        jobs = [(opt.objective, r, args.out / "reference_request_ttft" / f"repeat_{r}") for r in range(args.repeats)]
+        print(f"[report] training request_ttft.yaml's router {args.repeats} times (the moonshot's reference)", flush=True)
+        with ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
+            for r, path in enumerate(pool.map(_train_reference, jobs)):
+                policies[f"request_ttft/r{r}"] = path
+    seeds = evaluation_seeds(args.report_seeds)
+    print(f"[report] evaluating {len(policies)} policies and 2 heuristics on report seeds {args.report_seeds}", flush=True)
+    chunks = [seeds[i::args.workers] for i in range(args.workers)]
+    with ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
+        rows = [row for part in pool.map(_evaluate, [(args.env, policies, c) for c in chunks if c]) for row in part]
+    ttft: dict[str, dict[int, float]] = {}
+    for row in rows:
+        ttft.setdefault(row["router"], {})[int(row["seed"])] = float(row["ttft_p99"])
+
+    def matrix(prefix: str) -> np.ndarray:
+        return np.array([[ttft[f"{prefix}/r{r}"][s] for s in seeds] for r in range(args.repeats)])
+
+    groups = ["base"] + (["exported"] if chosen.label != "base" else []) + (
+        ["request_ttft"] if args.start == "hybrid" else [])
+    means = {g: float(matrix(g).mean()) for g in groups}
+    means.update({h: statistics.fmean(ttft[h][s] for s in seeds) for h in ("round_robin", "adaptive")})
+    table_rows = [[name, f"{value:.3f}", f"{value / means['base']:.3f}"] for name, value in means.items()]
+    text = (f"report seeds {args.report_seeds} ({len(seeds)} seeds; never used by search or validation), "
+            f"TTFT p99 in s, PPO rows averaged over {args.repeats} independent trainings:\n"
+            + format_table(["policy", "TTFT p99 (s)", "/ base"], table_rows))
+    if chosen.label != "base":
+        change, = paired_changes([matrix("exported")], matrix("base"))
+        mean, low, high = change.relative(means["base"])
+        text += (f"\nexported ({chosen.label}) vs the {args.start} start: TTFT p99 {mean:+.1%} "
+                 f"(90% paired interval {low:+.1%} to {high:+.1%})")
+        if args.start == "hybrid":
+            text += f"; target <= -25% with the interval excluding 0: {'met' if high < 0 and mean <= -0.25 else 'NOT met'}"
+            gap = means["exported"] / means["request_ttft"] - 1
+            text += (f"\nmoonshot: exported vs request_ttft.yaml's router {gap:+.1%} "
+                     f"(within 5%: {'met' if gap <= 0.05 else 'not met'})")
+    else:
+        text += f"\nthe base was exported ({validation.verdict()})"
+    return text
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", type=Path, default=None, help="env config (default: slowdowns if present)")
-    parser.add_argument("--trials", type=int, default=20)
-    parser.add_argument("--base", type=Path, default=BASE, help="reward config the study tunes")
-    parser.add_argument("--space", type=Path, default=ROOT / "configs" / "tune" / "request_ttft_space.yaml")
-    parser.add_argument("--train-config", type=Path, default=ROOT / "configs" / "tune" / "ppo_tune_slowdowns.yaml")
-    parser.add_argument("--full-config", type=Path, default=ROOT / "configs" / "ppo_slowdowns_request.yaml")
-    parser.add_argument("--step-gamma", type=float, default=0.995, help="ppo.gamma for the hand-set per-step rewards")
-    parser.add_argument("--tune-seeds", type=int, default=3)
-    parser.add_argument("--eval-every", type=int, default=4, help="PPO updates between reported evaluations")
-    parser.add_argument("--workers", type=int, default=2, help="processes sharing the study (journal file)")
-    parser.add_argument("--top", type=int, default=3, help="tuned configs trained with the full budget")
-    parser.add_argument("--final-seeds", type=int, default=5)
+    parser.add_argument("--start", choices=sorted(STARTS), default="hybrid")
+    parser.add_argument("--trials", type=int, default=30, help="search trials (the study's total)")
+    parser.add_argument("--tune-seeds", type=int, default=3, help="evaluation seeds per run")
+    parser.add_argument("--validate", type=int, default=3, help="top configs re-run on validation seeds")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per config in validation (and the noise)")
+    parser.add_argument("--workers", type=int, default=2, help="processes (search workers, validation runs)")
+    parser.add_argument("--report-seeds", default="101-105,301-320")
+    parser.add_argument("--no-report", action="store_true", help="stop after the verdict")
+    parser.add_argument("--env", type=Path, default=ENV, help="env config (default: the slowdowns setup)")
+    parser.add_argument("--train-config", type=Path, default=TRAIN, help="training config of every run")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_optimize")
     args = parser.parse_args()
     start = time.perf_counter()
-    env = args.env or default_env()
-    note = "" if args.env else (" (slowdowns setup)" if env == SLOWDOWNS else
-                                " (configs/envs/slowdowns.yaml not found: the homogeneous setup instead)")
-    print(f"env: {env}{note}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    opt = run_study(args, env, args.out)
+    opt = make_optimizer(args)
+    print(f"study {opt.study_name}: base {STARTS[args.start][0].name}, space {STARTS[args.start][1].name}, "
+          f"env {args.env.name}, training {args.train_config.name}; seeds: search {opt.seeds}, validation "
+          f"{args.repeats} repeats of {args.tune_seeds}", flush=True)
+    phases = {}
+    t0 = time.perf_counter()
+    print(measure_noise(opt, args.repeats, args.workers).describe(), flush=True)
+    phases["noise"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    opt.enqueue(opt.base_config)
+    opt.optimize(n_trials=args.trials, n_workers=args.workers)
+    phases["search"] = time.perf_counter() - t0
     print(best_table(opt))
-    for path in save_plots(opt):
-        print(f"wrote {path}")
-    pruned, avoided, spent = pruning_savings(opt, args.train_config)
-    print(f"pruning: {pruned} of {opt.finished_count()} trials pruned; {avoided} simulated training requests "
-          f"avoided ({spent} simulated in training and evaluation)")
-    study_wall = study_wall_time(opt)
-    print(final_comparison(opt, args, env, args.out))
-    print(f"wall time: study {study_wall / 60:.1f} min (first trial start to last trial end), "
-          f"this run {(time.perf_counter() - start) / 60:.1f} min")
+    if plotting_available():
+        for path in save_plots(opt):
+            print(f"wrote {path}")
+    t0 = time.perf_counter()
+    validation = validate(opt, args.validate, args.repeats, args.workers)
+    phases["validation"] = time.perf_counter() - t0
+    print(validation.table())
+    print(compute_table(opt, args.repeats, opt.objective.full_cost))
+    exported = export(opt, validation, args.out / f"exported_{args.start}.yaml")
+    side = training_path(exported)
+    print(f"wrote {exported}" + (f" and {side}" if side.exists() else ""))
+    verdict = validation.verdict(exported)
+    if not args.no_report:
+        t0 = time.perf_counter()
+        print(report(opt, validation, args))
+        phases["report"] = time.perf_counter() - t0
+    print("wall time (this run; a resumed run skips what is stored): "
+          + ", ".join(f"{k} {v / 60:.1f} min" for k, v in phases.items())
+          + f", total {(time.perf_counter() - start) / 60:.1f} min")
+    print(verdict)
 
 
 if __name__ == "__main__":

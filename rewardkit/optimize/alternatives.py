@@ -19,10 +19,13 @@ training settings, sampled only when that alternative is chosen (Optuna's define
     training:                           # settings every trial samples
       ppo.learning_rate: {type: float, low: 1.0e-4, high: 1.0e-2, log: true}
 
+The slot ``.`` is the whole reward config: each alternative is then a complete reward (its own
+terms, description and ``expect:`` promises), for structures that differ in more than one key.
+
 Training keys are dotted paths into the objective's own training config: rewardkit does not read
 them; it hands them to the objective (``rewardkit.optimize.trial_training``) and, before any
 trial, asks the objective to check each probe (``objective.check_training(settings)``, when the
-objective has it). Optuna parameter names: the slot's path for the choice,
+objective has it). Optuna parameter names: the slot's path for the choice (``reward`` for ``.``),
 ``<slot>[<alternative>].<path>`` for an alternative's parameters, ``training.<key>`` and
 ``<slot>[<alternative>].training.<key>`` for training settings.
 """
@@ -37,6 +40,8 @@ from ..errors import ConfigError
 from ..params import describe
 
 ALTERNATIVE_KEYS = {"keep", "entry", "params", "training"}
+ROOT = "."
+ROOT_NAME = "reward"
 TRAINING_PREFIX = "training."
 
 #: builds one Dimension from (parameter name, spec, source, where) -- search_space's parser
@@ -70,6 +75,20 @@ class Slot:
     alternatives: tuple[Alternative, ...]
 
     @property
+    def keys(self) -> list[str]:
+        """The slot's key path as a list ([] for the whole config)."""
+        return [] if self.path == ROOT else self.path.split(".")
+
+    @property
+    def choice_name(self) -> str:
+        """The Optuna parameter holding the chosen alternative's name."""
+        return ROOT_NAME if self.path == ROOT else self.path
+
+    def contains(self, path: str) -> bool:
+        """Whether the key path ``path`` lies at or inside this slot."""
+        return self.path == ROOT or path == self.path or path.startswith(self.path + ".")
+
+    @property
     def names(self) -> list[str]:
         return [a.name for a in self.alternatives]
 
@@ -84,8 +103,12 @@ class Slot:
 
 
 def param_name(slot: str, alternative: str, rel: str) -> str:
-    """The Optuna parameter name of an alternative's dimension ``rel``."""
+    """The Optuna parameter name of an alternative's dimension ``rel`` (slot given by its choice name)."""
     return f"{slot}[{alternative}].{rel}"
+
+
+def choice_name(path: str) -> str:
+    return ROOT_NAME if path == ROOT else path
 
 
 def parse_training(data: Any, where: str, source: str | None, parse_dim: DimensionParser,
@@ -110,26 +133,30 @@ def parse_slots(data: Any, source: str | None, parse_dim: DimensionParser) -> li
                           + describe(data), source=source, path="alternatives")
     slots = []
     for path, alts in data.items():
-        where = f"alternatives.{path}"
-        if not isinstance(path, str) or not path or any(not k for k in path.split(".")):
-            raise ConfigError(f"expected a dotted key path such as components.latency, got {describe(path)}",
-                              source=source, path="alternatives")
+        where = location(path)
+        if not isinstance(path, str) or not path or (path != ROOT and any(not k for k in path.split("."))):
+            raise ConfigError(f"expected a dotted key path such as components.latency, or '.' for the whole "
+                              f"config, got {describe(path)}", source=source, path="alternatives")
         if not isinstance(alts, Mapping) or len(alts) < 2:
             raise ConfigError("expected a mapping of at least two named alternatives, got " + describe(alts),
                               source=source, path=where)
         slots.append(Slot(path, tuple(_parse_alternative(path, name, spec, source, parse_dim)
                                       for name, spec in alts.items())))
-    paths = [s.path for s in slots]
-    for a in paths:
-        for b in paths:
-            if a != b and b.startswith(a + "."):
-                raise ConfigError(f"slot {b!r} lies inside slot {a!r}: nest alternatives by giving {a!r}'s "
-                                  "alternatives their own entries instead", source=source, path=f"alternatives.{b}")
+    for a in slots:
+        for b in slots:
+            if a is not b and a.contains(b.path):
+                raise ConfigError(f"slot {b.path!r} lies inside slot {a.path!r}: give {a.path!r}'s alternatives "
+                                  "their own entries instead", source=source, path=location(b.path))
     return slots
 
 
+def location(slot: str) -> str:
+    """How errors name a slot's section: ``alternatives.<path>`` (``alternatives.'.'`` for the whole config)."""
+    return "alternatives.'.'" if slot == ROOT else f"alternatives.{slot}"
+
+
 def _parse_alternative(slot: str, name: Any, spec: Any, source: str | None, parse_dim: DimensionParser) -> Alternative:
-    where = f"alternatives.{slot}.{name}"
+    where = f"{location(slot)}.{name}"
     if not isinstance(name, str) or not name or any(c in name for c in "[].") or name.startswith(TRAINING_PREFIX):
         raise ConfigError(f"expected an alternative name without '.', '[' or ']', got {describe(name)}",
                           source=source, path=f"alternatives.{slot}")
@@ -156,9 +183,13 @@ def _parse_alternative(slot: str, name: Any, spec: Any, source: str | None, pars
             if not isinstance(rel, str) or not rel or any(not k for k in rel.split(".")):
                 raise ConfigError(f"expected a dotted key path relative to the slot, got {describe(rel)}",
                                   source=source, path=f"{where}.params")
-            params.append((rel, parse_dim(param_name(slot, name, rel), dim_spec, source, f"{where}.params.{rel}")))
+            params.append((rel, parse_dim(param_name(choice_name(slot), name, rel), dim_spec, source,
+                                          f"{where}.params.{rel}")))
     training = ()
     if "training" in spec:
         training = parse_training(spec["training"], f"{where}.training", source, parse_dim,
-                                  prefix=f"{slot}[{name}].")
+                                  prefix=f"{choice_name(slot)}[{name}].")
+    if slot == ROOT and not keep and not isinstance(spec.get("entry"), Mapping):
+        raise ConfigError("expected a whole reward config (a mapping) as the entry of the slot '.'",
+                          source=source, path=f"{where}.entry")
     return Alternative(name, copy.deepcopy(spec.get("entry")), bool(keep), tuple(params), training)

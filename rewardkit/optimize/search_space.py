@@ -38,7 +38,7 @@ from ..config import load_yaml, parse_yaml
 from ..errors import ConfigError
 from ..params import describe, is_finite_number
 from ..registry import get_component_class
-from .alternatives import Alternative, Slot, parse_slots, parse_training
+from .alternatives import Alternative, Slot, location, parse_slots, parse_training
 
 KINDS = ("float", "int", "categorical")
 SECTIONS = ("alternatives", "training")
@@ -131,9 +131,9 @@ class SearchSpace:
         training = parse_training(data["training"], "training", source, _named_dimension) if "training" in data else ()
         for dim in dims:
             for slot in slots:
-                if dim.path == slot.path or dim.path.startswith(slot.path + "."):
+                if slot.contains(dim.path):
                     raise ConfigError(f"this key lies inside the slot {slot.path!r}, whose value each alternative "
-                                      f"sets: tune it under alternatives.{slot.path}.<name>.params",
+                                      f"sets: tune it under {location(slot.path)}.<name>.params",
                                       source=source, path=dim.path)
         keys = [key for key, _ in training]
         for slot in slots:
@@ -142,7 +142,7 @@ class SearchSpace:
                     if key in keys:
                         raise ConfigError(f"the training key {key!r} is tuned in the training section too; "
                                           "tune it in one place", source=source,
-                                          path=f"alternatives.{slot.path}.{alt.name}.training.{key}")
+                                          path=f"{location(slot.path)}.{alt.name}.training.{key}")
         return cls(dims, source=source, slots=slots, training=training)
 
     def to_dict(self) -> dict[str, Any]:
@@ -169,7 +169,7 @@ class SearchSpace:
         """Every Optuna parameter this space can sample (choices, conditional ones, training)."""
         names = list(self.paths)
         for slot in self.slots:
-            names.append(slot.path)
+            names.append(slot.choice_name)
             for alt in slot.alternatives:
                 names += [dim.path for _, dim in alt.params + alt.training]
         return names + [dim.path for _, dim in self.training]
@@ -180,12 +180,14 @@ class SearchSpace:
         a slot's chosen alternative (``values[slot path]``) first, then its parameters."""
         config = copy.deepcopy(dict(base))
         for slot in self.slots:
-            if slot.path not in values:
+            if slot.choice_name not in values:
                 continue
-            alt = slot.alternative(values[slot.path])
-            keys = slot.path.split(".")
-            if not alt.keep:
+            alt = slot.alternative(values[slot.choice_name])
+            keys = slot.keys
+            if not alt.keep and keys:
                 _put(config, keys, copy.deepcopy(alt.entry))
+            elif not alt.keep:
+                config = copy.deepcopy(dict(alt.entry))
             for rel, dim in alt.params:
                 if dim.path in values:
                     _put(config, keys + rel.split("."), values[dim.path])
@@ -213,8 +215,8 @@ class SearchSpace:
         """
         values = {d.path: d.suggest(trial) for d in self.dimensions}
         for slot in self.slots:
-            values[slot.path] = trial.suggest_categorical(slot.path, slot.names)
-            alt = slot.alternative(values[slot.path])
+            values[slot.choice_name] = trial.suggest_categorical(slot.choice_name, slot.names)
+            alt = slot.alternative(values[slot.choice_name])
             for _, dim in alt.params + alt.training:
                 values[dim.path] = dim.suggest(trial)
         for _, dim in self.training:
@@ -225,8 +227,8 @@ class SearchSpace:
         """The training settings among sampled ``values``: {training key: value}."""
         out = {key: values[dim.path] for key, dim in self.training if dim.path in values}
         for slot in self.slots:
-            if slot.path in values:
-                alt = slot.alternative(values[slot.path])
+            if slot.choice_name in values:
+                alt = slot.alternative(values[slot.choice_name])
                 out.update({key: values[dim.path] for key, dim in alt.training if dim.path in values})
         return out
 
@@ -258,14 +260,13 @@ class SearchSpace:
         chosen; else the ``keep`` alternative (the base config's value)."""
         values: dict[str, Any] = {}
         for slot in self.slots:
-            keys = slot.path.split(".")
-            have = _lookup(config, keys)
+            have = _lookup(config, slot.keys)
             chosen = next((a for a in slot.alternatives if _entry_matches(a, have)), None)
             chosen = chosen or next((a for a in slot.alternatives if a.keep), None)
             if chosen is None:
                 raise ConfigError(f"the config's value at the slot matches none of its alternatives "
                                   f"({', '.join(slot.names)})", source=source, path=slot.path)
-            values[slot.path] = chosen.name
+            values[slot.choice_name] = chosen.name
             for rel, dim in chosen.params:
                 value = _lookup(have, rel.split(".")) if have is not _MISSING else _MISSING
                 if value is _MISSING or not dim.contains(value):
@@ -285,20 +286,20 @@ class SearchSpace:
         """
         base_name = base_source or "the base config"
         for slot in self.slots:
-            keys = slot.path.split(".")
+            keys = slot.keys
             parent = _lookup(base, keys[:-1]) if len(keys) > 1 else base
             if not isinstance(parent, Mapping):
                 raise ConfigError(f"{base_name} has no mapping at {'.'.join(keys[:-1])} to hold the slot",
-                                  source=self.source, path=f"alternatives.{slot.path}")
+                                  source=self.source, path=location(slot.path))
             for alt in slot.alternatives:
-                where = f"alternatives.{slot.path}.{alt.name}"
-                if alt.keep and keys[-1] not in parent:
+                where = f"{location(slot.path)}.{alt.name}"
+                if alt.keep and keys and keys[-1] not in parent:
                     raise ConfigError(f"keep: true needs the slot's value in {base_name}, which has no key "
                                       f"{keys[-1]!r} there", source=self.source, path=where)
                 probes = [("entry", {})] + [(f"{rel}: {label}", {dim.path: value}) for rel, dim in alt.params
                                             for label, value in dim.probes()]
                 for label, extra in probes:
-                    config = self.apply(base, {slot.path: alt.name, **extra})
+                    config = self.apply(base, {slot.choice_name: alt.name, **extra})
                     try:
                         RewardComposer.from_dict(config, source=base_source)
                     except ConfigError as exc:

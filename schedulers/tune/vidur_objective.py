@@ -73,6 +73,8 @@ class VidurObjective:
     n_seeds: int = 3
     eval_every: int = 2
     quiet: bool = True
+    #: training settings (dotted keys) every evaluation starts from; a trial's sampled ones go on top
+    base_settings: Mapping[str, Any] = field(default_factory=dict)
     _baseline_cache: dict[tuple[str, int], dict[str, float]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -124,7 +126,8 @@ class VidurObjective:
         cfg, _ = load_config(path)  # errors name the training config file
         raw = load_yaml(path)
         raw["reward"] = str(reward_path)
-        for key, value in (settings or {}).items():
+        settings = {**self.base_settings, **(settings or {})}
+        for key, value in settings.items():
             _put_dotted(raw, key, value, str(path))
         if repeat:
             seeds = dict(raw.get("seeds") or {})

@@ -316,3 +316,25 @@ def test_sigkill_during_validation_then_resume_recomputes_nothing(tmp_path):
     # the search was complete; validation has 3 x 3 runs, 4 of which were stored: 5 run now, nothing twice
     assert [c["phase"] for c in new_calls] == ["validate"] * 5
     assert len(load_trials(folder, storage)) >= 6
+
+
+def test_the_whole_reward_can_be_a_slot_with_its_own_promises(tmp_path):
+    """Slot '.': each alternative a complete reward (terms, expect block); the shipped structure space checks."""
+    from rewardkit.optimize.optimizer import load_base_config
+
+    root = Path(__file__).resolve().parents[2]
+    base, source = load_base_config(root / "configs" / "rewards" / "vidur_hybrid.yaml")
+    space = SearchSpace.from_yaml(root / "configs" / "tune" / "vidur_hybrid_structure_space.yaml")
+    space.check_against(base, base_source=source)
+    space.check_structure(base, base_source=source)
+    assert space.values_in(base)["reward"] == "hybrid"
+    config = space.apply(base, {"reward": "per_request",
+                                "reward[per_request].components.latency.components.e2e.weight": -0.1})
+    assert "expect" not in config and config["components"]["latency"]["components"]["e2e"]["weight"] == -0.1
+    assert space.apply(base, {"reward": "hybrid"}) == base
+    with pytest.raises(ConfigError, match="inside the slot"):
+        SearchSpace.from_dict({**space.to_dict(), "components.delta.weight": {"type": "float", "low": 0, "high": 1}})
+    bad = space.to_dict()
+    bad["alternatives"]["."]["little_ttft"]["entry"]["components"]["time_in_system"]["weight"] = "heavy"
+    with pytest.raises(ConfigError, match=r"alternatives\.'\.'\.little_ttft"):
+        SearchSpace.from_dict(bad).check_structure(base, base_source=source)
