@@ -55,7 +55,8 @@ def run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Completed
     return result
 
 
-def test_documented_pip_install_gives_a_working_router(tmp_path):
+def fresh_venv(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """A copy of the project's packaging files and an empty virtual environment: (checkout, venv, env)."""
     src = tmp_path / "checkout"
     src.mkdir()
     for name in COPIED:
@@ -66,11 +67,16 @@ def test_documented_pip_install_gives_a_working_router(tmp_path):
             shutil.copy2(item, src / name)
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True, system_site_packages=False, clear=True).create(env_dir)
-    python = env_dir / "bin" / "python"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     env["PATH"] = f"{env_dir / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     env["PIP_NO_COMPILE"] = "1"  # skip byte-compiling torch's thousands of files: a third of the time
+    return src, env_dir, env
+
+
+def test_documented_pip_install_gives_a_working_router(tmp_path):
+    src, env_dir, env = fresh_venv(tmp_path)
+    python = env_dir / "bin" / "python"
     for line in readme_commands():
         argv = shlex.split(line)
         if argv[0] == "pip":
@@ -110,3 +116,38 @@ def test_library_dependencies_are_ranges_not_pins():
     for r in requirements:
         name = re.split(r"[<>=!\[ ]", r, maxsplit=1)[0].lower().replace("_", "-")
         assert name in pins, f"{name} has no exact version in constraints.txt"
+
+
+OPTIMIZE_SPACE = "components.progress.weight: {type: float, low: 0.0, high: 2.0}\n"
+OPTIMIZE_OBJECTIVE = """\
+from rewardkit.optimize import trial_seeds
+from rewardkit.optimize.trial_context import trial_repeat
+
+def objective(config, trial):
+    w = config["components"]["progress"]["weight"]
+    return (w - 1.5) ** 2 + 0.001 * ((trial_repeat(trial) * 7 + trial_seeds(trial)[0]) % 5)
+"""
+
+
+def test_the_optuna_extra_alone_runs_a_study_to_the_end(tmp_path):
+    """``pip install ".[optuna]"``: no matplotlib, no torch; optimize runs, validates, exports, says plots were skipped."""
+    src, env_dir, env = fresh_venv(tmp_path)
+    python = env_dir / "bin" / "python"
+    run([str(python), "-m", "pip", "--quiet", "install", "-c", "constraints.txt", ".[optuna]"], src, env)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "base.yaml").write_text(
+        "version: 1\ncomponents:\n  progress: {type: linear, inputs: {value: progress}, weight: 0.2}\n")
+    (work / "space.yaml").write_text(OPTIMIZE_SPACE)
+    (work / "objmod.py").write_text(OPTIMIZE_OBJECTIVE)
+    env = {**env, "PYTHONPATH": str(work)}
+    missing = subprocess.run([str(python), "-c", "import matplotlib"], cwd=work, env=env, capture_output=True)
+    assert missing.returncode != 0  # the extra alone does not bring matplotlib
+    out = run([str(env_dir / "bin" / "rewardkit"), "optimize", "--study", "s", "--base", "base.yaml",
+               "--search-space", "space.yaml", "--objective", "objmod:objective", "--n-trials", "8", "--seed", "0",
+               "--export-best", "best.yaml"], work, env).stdout
+    lines = out.strip().splitlines()
+    assert any(line.startswith("plots skipped: matplotlib is not installed") for line in lines), out
+    assert lines[-1].startswith("verdict:"), out
+    assert (work / "best.yaml").exists()
+    assert ": OK (" in run([str(env_dir / "bin" / "rewardkit"), "validate", "best.yaml"], work, env).stdout
