@@ -26,11 +26,14 @@ the update number as the step (the ``halving`` pruner's rungs are 2, 4, 8 update
 The ``vidur`` entry point (group ``rewardkit.objectives``) is :data:`objective`, configured by
 environment variables: ``REWARDKIT_VIDUR_TRAIN_CONFIG`` (default ``configs/tune/ppo_tune.yaml``),
 ``REWARDKIT_VIDUR_ENV`` (an env config replacing the training config's), ``REWARDKIT_VIDUR_OBJECTIVES``
-(1 or 2) and ``REWARDKIT_VIDUR_SEEDS`` (tuning seeds per trial, default 3).
+(1 or 2), ``REWARDKIT_VIDUR_SEEDS`` (tuning seeds per trial, default 3) and
+``REWARDKIT_VIDUR_SETTINGS`` (training settings every run starts from, as JSON with dotted keys,
+e.g. ``{"ppo.gamma": 0.995}`` for a per-step reward).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,7 +96,8 @@ class VidurObjective:
         return cls(train_config=os.environ.get("REWARDKIT_VIDUR_TRAIN_CONFIG", DEFAULT_TRAIN_CONFIG),
                    env_config=os.environ.get("REWARDKIT_VIDUR_ENV") or None,
                    objectives=int(os.environ.get("REWARDKIT_VIDUR_OBJECTIVES", "1")),
-                   n_seeds=int(os.environ.get("REWARDKIT_VIDUR_SEEDS", "3")))
+                   n_seeds=int(os.environ.get("REWARDKIT_VIDUR_SEEDS", "3")),
+                   base_settings=_settings_from_json(os.environ.get("REWARDKIT_VIDUR_SETTINGS", "")))
 
     @property
     def full_cost(self) -> int:
@@ -249,6 +253,21 @@ class VidurObjective:
         if self.objectives == 2:
             return metrics["ttft_p99_ratio"], metrics["e2e_mean_ratio"]
         return metrics["ttft_p99_ratio"]
+
+
+def _settings_from_json(text: str) -> dict[str, Any]:
+    """``REWARDKIT_VIDUR_SETTINGS``: a JSON object of dotted training keys (empty: none)."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"expected a JSON object such as {{\"ppo.gamma\": 0.995}}, got {text!r} ({exc.msg})",
+                          path="REWARDKIT_VIDUR_SETTINGS") from None
+    if not isinstance(value, dict) or not all(isinstance(k, str) and k for k in value):
+        raise ConfigError(f"expected a JSON object of dotted training keys, got {text!r}",
+                          path="REWARDKIT_VIDUR_SETTINGS")
+    return value
 
 
 def _put_dotted(raw: dict[str, Any], key: str, value: Any, source: str) -> None:

@@ -93,6 +93,20 @@ def test_repeats_phases_and_training_settings_map_onto_the_training_config(tmp_p
         objective.check_training({"ppo.gamma": 1.5})
     with pytest.raises(ConfigError, match="no section 'nope'"):
         objective.check_training({"nope.gamma": 0.5})
+    # base settings (REWARDKIT_VIDUR_SETTINGS for the command) under the sampled ones
+    based = VidurObjective(train_config=objective.train_config, base_settings={"ppo.gamma": 0.995, "ppo.n_epochs": 3})
+    cfg = based.training_config(reward, {"ppo.gamma": 0.2})
+    assert (cfg["ppo"]["gamma"], cfg["ppo"]["n_epochs"]) == (0.2, 3)
+
+
+def test_settings_come_from_the_environment_as_json(monkeypatch):
+    from rewardkit.errors import ConfigError
+
+    monkeypatch.setenv("REWARDKIT_VIDUR_SETTINGS", '{"ppo.gamma": 0.995}')
+    assert VidurObjective.from_environment().base_settings == {"ppo.gamma": 0.995}
+    monkeypatch.setenv("REWARDKIT_VIDUR_SETTINGS", "[0.995]")
+    with pytest.raises(ConfigError, match="REWARDKIT_VIDUR_SETTINGS: expected a JSON object"):
+        VidurObjective.from_environment()
 
 
 def test_vidur_entry_point_is_registered():
