@@ -21,7 +21,8 @@ exported config and of the base) evaluated on the report seeds (``--report-seeds
 reference; a paired interval of the exported config's TTFT p99 change against the base; the
 compute per phase and what pruning and fidelity saved against every trial at full budget with
 every repeat. Every trial trains with configs/tune/ppo_tune_slowdowns.yaml (8 PPO updates of 2,000
-decisions after cloning least_prefill). The study resumes when re-run.
+decisions after cloning least_prefill), evaluated at updates 4 and 8: successive halving prunes at
+half budget (at update 2 every policy is still near its warm start). The study resumes when re-run.
 
 Run: ``.venv/bin/python benchmarks/bench_optimize.py --start hybrid [--trials 30] [--out runs/bench_optimize]``
 """
@@ -67,7 +68,7 @@ STARTS = {
 def make_optimizer(args: argparse.Namespace) -> BayesianRewardOptimizer:
     base, space, settings = STARTS[args.start]
     objective = VidurObjective(train_config=args.train_config, env_config=args.env, n_seeds=args.tune_seeds,
-                               eval_every=2, base_settings=settings)
+                               eval_every=args.eval_every, base_settings=settings)
     return BayesianRewardOptimizer(base, space, objective, study_name=f"bench_{args.start}",
                                    storage=str(args.out / f"bench_{args.start}.journal"), pruner="halving", seed=0,
                                    n_seeds=args.tune_seeds)
@@ -152,6 +153,9 @@ def main() -> None:
     parser.add_argument("--start", choices=sorted(STARTS), default="hybrid")
     parser.add_argument("--trials", type=int, default=30, help="search trials (the study's total)")
     parser.add_argument("--tune-seeds", type=int, default=3, help="evaluation seeds per run")
+    parser.add_argument("--eval-every", type=int, default=4,
+                        help="PPO updates between the pruner's evaluations (4: prune at half budget; at 2 every "
+                             "policy is still near its warm start and the rung would be noise)")
     parser.add_argument("--validate", type=int, default=3, help="top configs re-run on validation seeds")
     parser.add_argument("--repeats", type=int, default=3, help="runs per config in validation (and the noise)")
     parser.add_argument("--workers", type=int, default=2, help="processes (search workers, validation runs)")
