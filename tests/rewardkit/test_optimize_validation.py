@@ -8,6 +8,7 @@ noise shared by every config on the same seed (what pairing cancels) plus per-ru
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -26,7 +27,7 @@ from rewardkit.optimize.evaluations import EvaluationStore
 from rewardkit.optimize.intervals import paired_changes
 from rewardkit.optimize.trial_context import (record_cost, record_seed_values, trial_repeat, trial_seeds,
                                               trial_training, tuning_seeds, validation_seeds, report_seeds)
-from rewardkit.optimize.validation import NO_IMPROVEMENT, measure_noise, validate
+from rewardkit.optimize.validation import NO_IMPROVEMENT, compute_table, measure_noise, validate
 
 from optimize_support import BASE_YAML, child_env, load_trials
 
@@ -131,6 +132,10 @@ def test_noise_is_measured_first_and_reused_by_validation(tmp_path):
     assert objective.calls == calls + 2 * 3  # the base's three runs are the noise runs
     stored = EvaluationStore(opt.study).all()
     assert len(stored) == 9 and all(e.cost == 100 for e in stored.values())
+    # 4 search trials at full cost (nothing pruned) + 9 validation runs, against 4 trials x 3 repeats
+    table = compute_table(opt, 3, full_cost=100)
+    assert re.search(r"^total +13 +1300 ", table, re.M) and "(1200): -8% saved" in table
+    assert "pruning (0 trials stopped early) saved 0" in table
 
 
 ALT_SPACE = {
