@@ -1,0 +1,374 @@
+"""The generated-code emitter: compiles a reward config into two Python functions.
+
+``CodeEmitter`` (mixed into ``RewardComposer``) writes ``reward_single_env`` (numbers in,
+no NumPy on the hot path) and ``reward_batched`` (a leading environment axis), defines them with
+their source registered in ``linecache`` so tracebacks show generated lines, and recompiles when
+a weight changes. ``composer.generated_code()`` shows both.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import keyword
+import linecache
+import math
+import re
+import tokenize
+import weakref
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from .config import GroupNode, TermNode
+from .inputs import MAX_STEP, _ABSENT, Array, _check_step, _NotScalar, _returned_float, _scalar_flag
+from .outputs import RewardOutput
+
+#: Names the generated functions use for themselves; terms and context keys never take them.
+_RESERVED = frozenset({"ctx", "step", "terminated", "truncated", "done", "total", "out", "_self"})
+_code_ids = itertools.count(1)
+
+
+
+class CodeEmitter:
+    """Compiles the composer's config into its two evaluation functions (a mixin of ``RewardComposer``)."""
+
+    def _compile(self) -> None:
+        """(Re)build both compiled functions and register their source with ``linecache``."""
+        if not hasattr(self, "_code_id"):
+            self._code_id = next(_code_ids)
+            weakref.finalize(self, _forget_sources, self._filenames())
+        scalar_file, vector_file = self._filenames()
+        self._scalar_fn = self._compile_scalar(scalar_file)
+        self._vector_fn = self._compile_vector(vector_file)
+
+    def _filenames(self) -> tuple[str, str]:
+        label = self.source or "config"
+        return (f"<rewardkit {label} #{self._code_id} single-env>", f"<rewardkit {label} #{self._code_id} batched>")
+
+    def _new_namer(self) -> "_Namer":
+        """Readable, unique names: ``<term>_raw``, ``<term>_weight``, ``ctx_<key>``, ``_<term>_<helper>``."""
+        namer = _Namer(_RESERVED)
+        self._vars: dict[str, str] = {}
+        for node in self._order:
+            base = _identifier(node.name)
+            for suffix in ("", "_raw", "_norm", "_weight"):
+                self._vars[node.name + suffix] = namer.unique(base + suffix)
+        for key in self._readers:
+            self._vars["ctx:" + key] = namer.unique("ctx_" + _identifier(key))
+            self._vars["ctx_sum:" + key] = namer.unique("ctx_" + _identifier(key) + "_sum")
+        return namer
+
+    # The single-environment path is a function generated from the config: inputs read and
+    # checked once, constant weights and linear schedules inlined, components' inlined code in
+    # place. It runs in phases so that a call that fails changes nothing: inputs and weights,
+    # then stateless terms (which may raise), then stateful terms (snapshotted when a later one
+    # could still raise), then normalizers, transforms and sums (which cannot raise on floats).
+    def _compile_scalar(self, filename: str) -> Any:
+        namer = self._new_namer()
+        env: dict[str, Any] = {"_NotScalar": _NotScalar, "_isfinite": math.isfinite, "_ndarray": np.ndarray,
+                               "_F64": np.dtype(np.float64), "_nonfinite": self._nonfinite,
+                               "_number": self._scalar_number, "_vector_input": self._scalar_vector,
+                               "_check_step": _check_step, "_MAX_STEP": MAX_STEP, "_flag": _scalar_flag,
+                               "_returned": _returned_float, "_ABSENT": _ABSENT, "_new": object.__new__,
+                               "_RO": RewardOutput, "_names": self._names, "_self": self}
+        namer.used.update(env)
+        lines = ["def reward_single_env(ctx, step, terminated, truncated):",
+                 "    if step is None: step = _self.step",
+                 "    elif step.__class__ is not int or step < 0 or step > _MAX_STEP: step = _check_step(step)",
+                 "    if terminated is None: terminated = False",
+                 "    elif terminated.__class__ is not bool: terminated = _flag(terminated, 'terminated')",
+                 "    if truncated is None: truncated = False",
+                 "    elif truncated.__class__ is not bool: truncated = _flag(truncated, 'truncated')",
+                 "    done = terminated or truncated",
+                 "    # ---- inputs"]
+        self._emit_scalar_inputs(lines)
+        weight_of = self._emit_weights(lines, env, namer)
+        stateless = [n for n in self._leaves if not n.component.stateful]
+        if stateless:
+            lines.append("    # ---- stateless terms")
+        raw_of: dict[str, str] = {}
+        for node in stateless:
+            raw_of[node.name] = self._emit_scalar_leaf(node, lines, "    ", env, namer)
+        # state changes from here on: snapshot what a later failure would leave half-updated
+        holders: dict[int, str] = {}  # id(component or normalizer) -> its global name
+        for node in self._order:
+            ident = _identifier(node.name)
+            if isinstance(node, TermNode) and node.component.stateful:
+                holders[id(node.component)] = namer.unique(f"_{ident}_component")
+                env[holders[id(node.component)]] = node.component
+            if node.normalizer is not None and node.normalizer in self._guarded:
+                holders[id(node.normalizer)] = namer.unique(f"_{ident}_normalizer")
+                env[holders[id(node.normalizer)]] = node.normalizer
+        saved = []
+        for holder in self._guarded:
+            obj = holders[id(holder)]
+            saved.append((obj, namer.unique(obj.lstrip("_") + "_saved")))
+        if saved:
+            lines.append("    # ---- state is put back as it was if anything below raises")
+            lines.extend(f"    {snap} = {obj}.snapshot()" for obj, snap in saved)
+        updating: list[str] = []
+        if self._stateful_nodes:
+            updating.append("    # ---- stateful terms")
+            for node in self._stateful_nodes:
+                raw_of[node.name] = self._emit_scalar_leaf(node, updating, "    ", env, namer)
+        updating.append("    # ---- normalizers, transforms, weighted sums")
+        flat = self._emit_combine(updating, env, namer, raw_of, weight_of, "scalar")
+        if saved:
+            lines.append("    try:")
+            lines.extend("    " + line for line in updating)
+            lines.append("    except BaseException:")
+            lines.extend(f"        {obj}.restore({snap})" for obj, snap in saved)
+            lines.append("        raise")
+        else:
+            lines.extend(updating)
+        for node in self._stateful_nodes:
+            lines.append(f"    if done: {holders[id(node.component)]}.reset(None)")
+        # Build the output without a call to __init__ and count the step here: this is the hot path.
+        lines += ["    out = _new(_RO)",
+                  "    out.total = total",
+                  f"    out._values = ({', '.join(flat)},)",
+                  "    out._names = _names",
+                  "    if _self.training: _self.step = step + 1",
+                  "    return out"]
+        self._scalar_source = "\n".join(lines) + "\n"
+        return _define(self._scalar_source, env, "reward_single_env", filename)
+
+    def _emit_scalar_inputs(self, lines: list[str]) -> None:
+        """Read each context key once, as a float (or a list of floats), and check it is finite."""
+        v = self._vars
+        for key, nd, optional, _ in self._slot_info:
+            x, total = v["ctx:" + key], v["ctx_sum:" + key]
+            nonfinite = "raise _NotScalar" if self.allow_nonfinite else f"_nonfinite({key!r}, {x})"
+            if optional:
+                lines.append(f"    {x} = ctx.get({key!r}, _ABSENT)")
+                lines.append(f"    if {x} is _ABSENT: {x} = None")
+                check = f"    elif {x}.__class__ is not float"
+            else:
+                lines.append(f"    {x} = ctx[{key!r}]")
+                check = f"    if {x}.__class__ is not float"
+            guard = f"{x} is not None and " if optional else ""
+            if nd == 0:
+                lines.append(f"{check}: {x} = _number({x}, {key!r})")
+                lines.append(f"    if {guard}not _isfinite({x}): {nonfinite}")
+            else:
+                # vector inputs reach components as lists of floats (fast to read from Python)
+                fast = f"{x}.__class__ is _ndarray and {x}.dtype is _F64 and {x}.ndim == 1"
+                if optional:
+                    lines.append(f"    elif {fast}: {x} = {x}.tolist()")
+                    lines.append(f"    else: {x} = _vector_input({x}, {key!r}, {nd})")
+                    lines.append(f"    {total} = None if {x} is None else sum({x})")
+                else:
+                    lines.append(f"    {x} = {x}.tolist() if {fast} else _vector_input({x}, {key!r}, {nd})")
+                    lines.append(f"    {total} = sum({x})")  # offered to inlined blocks as <var>_sum
+                # the sum of finite values is finite unless it overflows: then check each value
+                lines.append(f"    if {guard}not _isfinite({total}) and not all(map(_isfinite, {x})): {nonfinite}")
+
+    def _emit_scalar_leaf(self, node: TermNode, lines: list[str], indent: str, env: dict[str, Any],
+                          namer: "_Namer") -> str:
+        """One component's raw value on floats; returns the variable (or expression) holding it."""
+        comp, v = node.component, self._vars
+        ident = _identifier(node.name)
+        args = [v["ctx:" + key] for key in comp.input_keys.values()]
+        raw = v[node.name + "_raw"]
+        tag = "_" + ident
+        own: dict[str, Any] = {}  # the component's helpers, renamed into a namespace of its own
+        inline = comp.scalar_source(args, own, tag)
+        block = comp.scalar_block(args, own, tag) if inline is None else None
+        snippet = inline if inline is not None else "\n".join(block[0] + [block[1]]) if block is not None else ""
+        namer.used.update(_names_in(snippet))  # the component's temporaries: helpers never take them
+        rename = {name: namer.unique(f"_{ident}_{name.lstrip('_')}") for name in own}
+        env.update({rename[name]: value for name, value in own.items()})
+        if inline is not None:
+            lines.append(f"{indent}{raw} = {_rename_names(inline, rename)}")
+        elif block is not None:
+            statements, result = block
+            body = _rename_names("\n".join(statements), rename) if statements else ""
+            lines.extend(f"{indent}{line}" for line in body.split("\n") if line)
+            lines.append(f"{indent}{raw} = {_rename_names(result, rename)}")
+        else:
+            fn = namer.unique(f"_{ident}_fn")
+            env[fn] = comp.scalar_fn()
+            lines.append(f"{indent}{raw} = {fn}({', '.join(args + ['terminated', 'truncated'])})")
+            lines.append(f"{indent}if {raw}.__class__ is not float: {raw} = _returned({raw}, {node.name!r})")
+        return raw
+
+    def _emit_weights(self, lines: list[str], env: dict[str, Any], namer: "_Namer") -> dict[str, str]:
+        """Every node's weight at ``step``: a literal when constant, identical schedules evaluated once."""
+        weight_of: dict[str, str] = {}
+        by_expr: dict[str, str] = {}
+        header = len(lines)
+        for node in self._order:
+            sched = self.shaper.schedule(node.name)
+            expr = sched.source("step")
+            if expr is None or not _is_finite_literal(expr) and not expr.startswith(("(", "min(", "max(")):
+                fn = namer.unique(f"_{_identifier(node.name)}_schedule")
+                env[fn] = sched
+                expr = f"{fn}(step)"
+            if _is_finite_literal(expr):
+                weight_of[node.name] = expr
+            elif expr in by_expr:
+                weight_of[node.name] = by_expr[expr]
+            else:
+                var = by_expr[expr] = weight_of[node.name] = self._vars[node.name + "_weight"]
+                lines.append(f"    {var} = {expr}")
+        if len(lines) > header:
+            lines.insert(header, "    # ---- weights (schedules of the step)")
+        return weight_of
+
+    def _emit_combine(self, lines: list[str], env: dict[str, Any], namer: "_Namer", raw_of: dict[str, str],
+                      weight_of: dict[str, str], normalizer_call: str) -> list[str]:
+        """Normalizers, transforms, weights and sums, children before their group; assigns ``total``
+        and returns the flat per-term output variables in pre-order (raw, normalized, weight,
+        contribution). ``normalizer_call``: ``scalar`` (floats) or ``__call__`` (arrays)."""
+        v = self._vars
+        outputs: dict[str, list[str]] = {}
+
+        def combine(node: TermNode | GroupNode) -> str:
+            ident = _identifier(node.name)
+            if isinstance(node, GroupNode):
+                parts = [combine(child) for child in node.children]
+                raw = v[node.name + "_raw"]
+                lines.append(f"    {raw} = {' + '.join(parts)}")
+            else:
+                raw = raw_of[node.name]
+            value = raw
+            if node.normalizer is not None:
+                fn = namer.unique(f"_{ident}_normalize")
+                env[fn] = getattr(node.normalizer, normalizer_call)
+                lines.append(f"    {v[node.name + '_norm']} = {fn}({value}, done, _self.training)")
+                value = v[node.name + "_norm"]
+            for k, transform in enumerate(node.transforms):
+                fn = namer.unique(f"_{ident}_{transform.name}" + (f"{k + 1}" if len(node.transforms) > 1 else ""))
+                env[fn] = transform
+                lines.append(f"    {v[node.name + '_norm']} = {fn}({value})")
+                value = v[node.name + "_norm"]
+            contribution = v[node.name]
+            lines.append(f"    {contribution} = {weight_of[node.name]} * {value}")
+            outputs[node.name] = [raw, value, weight_of[node.name], contribution]
+            return contribution
+
+        top = [combine(node) for node in self.spec.nodes]
+        lines.append(f"    total = {' + '.join(top)}")
+        for transform in self.spec.total_transforms:
+            fn = namer.unique(f"_total_{transform.name}")
+            env[fn] = transform
+            lines.append(f"    total = {fn}(total)")
+        return [name for node in self._order for name in outputs[node.name]]
+
+    # The batched path is compiled the same way: _call_vector checks and gathers the inputs (one
+    # argument per context key), this function calls each component's compute on them and does
+    # the weighting and sums without walking the tree.
+    def _compile_vector(self, filename: str) -> Any:
+        namer = self._new_namer()
+        v = self._vars
+        env: dict[str, Any] = {"_self": self, "_arr": np.asarray, "_f64": np.float64}
+        namer.used.update(env)
+        params = [v["ctx:" + key] for key, *_ in self._slot_info]
+        lines = [f"def reward_batched({', '.join(params + ['step', 'terminated', 'truncated', 'done'])}):"]
+        weight_of = self._emit_weights(lines, env, namer)
+        raw_of: dict[str, str] = {}
+        stateless = [n for n in self._leaves if not n.component.stateful]
+        for title, nodes in (("stateless terms", stateless),
+                             ("stateful terms (the caller puts state back if a later step raises)",
+                              self._stateful_nodes)):
+            if nodes:
+                lines.append(f"    # ---- {title}")
+            for node in nodes:
+                comp = node.component
+                fn = namer.unique(f"_{_identifier(node.name)}_compute")
+                env[fn] = comp.compute
+                pairs = [(local, v["ctx:" + key]) for local, key in comp.input_keys.items()]
+                if any(local in comp.optional_inputs for local, _ in pairs):
+                    items = ", ".join(f"({local!r}, {var})" for local, var in pairs)
+                    x = f"{{k: v for k, v in ({items},) if v is not None}}"
+                else:
+                    x = "{" + ", ".join(f"{local!r}: {var}" for local, var in pairs) + "}"
+                raw = raw_of[node.name] = v[node.name + "_raw"]
+                lines.append(f"    {raw} = _arr({fn}({x}, terminated, truncated), _f64)")  # third-party may return lists
+        lines.append("    # ---- normalizers, transforms, weighted sums")
+        flat = self._emit_combine(lines, env, namer, raw_of, weight_of, "__call__")
+        lines.append(f"    return total, [{', '.join(flat)}]")
+        self._vector_source = "\n".join(lines) + "\n"
+        return _define(self._vector_source, env, "reward_batched", filename)
+
+    def _no_flags(self, n: int) -> Array:
+        """A read-only all-False flag array of length ``n``, shared between calls."""
+        flags = self._false_flags.get(n)
+        if flags is None:
+            flags = np.zeros(n, dtype=bool)
+            flags.flags.writeable = False
+            self._false_flags[n] = flags
+        return flags
+
+    def _on_weight_change(self) -> None:
+        self._compile()
+
+
+class _Namer:
+    """Hands out identifiers, each once (a suffix ``_2``, ``_3``... settles collisions)."""
+
+    def __init__(self, reserved: Iterable[str]) -> None:
+        self.used: set[str] = set(reserved)
+
+    def unique(self, base: str) -> str:
+        name, k = base, 2
+        while name in self.used or keyword.iskeyword(name):
+            name, k = f"{base}_{k}", k + 1
+        self.used.add(name)
+        return name
+
+
+def _identifier(text: str) -> str:
+    """A Python identifier that reads like ``text``: ``group/term`` -> ``group__term``."""
+    ident = re.sub(r"\W", "_", text.replace("/", "__"), flags=re.ASCII)
+    return ident if ident and not ident[0].isdigit() else "t" + ident
+
+
+def _rename_names(code: str, mapping: Mapping[str, str]) -> str:
+    """``code`` with every name token in ``mapping`` renamed (attributes and strings untouched)."""
+    if not mapping:
+        return code
+    rows = code.split("\n")
+    edits: list[tuple[int, int, int, str]] = []
+    previous = None
+    for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+        if tok.type == tokenize.NAME and tok.string in mapping and not (
+                previous is not None and previous.type == tokenize.OP and previous.string == "."):
+            edits.append((tok.start[0] - 1, tok.start[1], tok.end[1], mapping[tok.string]))
+        if tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT):
+            previous = tok
+    for row, start, end, new in reversed(edits):
+        rows[row] = rows[row][:start] + new + rows[row][end:]
+    return "\n".join(rows)
+
+
+def _names_in(code: str) -> set[str]:
+    """Every name token in a snippet of generated code."""
+    if not code:
+        return set()
+    return {tok.string for tok in tokenize.generate_tokens(io.StringIO(code).readline) if tok.type == tokenize.NAME}
+
+
+def _define(source: str, env: dict[str, Any], name: str, filename: str) -> Any:
+    """Compile generated ``source`` (our own code, built from a validated config) and return ``name``.
+
+    The source is registered with ``linecache`` under ``filename`` so tracebacks show its lines.
+    """
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace: dict[str, Any] = {}
+    exec(compile(source, filename, "exec"), env, namespace)  # noqa: S102
+    return namespace[name]
+
+
+def _forget_sources(filenames: tuple[str, ...]) -> None:
+    for filename in filenames:
+        linecache.cache.pop(filename, None)
+
+
+def _is_finite_literal(expr: str) -> bool:
+    """Whether a generated weight expression is a plain finite number literal (a constant weight)."""
+    try:
+        return math.isfinite(float(expr))
+    except ValueError:
+        return False

@@ -1,0 +1,71 @@
+"""The result of one reward evaluation: ``RewardOutput`` (total and per-term breakdown) and ``TermOutput``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+class TermOutput:
+    """One term's ``raw``, ``normalized``, ``weight`` and ``contribution`` (floats or arrays)."""
+
+    __slots__ = ("raw", "normalized", "weight", "contribution")
+
+    def __init__(self, raw: Any, normalized: Any, weight: Any, contribution: Any) -> None:
+        self.raw, self.normalized, self.weight, self.contribution = raw, normalized, weight, contribution
+
+    def __repr__(self) -> str:
+        return (f"TermOutput(raw={self.raw!r}, normalized={self.normalized!r}, "
+                f"weight={self.weight!r}, contribution={self.contribution!r})")
+
+
+class RewardOutput:
+    """The total reward and, built on first access, the per-term breakdown.
+
+    In batched calls every breakdown value has the environment axis; weights (one number per
+    step) are broadcast to it when the breakdown is read, not on the hot path.
+    """
+
+    __slots__ = ("total", "_values", "_names", "_terms", "_n_envs")
+
+    def __init__(self, total: Any, values: tuple | list, names: tuple[str, ...], n_envs: int | None = None) -> None:
+        self.total = total
+        self._values = values
+        self._names = names
+        self._terms: dict[str, TermOutput] | None = None
+        self._n_envs = n_envs
+
+    # The compiled scalar path creates outputs without __init__ and leaves _terms and _n_envs
+    # unset (a scalar call); both are read through getattr with a default.
+    def _weight(self, i: int) -> Any:
+        w = self._values[4 * i + 2]
+        n_envs = getattr(self, "_n_envs", None)
+        if n_envs is not None and not isinstance(w, np.ndarray):
+            return np.full(n_envs, w)
+        return w
+
+    @property
+    def terms(self) -> dict[str, TermOutput]:
+        """Term name (``group/child`` for nested terms) -> :class:`TermOutput`."""
+        terms = getattr(self, "_terms", None)
+        if terms is None:
+            v = self._values
+            terms = self._terms = {name: TermOutput(v[4 * i], v[4 * i + 1], self._weight(i), v[4 * i + 3])
+                                   for i, name in enumerate(self._names)}
+        return terms
+
+    def as_dict(self) -> dict[str, Any]:
+        """Flat mapping ``{"<term>/raw": ..., "<term>/contribution": ..., "total": ...}`` for logs."""
+        out: dict[str, Any] = {}
+        v = self._values
+        for i, name in enumerate(self._names):
+            out[f"{name}/raw"] = v[4 * i]
+            out[f"{name}/normalized"] = v[4 * i + 1]
+            out[f"{name}/weight"] = self._weight(i)
+            out[f"{name}/contribution"] = v[4 * i + 3]
+        out["total"] = self.total
+        return out
+
+    def __repr__(self) -> str:
+        return f"RewardOutput(total={self.total!r}, terms={list(self._names)})"
