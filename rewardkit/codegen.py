@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from .config import GroupNode, TermNode
-from .inputs import MAX_STEP, _ABSENT, Array, _check_step, _NotScalar, _returned_float, _scalar_flag
+from .inputs import MAX_STEP, _ABSENT, Array, _check_step, _NotScalar, _plain_floats, _returned_float, _scalar_flag
 from .outputs import RewardOutput
 
 #: Names the generated functions use for themselves; terms and context keys never take them.
@@ -69,7 +69,8 @@ class CodeEmitter:
         env: dict[str, Any] = {"_NotScalar": _NotScalar, "_isfinite": math.isfinite, "_ndarray": np.ndarray,
                                "_F64": np.dtype(np.float64), "_nonfinite": self._nonfinite,
                                "_number": self._scalar_number, "_vector_input": self._scalar_vector,
-                               "_check_step": _check_step, "_MAX_STEP": MAX_STEP, "_flag": _scalar_flag,
+                               "_check_step": _check_step, "_plain_floats": _plain_floats,
+                               "_MAX_STEP": MAX_STEP, "_flag": _scalar_flag,
                                "_returned": _returned_float, "_ABSENT": _ABSENT, "_new": object.__new__,
                                "_RO": RewardOutput, "_names": self._names, "_self": self}
         namer.used.update(env)
@@ -154,12 +155,23 @@ class CodeEmitter:
             else:
                 # vector inputs reach components as lists of floats (fast to read from Python)
                 fast = f"{x}.__class__ is _ndarray and {x}.dtype is _F64 and {x}.ndim == 1"
+                # a flat list of Python floats/ints (the common case) skips numpy.asarray and back
+                plain = f"{x}.__class__ is list and ({total} := _plain_floats({x})) is not None"
                 if optional:
+                    if nd == 1:
+                        lines.append(f"    elif {plain}: {x} = {total}")
                     lines.append(f"    elif {fast}: {x} = {x}.tolist()")
                     lines.append(f"    else: {x} = _vector_input({x}, {key!r}, {nd})")
+                else:
+                    lead = "if"
+                    if nd == 1:
+                        lines.append(f"    if {plain}: {x} = {total}")
+                        lead = "elif"
+                    lines.append(f"    {lead} {fast}: {x} = {x}.tolist()")
+                    lines.append(f"    else: {x} = _vector_input({x}, {key!r}, {nd})")
+                if optional:
                     lines.append(f"    {total} = None if {x} is None else sum({x})")
                 else:
-                    lines.append(f"    {x} = {x}.tolist() if {fast} else _vector_input({x}, {key!r}, {nd})")
                     lines.append(f"    {total} = sum({x})")  # offered to inlined blocks as <var>_sum
                 # the sum of finite values is finite unless it overflows: then check each value
                 lines.append(f"    if {guard}not _isfinite({total}) and not all(map(_isfinite, {x})): {nonfinite}")

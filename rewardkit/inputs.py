@@ -204,6 +204,18 @@ def _check_step(step: Any) -> int:
     return step
 
 
+def _plain_floats(value: list[Any]) -> list[float] | None:
+    """A flat list of Python floats and ints as a new list of floats, or ``None`` when the list
+    needs the full checks (booleans, NumPy scalars, nested lists, ints beyond the float range)."""
+    for item in value:
+        if item.__class__ is not float and item.__class__ is not int:
+            return None
+    try:
+        return [*map(float, value)]
+    except OverflowError:
+        return None
+
+
 def _returned_float(value: Any, term: str) -> float:
     """A component's one-environment result as a Python float (NumPy scalars are converted)."""
     if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
