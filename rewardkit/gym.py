@@ -131,7 +131,12 @@ class ComposedReward(gymnasium.Wrapper):
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Step the environment; the reward is the composed total, the breakdown goes to ``info``."""
         obs, reward, terminated, truncated, info = self.env.step(action)
-        ctx = self.context_fn(Transition(self._last_obs, action, obs, reward, terminated, truncated, info))
+        ctx = _checked_context(self.context_fn(Transition(self._last_obs, action, obs, reward, terminated,
+                                                          truncated, info)))
+        batch = self.composer.batch_size(ctx)  # checked before anything (composer or wrapper) moves
+        if batch not in (None, 1):
+            raise ValueError(f"context_fn returned a batch of {batch} environments for a single "
+                             f"environment ({_shapes(ctx)}); use VectorComposedReward for vector envs")
         self._last_obs = obs
         out = self.composer(ctx, terminated=bool(terminated), truncated=bool(truncated))
         total = out.total
@@ -190,12 +195,14 @@ class VectorComposedReward(VectorWrapper):
             ending = np.asarray(info["_final_obs"], dtype=bool)
             next_obs = _with_rows(obs, info["final_obs"], ending)
             next_info = _merge_final_info(info, info.get("final_info", {}), ending)
-        ctx = self.context_fn(Transition(self._last_obs, actions, next_obs, rewards, terminations, truncations,
-                                         next_info))
+        ctx = _checked_context(self.context_fn(Transition(self._last_obs, actions, next_obs, rewards, terminations,
+                                                          truncations, next_info)))
+        batch = self.composer.batch_size(ctx)  # checked before anything (composer or wrapper) moves
+        if batch != self.num_envs:
+            found = "one environment's values" if batch is None else f"a batch of {batch}"
+            raise ValueError(f"context_fn must return values (arrays or lists) with a leading axis of "
+                             f"{self.num_envs} environments, one per sub-environment; got {found}: {_shapes(ctx)}")
         self._last_obs = obs
-        if not any(isinstance(v, np.ndarray) and v.ndim and v.shape[0] == self.num_envs for v in ctx.values()):
-            raise ValueError(f"context_fn must return arrays with a leading axis of {self.num_envs} environments; "
-                             f"got {_shapes(ctx)}")
         out = self.composer(ctx, terminated=terminations, truncated=truncations)
         total = np.array(out.total, dtype=np.float64)
         if total.shape != (self.num_envs,):
@@ -258,8 +265,24 @@ def _merge_final_info(info: Mapping[str, Any], final: Mapping[str, Any], ending:
     return merged
 
 
+def _checked_context(ctx: Any) -> Mapping[str, Any]:
+    """``context_fn``'s result must be a mapping of signal names to values; anything else is a clear error."""
+    if isinstance(ctx, Mapping):
+        return ctx
+    got = "None (did context_fn forget to return?)" if ctx is None else f"a {type(ctx).__name__}"
+    raise TypeError(f"context_fn must return a mapping of signal names to values (a dict such as "
+                    f"{{'latency': ...}}), got {got}")
+
+
 def _shapes(ctx: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}: {np.shape(v)}" for k, v in ctx.items()) or "an empty context"
+    return ", ".join(f"{k}: shape {_shape(v)}" for k, v in ctx.items()) or "an empty context"
+
+
+def _shape(value: Any) -> str:
+    try:
+        return str(tuple(np.shape(value)))
+    except (ValueError, TypeError):
+        return f"unreadable ({type(value).__name__})"
 
 
 def _zero_where(values: Any, mask: np.ndarray) -> np.ndarray:

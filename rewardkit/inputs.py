@@ -38,6 +38,25 @@ class InputChecks:
     """The composer's context reading and checking (a mixin of ``RewardComposer``)."""
 
     # ---- input checks -----------------------------------------------------------------------
+    def batch_size(self, ctx: Mapping[str, Any]) -> int | None:
+        """The number of environments ``ctx`` holds (its inputs' leading axis), ``None`` for one.
+
+        Reads shapes only: nothing is evaluated and no state changes, so wrappers can check a
+        context before the call. Values whose shape cannot be read (ragged lists) are left to
+        the call's own checks.
+        """
+        if not isinstance(ctx, Mapping):
+            raise InvalidInputError(f"expected a context mapping signal names to values, got {type(ctx).__name__}")
+        for key, nd, _, _ in self._slot_info:
+            if key in ctx:
+                try:
+                    shape = np.shape(ctx[key])
+                except (ValueError, TypeError):
+                    continue
+                if len(shape) == nd + 1:
+                    return int(shape[0])
+        return None
+
     def _read_by(self, key: str) -> str:
         return ", ".join(sorted({name for name, _, _, _ in self._readers.get(key, [])}))
 
