@@ -15,10 +15,40 @@ from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 
-from .errors import ConfigError
+from .errors import ConfigError, RewardKitError
 from .params import Param, describe, validate_params
 
 Array = np.ndarray
+
+
+class ComponentOutputError(RewardKitError, ValueError):
+    """A component returned something other than one finite float per environment; names the term."""
+
+
+def checked_output(value: Any, n_envs: int, term: str, finite: bool = True) -> Array:
+    """A component's batched result as a float64 array of shape ``(n_envs,)``.
+
+    Raises :class:`ComponentOutputError` naming ``term`` when the shape is wrong, the values are
+    not real numbers, or (with ``finite``) any is NaN or infinite.
+    """
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ComponentOutputError(f"{term}: compute returned {type(value).__name__} {describe(value)}, expected "
+                                   f"an array of {n_envs} floats (one per environment)") from None
+    if arr.shape != (n_envs,):
+        raise ComponentOutputError(f"{term}: compute returned shape {arr.shape} for {n_envs} environment(s), "
+                                   f"expected ({n_envs},): one raw value per environment")
+    if finite and not np.isfinite(arr).all():
+        bad = int(np.flatnonzero(~np.isfinite(arr))[0])
+        raise ComponentOutputError(f"{term}: compute returned a non-finite value ({arr[bad]}) for environment "
+                                   f"{bad} from finite inputs")
+    return arr
+
+
+def check_scalar_output(value: float, term: str) -> None:
+    """Raise :class:`ComponentOutputError` naming ``term`` for a non-finite one-environment result."""
+    raise ComponentOutputError(f"{term}: the component returned {value} from finite inputs")
 
 
 class BaseReward:
@@ -84,11 +114,13 @@ class BaseReward:
         """
         names = list(self.input_keys)
         compute = self.compute
+        term = self.name
 
         def one_env(*args: Any) -> float:
             *values, terminated, truncated = args
             x = {n: np.asarray(v, dtype=np.float64)[None] for n, v in zip(names, values, strict=True) if v is not None}
-            return float(compute(x, np.array([terminated]), np.array([truncated]))[0])
+            out = checked_output(compute(x, np.array([terminated]), np.array([truncated])), 1, term, finite=False)
+            return float(out[0])
 
         return one_env
 

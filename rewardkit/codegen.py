@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from .base import BaseReward, check_scalar_output, checked_output
 from .config import GroupNode, TermNode
 from .inputs import MAX_STEP, _ABSENT, Array, _check_step, _NotScalar, _plain_floats, _returned_float, _scalar_flag
 from .outputs import RewardOutput
@@ -28,6 +29,11 @@ from .outputs import RewardOutput
 _RESERVED = frozenset({"ctx", "step", "terminated", "truncated", "done", "total", "out", "_self"})
 _code_ids = itertools.count(1)
 
+
+
+def _built_in(component: BaseReward) -> bool:
+    """Components shipped with rewardkit are tested to return one finite float per environment."""
+    return type(component).__module__.startswith("rewardkit.components.")
 
 
 class CodeEmitter:
@@ -71,7 +77,8 @@ class CodeEmitter:
                                "_number": self._scalar_number, "_vector_input": self._scalar_vector,
                                "_check_step": _check_step, "_plain_floats": _plain_floats,
                                "_MAX_STEP": MAX_STEP, "_flag": _scalar_flag,
-                               "_returned": _returned_float, "_ABSENT": _ABSENT, "_new": object.__new__,
+                               "_returned": _returned_float, "_bad_output": check_scalar_output, "_ABSENT": _ABSENT,
+                               "_new": object.__new__,
                                "_RO": RewardOutput, "_names": self._names, "_self": self}
         namer.used.update(env)
         lines = ["def reward_single_env(ctx, step, terminated, truncated):",
@@ -203,6 +210,8 @@ class CodeEmitter:
             env[fn] = comp.scalar_fn()
             lines.append(f"{indent}{raw} = {fn}({', '.join(args + ['terminated', 'truncated'])})")
             lines.append(f"{indent}if {raw}.__class__ is not float: {raw} = _returned({raw}, {node.name!r})")
+            if not self.allow_nonfinite:  # components are trusted to keep finite inputs finite only when built in
+                lines.append(f"{indent}if not _isfinite({raw}): _bad_output({raw}, {node.name!r})")
         return raw
 
     def _emit_weights(self, lines: list[str], env: dict[str, Any], namer: "_Namer") -> dict[str, str]:
@@ -274,7 +283,8 @@ class CodeEmitter:
     def _compile_vector(self, filename: str) -> Any:
         namer = self._new_namer()
         v = self._vars
-        env: dict[str, Any] = {"_self": self, "_arr": np.asarray, "_f64": np.float64}
+        env: dict[str, Any] = {"_self": self, "_arr": np.asarray, "_f64": np.float64,
+                               "_checked_output": checked_output}
         namer.used.update(env)
         params = [v["ctx:" + key] for key, *_ in self._slot_info]
         lines = [f"def reward_batched({', '.join(params + ['step', 'terminated', 'truncated', 'done'])}):"]
@@ -297,7 +307,12 @@ class CodeEmitter:
                 else:
                     x = "{" + ", ".join(f"{local!r}: {var}" for local, var in pairs) + "}"
                 raw = raw_of[node.name] = v[node.name + "_raw"]
-                lines.append(f"    {raw} = _arr({fn}({x}, terminated, truncated), _f64)")  # third-party may return lists
+                call = f"{fn}({x}, terminated, truncated)"
+                if _built_in(comp):
+                    lines.append(f"    {raw} = _arr({call}, _f64)")
+                else:  # third-party components: shape, type and finiteness checked, the term named
+                    finite = not self.allow_nonfinite
+                    lines.append(f"    {raw} = _checked_output({call}, len(done), {node.name!r}, {finite})")
         lines.append("    # ---- normalizers, transforms, weighted sums")
         flat = self._emit_combine(lines, env, namer, raw_of, weight_of, "__call__")
         lines.append(f"    return total, [{', '.join(flat)}]")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import weakref
 from contextlib import contextmanager
 from pathlib import Path
@@ -86,7 +87,14 @@ class RewardComposer(CodeEmitter, InputChecks):
     # ---- construction ----------------------------------------------------------------------
     @classmethod
     def from_yaml(cls, path: str | Path, **kwargs: Any) -> "RewardComposer":
-        """Load, validate and build a composer from a YAML file."""
+        """Load, validate and build a composer from a YAML file.
+
+        ``path`` is a ``str`` or ``os.PathLike``; anything else (an int would be read by ``open`` as
+        a file descriptor, ``0`` being standard input) is refused with a ``TypeError``.
+        """
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"from_yaml: expected a file path (str or pathlib.Path), got {type(path).__name__} "
+                            f"{describe(path)}; use from_dict for a mapping")
         source = str(path)
         return cls(parse_config(load_yaml(path), source=source), source=source, **kwargs)
 
