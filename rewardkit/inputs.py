@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from .backend import check_one_library, library_of
 from .errors import ConfigError, InvalidInputError, MissingInputError, NonFiniteInputError
 from .params import describe
 
@@ -80,6 +81,8 @@ class InputChecks:
                 raise self._bad_input(key, value, "a number within the float64 range") from None
         if isinstance(value, (list, tuple)):
             raise _NotScalar
+        if library_of(value) not in (None, "numpy"):
+            raise _NotScalar  # another library's array: the batched path names it (and a mixed context)
         if isinstance(value, np.ndarray):
             if value.dtype.kind not in "fiu":
                 raise self._bad_input(key, value, f"an array of real numbers, not of dtype {value.dtype}")
@@ -174,6 +177,12 @@ class InputChecks:
         batch size (``None`` when no input has an environment axis: one environment)."""
         inputs: list[Array | None] = []
         batch: int | None = None
+        library = check_one_library(ctx, self._readers)
+        if library not in (None, "numpy"):
+            key = next(k for k in self._readers if k in ctx and library_of(ctx[k]) == library)
+            raise InvalidInputError(
+                f"context key {key!r} (read by {self._read_by(key)}) is a {library} array; the batched path "
+                f"computes in NumPy only so far: pass NumPy arrays (for example tensor.cpu().numpy())")
         for key, nd, optional, (name, local, _, _) in self._slot_info:
             if key not in ctx:
                 if not optional:
