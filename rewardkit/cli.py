@@ -317,7 +317,11 @@ def add_optimize_parser(sub: Any) -> None:
                    help="default: the study's stored sampler, else tpe")
     p.add_argument("--pruner", choices=("none", "median", "halving", "hyperband", "wilcoxon"), default=None,
                    help="default: the study's stored pruner, else none")
-    p.add_argument("--seed", type=int, default=None, metavar="S", help="sampler seed (stored with the study)")
+    p.add_argument("--seed", type=_non_negative, default=None, metavar="S",
+                   help="sampler seed, an integer >= 0 (stored with the study; trial n draws from (S, n), so "
+                        "workers and later runs never replay a draw)")
+    p.add_argument("--trial-timeout", type=_positive_seconds, default=None, metavar="SECONDS",
+                   help="stop a trial (or a noise, validation or report run) after SECONDS and record it as failed")
     p.add_argument("--enqueue", nargs="+", default=None, metavar="CONFIG.yaml",
                    help="seed the study with known reward configs (each once)")
     p.add_argument("--validate", type=_non_negative, default=3, metavar="K",
@@ -451,6 +455,17 @@ def _non_negative(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    """An argparse type: a positive finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
     return value
 
 

@@ -56,7 +56,8 @@ def run_optimize(args: argparse.Namespace) -> int:
         args.base, args.search_space, objective, study_name=args.study, storage=args.storage,
         sampler=args.sampler or default.sampler,
         pruner=args.pruner or (default.pruner if stored else "none"),
-        directions=directions, seed=args.seed if args.seed is not None else default.seed, n_seeds=n_seeds)
+        directions=directions, seed=args.seed if args.seed is not None else default.seed, n_seeds=n_seeds,
+        trial_timeout=getattr(args, "trial_timeout", None))
     validating = args.validate > 0 and len(opt.settings.directions) == 1
     for path in args.enqueue or []:
         params = opt.enqueue(path)

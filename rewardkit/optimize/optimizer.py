@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
+import signal
 import sys
 import time
 import warnings
@@ -25,12 +27,14 @@ from typing import Any, Callable, Mapping, Sequence
 import optuna
 import yaml
 from tqdm import tqdm
+from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
 from ..composer import RewardComposer
 from ..config import load_yaml
-from ..errors import ConfigError
-from .recovery import TrialHeartbeat, recover_stale_trials
+from ..errors import ConfigError, RewardKitError
+from .limits import TrialTimeout, check_timeout, objective_failure, time_limit
+from .recovery import LOST_ATTR, TrialHeartbeat, enqueue_retry, recover_stale_trials
 from .search_space import SearchSpace
 from .storage import GRACE_PERIOD, HEARTBEAT_INTERVAL, parse_storage, open_storage
 from .strategies import STUDY_ATTR, StudySettings, make_pruner, make_sampler
@@ -46,14 +50,31 @@ ERROR_ATTR = "rewardkit.error"
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
+EXIT_INTERRUPTED = 130
+
+
 class OverBudget(Exception):
     """A trial started by a concurrent worker after the study's total was already reached."""
 
 
+class WorkerError(RewardKitError):
+    """A ``--workers`` process failed; the study is saved and the next run goes on."""
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 def counted_trials(study: optuna.Study, states: Sequence[TrialState] = FINISHED) -> list[FrozenTrial]:
-    """Trials in ``states``, without those failed at once for starting past the budget."""
-    return [t for t in study.get_trials(deepcopy=False, states=tuple(states))
-            if not t.system_attrs.get(OVER_BUDGET_ATTR)]
+    """Trials in ``states`` that count toward the budget: not those failed at once for starting
+    past it, nor those whose worker was lost (killed or interrupted), whose retry counts instead."""
+    trials = study.get_trials(deepcopy=False)
+    retried = {t.system_attrs.get("failed_trial") for t in trials}
+    return [t for t in trials if t.state in states and not t.system_attrs.get(OVER_BUDGET_ATTR)
+            and not (t.state == TrialState.FAIL and (t.system_attrs.get(LOST_ATTR) or t.number in retried))]
 
 
 def load_base_config(base: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
@@ -72,17 +93,20 @@ class BayesianRewardOptimizer:
     :class:`SearchSpace`. ``storage``: a URL with a scheme (RDB) or a journal file path; default
     ``<study_name>.journal``. ``sampler``: tpe, gp, random or nsga2. ``pruner``: None, median,
     hyperband or wilcoxon (single objective only). ``n_seeds`` evaluation seeds per trial, shared
-    by all trials (paired).
+    by all trials (paired). ``trial_timeout``: seconds after which a run of the objective is
+    stopped and failed (None: no limit).
     """
 
     heartbeat_interval: float = HEARTBEAT_INTERVAL
     grace_period: float = GRACE_PERIOD
     show_progress: bool = True
+    trial_timeout: float | None = None
+    """Seconds after which a trial (and each noise, validation or report run) is stopped and failed."""
 
     def __init__(self, base_config: str | Path | Mapping[str, Any], search_space: str | Path | Mapping | SearchSpace,
                  objective: Objective, *, study_name: str, storage: str | None = None, sampler: str = "tpe",
                  pruner: str | None = None, directions: Sequence[str] = ("minimize",), seed: int | None = None,
-                 n_seeds: int = 1) -> None:
+                 n_seeds: int = 1, trial_timeout: float | None = None) -> None:
         if not callable(objective):
             raise TypeError(f"objective must be callable as objective(config, trial), got {objective!r}")
         if not isinstance(study_name, str) or not study_name:
@@ -108,6 +132,8 @@ class BayesianRewardOptimizer:
         self.storage_spec = parse_storage(storage, study_name)
         self.study_dir = self.storage_spec.artifacts_root() / study_name
         self.seeds = tuning_seeds(n_seeds, seed)
+        if trial_timeout is not None:
+            self.trial_timeout = check_timeout(trial_timeout, "trial_timeout")
         self.study = self._open_study(worker=0)
 
     # ---- the study -----------------------------------------------------------------------------
@@ -163,88 +189,177 @@ class BayesianRewardOptimizer:
         """Finished trials (complete, pruned, failed) that count toward ``n_trials``."""
         return len(counted_trials(self.study))
 
-    def optimize(self, n_trials: int | None = None, timeout: float | None = None, n_workers: int = 1) -> optuna.Study:
+    def optimize(self, n_trials: int | None = None, timeout: float | None = None, n_workers: int = 1,
+                 trial_timeout: float | None = None) -> optuna.Study:
         """Run trials until the study has ``n_trials`` finished ones (its total, not this call's),
-        or ``timeout`` seconds pass; ``n_workers`` processes share the study through its storage."""
+        or ``timeout`` seconds pass; ``n_workers`` processes share the study through its storage.
+        ``trial_timeout`` (seconds, default :attr:`trial_timeout`) stops a trial that runs longer
+        and records it as failed."""
         if n_trials is not None and (isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 0):
             raise ConfigError(f"expected a non-negative integer, got {n_trials!r}", path="n_trials")
         if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
             raise ConfigError(f"expected a positive number of seconds, got {timeout!r}", path="timeout")
         if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
             raise ConfigError(f"expected a positive integer, got {n_workers!r}", path="workers")
+        if trial_timeout is not None:
+            self.trial_timeout = check_timeout(trial_timeout, "trial_timeout")
         progress = _Progress(n_trials, enabled=self.show_progress)
         try:
             if n_workers == 1:
-                self._work(0, n_trials, timeout, progress)
+                self._work(n_trials, timeout, progress)
             else:
                 self._work_in_processes(n_workers, n_trials, timeout, progress)
         finally:
+            recover_stale_trials(self.study, self.grace_period)
             progress.close(self.study)
         return self.study
 
     def _work_in_processes(self, n_workers: int, n_trials: int | None, timeout: float | None,
                            progress: "_Progress") -> None:
+        """Run ``n_workers`` processes; one killed by a signal is replaced (its trial is retried)."""
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
         ctx = multiprocessing.get_context(method)
-        procs = [ctx.Process(target=self._worker_main, args=(k, n_trials, timeout), name=f"rewardkit-worker-{k}")
-                 for k in range(n_workers)]
-        for p in procs:
-            p.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
+
+        def start(k: int) -> Any:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+            proc = ctx.Process(target=self._worker_main, args=(k, n_trials, left), name=f"rewardkit-worker-{k}")
+            proc.start()
+            return proc
+
+        procs = {k: start(k) for k in range(n_workers)}
+        replaced, failed, interrupted = 0, [], False
         try:
-            while any(p.is_alive() for p in procs):
+            while procs:
+                for k, proc in list(procs.items()):
+                    if proc.is_alive():
+                        continue
+                    proc.join()
+                    del procs[k]
+                    code = proc.exitcode
+                    if code == 0:
+                        continue
+                    if code == EXIT_INTERRUPTED:
+                        interrupted = True
+                    elif code is not None and code < 0 and replaced < 4 * n_workers:
+                        replaced += 1
+                        print(f"rewardkit optimize: worker {k} (pid {proc.pid}) was killed by {_signal_name(-code)}; "
+                              "its running trial is failed and retried; started another worker", file=sys.stderr)
+                        procs[k] = start(k)
+                    else:
+                        failed.append(f"worker {k} (pid {proc.pid}) "
+                                      + (f"killed by {_signal_name(-code)}" if code and code < 0 else f"exit code {code}"))
                 progress.update(self.study)
-                time.sleep(0.5)
-        finally:
-            for p in procs:
-                p.join()
-        bad = [p.exitcode for p in procs if p.exitcode != 0]
-        if bad:
-            raise RuntimeError(f"{len(bad)} of {n_workers} worker processes exited with codes {bad}; "
-                               "their running trials are retried by the next run")
+                time.sleep(0.2)
+        except KeyboardInterrupt:
+            for proc in procs.values():  # each fails its running trial and enqueues its retry
+                if proc.is_alive():
+                    os.kill(proc.pid, signal.SIGINT)
+            for proc in procs.values():
+                proc.join(30)
+                if proc.is_alive():
+                    proc.kill()
+                    proc.join()
+            raise
+        if interrupted:
+            raise KeyboardInterrupt
+        if failed:
+            raise WorkerError(f"{len(failed)} of {n_workers} worker processes failed ({'; '.join(failed)}; "
+                              "their errors are above); the study is saved and the next run retries their trials")
 
     def _worker_main(self, worker: int, n_trials: int | None, timeout: float | None) -> None:
-        self.study = self._open_study(worker)
-        self._work(worker, n_trials, timeout, _Progress(n_trials, enabled=False))
+        """A ``--workers`` process: its errors are one line on stderr and an exit code, never a traceback."""
+        try:
+            self.study = self._open_study(worker)
+            self._work(n_trials, timeout, _Progress(n_trials, enabled=False))
+        except KeyboardInterrupt:
+            sys.exit(EXIT_INTERRUPTED)
+        except Exception as exc:  # noqa: BLE001 - reported in one line; the parent says which worker
+            print(f"error: worker {worker}: {exc if isinstance(exc, RewardKitError) else objective_failure(exc)}",
+                  file=sys.stderr)
+            sys.exit(1)
 
-    def _work(self, worker: int, n_trials: int | None, timeout: float | None, progress: "_Progress") -> None:
+    def _work(self, n_trials: int | None, timeout: float | None, progress: "_Progress") -> None:
         study = self.study
         start = time.monotonic()
         while True:
             recover_stale_trials(study, self.grace_period)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                optuna.storages.fail_stale_trials(study)  # RDB storages' own heartbeats
             if timeout is not None and time.monotonic() - start >= timeout:
                 return
             if n_trials is not None and len(counted_trials(study, FINISHED + (TrialState.RUNNING,))) >= n_trials:
                 return
-            study.optimize(lambda trial: self._run_trial(trial, n_trials), n_trials=1, catch=(Exception,),
-                           callbacks=[self._after_trial, lambda s, t: progress.update(s)])
+            frozen = self._one_trial(study, n_trials)
+            if frozen is not None:
+                self._after_trial(study, frozen)
+            progress.update(study)
 
-    def _run_trial(self, trial: optuna.Trial, n_trials: int | None) -> Any:
+    def _one_trial(self, study: optuna.Study, n_trials: int | None) -> FrozenTrial | None:
+        """Ask, run and tell one trial. What user code raises fails the trial (``SystemExit`` and a
+        timeout too); ``KeyboardInterrupt`` fails it, enqueues its retry and stops the study."""
+        trial = study.ask()
         if n_trials is not None:
-            ahead = [t for t in counted_trials(trial.study, FINISHED + (TrialState.RUNNING,)) if t.number < trial.number]
+            ahead = [t for t in counted_trials(study, FINISHED + (TrialState.RUNNING,)) if t.number < trial.number]
             if len(ahead) >= n_trials:
-                trial.storage.set_trial_system_attr(trial._trial_id, OVER_BUDGET_ATTR, True)
-                raise OverBudget(f"trial {trial.number} started after the study reached {n_trials} trials")
+                study._storage.set_trial_system_attr(trial._trial_id, OVER_BUDGET_ATTR, True)
+                study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+                return None
+        values: Any = None
+        interrupted: KeyboardInterrupt | None = None
         with TrialHeartbeat(trial, self.heartbeat_interval):
-            config = self.space.sample(self.base_config, trial)
-            folder = self.trial_dir(trial.number)
-            folder.mkdir(parents=True, exist_ok=True)
-            write_reward_yaml(folder / "reward.yaml", config,
-                              f"study {self.study_name}, trial {trial.number}: {self.base_source or 'base'} "
-                              "with the sampled values")
-            trial.set_user_attr(TRIAL_DIR_ATTR, str(folder))
-            trial.set_user_attr(SEEDS_ATTR, self.seeds)
-            trial.set_user_attr(PHASE_ATTR, "tune")
-            trial.set_user_attr(PRUNER_ATTR, self.settings.pruner)
-            trial.set_user_attr(REPEAT_ATTR, 0)
-            trial.set_user_attr(TRAINING_ATTR, self.space.training_values(trial.params))
             try:
-                RewardComposer.from_dict(config, source=str(folder / "reward.yaml"))
-                return check_values(self.objective(config, trial), len(self.settings.directions))
+                values = self._run_trial(trial)
+                state = TrialState.COMPLETE
             except optuna.TrialPruned:
-                raise
-            except Exception as exc:  # kept with the trial: the study goes on with the next one
-                trial.set_user_attr(ERROR_ATTR, f"{type(exc).__name__}: {exc}"[:2000])
-                raise
+                state = TrialState.PRUNED
+            except KeyboardInterrupt as exc:
+                state, interrupted = TrialState.FAIL, exc
+                self._record_error(trial, "KeyboardInterrupt: the study was interrupted; this trial is retried")
+                self._record_system(trial, LOST_ATTR, True)
+            except (Exception, SystemExit, TrialTimeout) as exc:  # kept with the trial; the study goes on
+                state = TrialState.FAIL
+                self._record_error(trial, objective_failure(exc))
+        frozen = study.tell(trial, values, state=state, skip_if_finished=True)
+        if interrupted is not None:
+            if frozen.state == TrialState.FAIL:
+                enqueue_retry(study, trial._trial_id)
+            raise interrupted
+        return study._storage.get_trial(trial._trial_id)
+
+    @staticmethod
+    def _record_error(trial: optuna.Trial, text: str) -> None:
+        try:
+            trial.set_user_attr(ERROR_ATTR, text[:2000])
+        except UpdateFinishedTrialError:  # another worker failed it meanwhile (it also enqueued its retry)
+            pass
+
+    @staticmethod
+    def _record_system(trial: optuna.Trial, key: str, value: Any) -> None:
+        try:
+            trial.storage.set_trial_system_attr(trial._trial_id, key, value)
+        except UpdateFinishedTrialError:
+            pass
+
+    def _run_trial(self, trial: optuna.Trial) -> Any:
+        """Sample the trial's config, keep its files and run the objective (within the trial timeout)."""
+        config = self.space.sample(self.base_config, trial)
+        folder = self.trial_dir(trial.number)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_reward_yaml(folder / "reward.yaml", config,
+                          f"study {self.study_name}, trial {trial.number}: {self.base_source or 'base'} "
+                          "with the sampled values")
+        trial.set_user_attr(TRIAL_DIR_ATTR, str(folder))
+        trial.set_user_attr(SEEDS_ATTR, self.seeds)
+        trial.set_user_attr(PHASE_ATTR, "tune")
+        trial.set_user_attr(PRUNER_ATTR, self.settings.pruner)
+        trial.set_user_attr(REPEAT_ATTR, 0)
+        trial.set_user_attr(TRAINING_ATTR, self.space.training_values(trial.params))
+        RewardComposer.from_dict(config, source=str(folder / "reward.yaml"))
+        with time_limit(self.trial_timeout):
+            result = self.objective(config, trial)
+        return check_values(result, len(self.settings.directions))
 
     def _after_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
         if trial.system_attrs.get(OVER_BUDGET_ATTR):

@@ -1,10 +1,12 @@
 """Killed workers lose nothing: their running trials are failed and retried with the same params.
 
-Every running trial carries ``rewardkit.worker`` (host, pid, process start time, the trial's
-number) and a ``rewardkit.heartbeat`` time that a thread refreshes while the objective runs. A
-RUNNING trial is stale when its worker ran on this host and that process is gone (seen at once,
-e.g. after SIGKILL), or when its heartbeat is older than the grace period (a worker on another
-machine sharing a journal file on a network disk). :func:`recover_stale_trials` fails each stale
+Every running trial carries ``rewardkit.worker`` (host, machine, pid, process start time, the
+trial's number) and a ``rewardkit.heartbeat`` time that a thread refreshes while the objective
+runs. The machine is the host name, the kernel's boot id and the PID namespace: two containers (or
+two computers) with one host name are different machines, and a process id means something only
+on its own machine. A RUNNING trial is stale when its worker ran on this machine and that process
+is gone (seen at once, e.g. after SIGKILL), or when its heartbeat is older than the grace period
+(a worker elsewhere sharing the storage). :func:`recover_stale_trials` fails each stale
 trial and enqueues a copy with the same parameters (Optuna's ``RetryHeartbeatStaleTrialCallback``,
 which also records ``failed_trial``/``retry_history``). It runs before every trial on every
 storage; RDB storages also have Optuna's own heartbeats, which do the same for them.
@@ -54,10 +56,28 @@ def _alive(pid: int, start: str | None) -> bool:
     return True
 
 
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def machine_id() -> str:
+    """Where a process id is meaningful: host name, boot id and PID namespace (Linux)."""
+    try:
+        pid_ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        pid_ns = ""
+    return f"{socket.gethostname()}|{_read('/proc/sys/kernel/random/boot_id')}|{pid_ns}"
+
+
 def worker_identity(trial_number: int) -> dict[str, Any]:
     """What identifies the process running ``trial_number``."""
     pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "start": _process_start(pid), "trial": trial_number}
+    return {"host": socket.gethostname(), "machine": machine_id(), "pid": pid, "start": _process_start(pid),
+            "trial": trial_number}
 
 
 class TrialHeartbeat:
@@ -74,6 +94,7 @@ class TrialHeartbeat:
         trial_id = self.trial._trial_id
         storage.set_trial_system_attr(trial_id, WORKER_ATTR, worker_identity(self.trial.number))
         storage.set_trial_system_attr(trial_id, HEARTBEAT_ATTR, time.time())
+        self._beat_rdb(storage, trial_id)
         self._thread = threading.Thread(target=self._beat, args=(storage, trial_id), daemon=True,
                                         name=f"rewardkit-heartbeat-{self.trial.number}")
         self._thread.start()
@@ -83,8 +104,18 @@ class TrialHeartbeat:
         while not self._stop.wait(self.interval):
             try:
                 storage.set_trial_system_attr(trial_id, HEARTBEAT_ATTR, time.time())
+                self._beat_rdb(storage, trial_id)
             except (UpdateFinishedTrialError, RuntimeError):
                 return
+            except Exception:  # noqa: BLE001 - a storage hiccup must not kill the trial; the next beat retries
+                continue
+
+    @staticmethod
+    def _beat_rdb(storage: Any, trial_id: int) -> None:
+        """Optuna's own heartbeat too, on storages that have one (RDB)."""
+        interval = getattr(storage, "get_heartbeat_interval", None)
+        if callable(interval) and interval() is not None:
+            storage.record_heartbeat(trial_id)
 
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
@@ -103,7 +134,7 @@ def is_stale(trial: FrozenTrial, grace_period: float, now: float | None = None) 
         # give its worker the grace period to mark it
         started = trial.datetime_start.timestamp() if trial.datetime_start else now
         return now - started > grace_period
-    if worker.get("host") == socket.gethostname():
+    if worker.get("machine") == machine_id():
         return not _alive(int(worker["pid"]), worker.get("start"))
     beat = trial.system_attrs.get(HEARTBEAT_ATTR)
     return not isinstance(beat, (int, float)) or now - beat > grace_period
@@ -112,9 +143,6 @@ def is_stale(trial: FrozenTrial, grace_period: float, now: float | None = None) 
 def recover_stale_trials(study: optuna.Study, grace_period: float) -> list[int]:
     """Fail every stale RUNNING trial of ``study`` and enqueue a retry; return their numbers."""
     storage = study._storage
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        retry = RetryHeartbeatStaleTrialCallback()
     recovered = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if not is_stale(trial, grace_period):
@@ -125,11 +153,19 @@ def recover_stale_trials(study: optuna.Study, grace_period: float) -> list[int]:
                 continue
         except UpdateFinishedTrialError:  # another worker (or Optuna's heartbeat) got there first
             continue
-        failed = storage.get_trial(trial._trial_id)
-        clean = {k: v for k, v in failed.system_attrs.items() if k not in (WORKER_ATTR, HEARTBEAT_ATTR, LOST_ATTR)}
-        retry(study, _with_system_attrs(failed, clean))
+        enqueue_retry(study, trial._trial_id)
         recovered.append(trial.number)
     return recovered
+
+
+def enqueue_retry(study: optuna.Study, trial_id: int) -> None:
+    """Enqueue a retry of the failed trial ``trial_id`` with its parameters (``failed_trial`` on the retry)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        retry = RetryHeartbeatStaleTrialCallback()
+    failed = study._storage.get_trial(trial_id)
+    clean = {k: v for k, v in failed.system_attrs.items() if k not in (WORKER_ATTR, HEARTBEAT_ATTR, LOST_ATTR)}
+    retry(study, _with_system_attrs(failed, clean))
 
 
 def _with_system_attrs(trial: FrozenTrial, system_attrs: dict[str, Any]) -> FrozenTrial:

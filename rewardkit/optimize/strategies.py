@@ -10,10 +10,13 @@ with more than one direction is refused with a :class:`ConfigError` (use ``prune
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
+import numpy as np
 import optuna
+from optuna.trial import FrozenTrial, TrialState
 
 from ..errors import ConfigError
 
@@ -45,8 +48,9 @@ class StudySettings:
                 f"a pruner ({self.pruner}) needs a single objective: Optuna's pruners raise in "
                 f"multi-objective studies and rewardkit does not guess a rule to combine "
                 f"{len(self.directions)} objectives; use pruner none (--pruner none)", path="pruner")
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
-            raise ConfigError(f"expected an integer or null, got {self.seed!r}", path="seed")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)
+                                      or not 0 <= self.seed < 2**63):
+            raise ConfigError(f"expected an integer from 0 to 2**63 - 1 or null, got {self.seed!r}", path="seed")
         if isinstance(self.n_seeds, bool) or not isinstance(self.n_seeds, int) or self.n_seeds < 1:
             raise ConfigError(f"expected a positive integer, got {self.n_seeds!r}", path="n_seeds")
 
@@ -66,19 +70,70 @@ class StudySettings:
         return [f"{k}: {mine[k]!r} (stored) vs {theirs[k]!r} (given)" for k in mine if mine[k] != theirs[k]]
 
 
-def make_sampler(settings: StudySettings, worker: int = 0) -> optuna.samplers.BaseSampler:
-    """The sampler of ``settings``; worker ``k`` seeds with ``seed + k`` so workers differ."""
-    seed = None if settings.seed is None else settings.seed + worker
-    name = settings.sampler
+def trial_seed(study_seed: int, trial_number: int) -> int:
+    """The sampler seed of trial ``trial_number`` in a study seeded with ``study_seed``."""
+    return int(np.random.SeedSequence([study_seed, trial_number]).generate_state(1)[0])
+
+
+def _new_sampler(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
     if name == "tpe":
         # constant_liar: running trials of other workers count as bad guesses, so parallel
         # workers spread out instead of sampling the same point
-        return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
     if name == "gp":
         return optuna.samplers.GPSampler(seed=seed)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     return optuna.samplers.NSGAIISampler(seed=seed)
+
+
+class TrialSeededSampler(optuna.samplers.BaseSampler):
+    """A sampler whose random state for each trial comes from (study seed, trial number).
+
+    One seed for the whole process would make a resumed study, or a second worker, draw the
+    configs the first run already drew. Here trial ``n`` of a study seeded with ``s`` uses a fresh
+    ``inner`` sampler seeded with :func:`trial_seed` ``(s, n)``: a fresh study with the same seed
+    replays the same sequence, while a resumption (later trial numbers) and concurrent workers
+    (other trial numbers) draw new configs. The model-based samplers still learn from every
+    finished trial of the study, which they read from the storage.
+    """
+
+    def __init__(self, name: str, seed: int) -> None:
+        self.name = name
+        self.seed = seed
+        self.inner = _new_sampler(name, seed)
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        self.inner = _new_sampler(self.name, trial_seed(self.seed, trial.number))
+        self.inner.before_trial(study, trial)
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
+        return self.inner.infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, Any]) -> dict[str, Any]:
+        return self.inner.sample_relative(study, trial, search_space)
+
+    def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
+                           param_distribution: Any) -> Any:
+        return self.inner.sample_independent(study, trial, param_name, param_distribution)
+
+    def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState,
+                    values: Sequence[float] | None) -> None:
+        self.inner.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.inner.reseed_rng()
+
+
+def make_sampler(settings: StudySettings, worker: int = 0) -> optuna.samplers.BaseSampler:
+    """The sampler of ``settings``: with a seed, a :class:`TrialSeededSampler` (every process and
+    every run of the study draws per trial number, so ``worker`` no longer matters); without one,
+    Optuna's sampler seeded from the OS."""
+    if settings.seed is None:
+        return _new_sampler(settings.sampler, None)
+    return TrialSeededSampler(settings.sampler, settings.seed)
 
 
 def make_pruner(settings: StudySettings) -> optuna.pruners.BasePruner:

@@ -47,9 +47,10 @@ def test_killed_mid_trial_then_resumed(tmp_path, storage):
     retry = after[3]
     assert retry.system_attrs["failed_trial"] == 2 and retry.params == before[2].params
     assert retry.state == TrialState.COMPLETE
-    # the total budget: 6 finished trials (5 complete, the killed one failed), nothing more
-    assert len(after) == 6 and [t.state for t in after].count(TrialState.COMPLETE) == 5
-    assert [c["trial"] for c in calls(folder)] == [0, 1, 2, 3, 4, 5]
+    # the budget counts finished trials: the killed one does not count, its retry does, so 6
+    # complete trials run (7 in the study with the killed one), nothing more
+    assert len(after) == 7 and [t.state for t in after].count(TrialState.COMPLETE) == 6
+    assert [c["trial"] for c in calls(folder)] == [0, 1, 2, 3, 4, 5, 6]
     assert calls(folder)[3]["params"] == calls(folder)[2]["params"]
 
 
