@@ -20,9 +20,12 @@ exported config and of the base) evaluated on the report seeds (``--report-seeds
 101-105 and 301-320, never used by the search or validation), with round_robin and adaptive for
 reference; a paired interval of the exported config's TTFT p99 change against the base; the
 compute per phase and what pruning and fidelity saved against every trial at full budget with
-every repeat. Every trial trains with configs/tune/ppo_tune_slowdowns.yaml (8 PPO updates of 2,000
-decisions after cloning least_prefill), evaluated at updates 4 and 8: successive halving prunes at
-half budget (at update 2 every policy is still near its warm start). The study resumes when re-run.
+every repeat (the longest budget). Fidelity has three rungs: every search trial trains with
+configs/tune/ppo_tune_slowdowns.yaml (8 PPO updates of 2,000 decisions after cloning least_prefill),
+evaluated at updates 4 and 8, and successive halving stops the worse half at update 4 (at update 2
+every policy is still near its warm start); only the base (the noise) and the ``--validate``
+finalists train ``--validate-updates`` updates (default 24), ``--repeats`` times each, and the verdict
+and the report are judged on those policies. The study resumes when re-run.
 
 Run: ``.venv/bin/python benchmarks/bench_optimize.py --start hybrid [--trials 30] [--out runs/bench_optimize]``
 """
@@ -52,6 +55,7 @@ from schedulers.cli import evaluation_seeds  # noqa: E402
 from schedulers.evaluate.paired import evaluate_policies  # noqa: E402
 from schedulers.rl.ppo_router import PPORouter  # noqa: E402
 from schedulers.routing.router import HeuristicRouter  # noqa: E402
+from schedulers.train.config import load_config  # noqa: E402
 from schedulers.train.trainer import train  # noqa: E402
 from schedulers.tune.vidur_objective import VidurObjective  # noqa: E402
 
@@ -68,10 +72,21 @@ STARTS = {
 def make_optimizer(args: argparse.Namespace) -> BayesianRewardOptimizer:
     base, space, settings = STARTS[args.start]
     objective = VidurObjective(train_config=args.train_config, env_config=args.env, n_seeds=args.tune_seeds,
-                               eval_every=args.eval_every, base_settings=settings)
+                               eval_every=args.eval_every, base_settings=settings,
+                               validate_settings=validation_budget(args.train_config, args.validate_updates))
     return BayesianRewardOptimizer(base, space, objective, study_name=f"bench_{args.start}",
                                    storage=str(args.out / f"bench_{args.start}.journal"), pruner="halving", seed=0,
                                    n_seeds=args.tune_seeds)
+
+
+def validation_budget(train_config: Path, updates: int) -> dict[str, Any]:
+    """Training settings of the noise, validation and reference runs: ``updates`` PPO updates (0: the
+    search's own budget), the entropy bonus annealed over the same span."""
+    if not updates:
+        return {}
+    cfg, _ = load_config(train_config)
+    steps = updates * cfg["ppo"]["n_envs"] * cfg["ppo"]["n_steps"]
+    return {"ppo.total_timesteps": steps, "entropy.coef.steps": steps}
 
 
 def validation_policies(opt: BayesianRewardOptimizer, validation: Validation, key: str) -> list[Path]:
@@ -86,7 +101,7 @@ def _train_reference(job: tuple[VidurObjective, int, Path]) -> Path:
 
     torch.set_num_threads(1)
     objective, repeat, out = job
-    cfg = objective.training_config(REQUEST_TTFT, {}, repeat)
+    cfg = objective.training_config(REQUEST_TTFT, {}, repeat, phase="validate")
     return train(cfg, out, resume=True).policy_path
 
 
@@ -157,6 +172,9 @@ def main() -> None:
                         help="PPO updates between the pruner's evaluations (4: prune at half budget; at 2 every "
                              "policy is still near its warm start and the rung would be noise)")
     parser.add_argument("--validate", type=int, default=3, help="top configs re-run on validation seeds")
+    parser.add_argument("--validate-updates", type=int, default=24,
+                        help="PPO updates of the noise, validation and reference runs (the top rung; 0: the "
+                             "search's 8); the verdict is judged on policies trained this long")
     parser.add_argument("--repeats", type=int, default=3, help="runs per config in validation (and the noise)")
     parser.add_argument("--workers", type=int, default=2, help="processes (search workers, validation runs)")
     parser.add_argument("--report-seeds", default="101-105,301-320")

@@ -183,7 +183,7 @@ def measure_noise(opt: "BayesianRewardOptimizer", repeats: int, workers: int = 1
     _check_repeats(repeats, minimum=2)
     done = run_missing(EvaluationStore(opt.study), opt.objective, base_jobs(opt, repeats),
                        len(opt.settings.directions), workers, desc="noise (base repeats)",
-                       show_progress=opt.show_progress)
+                       show_progress=opt.show_progress, timeout=opt.trial_timeout)
     return Noise([done[("base", r)].value for r in range(repeats)], repeats)
 
 
@@ -212,7 +212,7 @@ def validate(opt: "BayesianRewardOptimizer", k: int = 3, repeats: int = 3, worke
     candidates = [Candidate("base", {}, _base_search_value(opt))] + top_candidates(opt, k)
     jobs = [job for cand in candidates for job in _jobs(opt, cand, repeats)]
     done = run_missing(EvaluationStore(opt.study), opt.objective, jobs, 1, workers, desc="validation",
-                       show_progress=opt.show_progress)
+                       show_progress=opt.show_progress, timeout=opt.trial_timeout)
     widths = {len(done[(c.key, r)].per_seed()) for c in candidates for r in range(repeats)}
     if len(widths) != 1:  # an objective that records per-seed values for some runs only: pair on the means
         matrices = {c.key: as_matrix([[done[(c.key, r)].value] for r in range(repeats)]) for c in candidates}
@@ -295,8 +295,8 @@ def compute_table(opt: "BayesianRewardOptimizer", repeats: int, full_cost: float
     if naive > 0:
         unpruned = len(search) * full
         text += (f"\nagainst every one of the {len(search)} search trials at full budget with {repeats} repeats "
-                 f"({naive:.6g}): {1 - total / naive:.0%} saved; pruning ({pruned} trials stopped early) saved "
-                 f"{unpruned - search_total:.6g}, repeats only for the base and the finalists saved "
+                 f"({naive:.6g}): {1 - total / naive:.0%} saved; the search's budget and pruning ({pruned} trials "
+                 f"stopped early) saved {unpruned - search_total:.6g}, repeats only for the base and the finalists saved "
                  f"{naive - unpruned - val_total:.6g}")
     return text
 

@@ -20,7 +20,13 @@ Training settings sampled by the search space's ``training:`` sections (dotted k
 ``ppo.gamma``) are put into the training config; :meth:`VidurObjective.check_training` checks
 them before any trial. Each evaluation records its per-seed values (paired validation) and its
 cost in training decisions (demonstrations plus PPO steps; :attr:`VidurObjective.full_cost` is a
-whole trial's). Evaluations are reported to the pruner at each ``eval_every``-th PPO update, with
+whole evaluation's at the highest fidelity).
+
+Fidelity: the search trains with the training config's budget (short: the cheap rung), while
+``validate_settings`` (dotted keys, e.g. ``{"ppo.total_timesteps": 48000}``) raise the budget of
+the runs that decide the verdict: the noise (the base's repeats) and the finalists' validation.
+Only a handful of configs pay for the long runs, and the verdict is judged on policies trained
+the way a user would train the exported reward. Evaluations are reported to the pruner at each ``eval_every``-th PPO update, with
 the update number as the step (the ``halving`` pruner's rungs are 2, 4, 8 updates).
 
 The ``vidur`` entry point (group ``rewardkit.objectives``) is :data:`objective`, configured by
@@ -28,7 +34,8 @@ environment variables: ``REWARDKIT_VIDUR_TRAIN_CONFIG`` (default ``configs/tune/
 ``REWARDKIT_VIDUR_ENV`` (an env config replacing the training config's), ``REWARDKIT_VIDUR_OBJECTIVES``
 (1 or 2), ``REWARDKIT_VIDUR_SEEDS`` (tuning seeds per trial, default 3) and
 ``REWARDKIT_VIDUR_SETTINGS`` (training settings every run starts from, as JSON with dotted keys,
-e.g. ``{"ppo.gamma": 0.995}`` for a per-step reward).
+e.g. ``{"ppo.gamma": 0.995}`` for a per-step reward) and ``REWARDKIT_VIDUR_VALIDATE_SETTINGS``
+(the same form, applied on top in the noise and validation runs).
 """
 
 from __future__ import annotations
@@ -78,6 +85,8 @@ class VidurObjective:
     quiet: bool = True
     #: training settings (dotted keys) every evaluation starts from; a trial's sampled ones go on top
     base_settings: Mapping[str, Any] = field(default_factory=dict)
+    #: training settings (dotted keys) of the noise and validation runs only, e.g. a longer budget
+    validate_settings: Mapping[str, Any] = field(default_factory=dict)
     _baseline_cache: dict[tuple[str, int], dict[str, float]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -97,12 +106,18 @@ class VidurObjective:
                    env_config=os.environ.get("REWARDKIT_VIDUR_ENV") or None,
                    objectives=int(os.environ.get("REWARDKIT_VIDUR_OBJECTIVES", "1")),
                    n_seeds=int(os.environ.get("REWARDKIT_VIDUR_SEEDS", "3")),
-                   base_settings=_settings_from_json(os.environ.get("REWARDKIT_VIDUR_SETTINGS", "")))
+                   base_settings=_settings_from_json(os.environ.get("REWARDKIT_VIDUR_SETTINGS", ""),
+                                                     "REWARDKIT_VIDUR_SETTINGS"),
+                   validate_settings=_settings_from_json(os.environ.get("REWARDKIT_VIDUR_VALIDATE_SETTINGS", ""),
+                                                         "REWARDKIT_VIDUR_VALIDATE_SETTINGS"))
 
     @property
     def full_cost(self) -> int:
-        """Training decisions of one whole evaluation: demonstrations plus every PPO update."""
-        cfg, _ = load_config(resolve_path(self.train_config))
+        """Training decisions of one whole evaluation at the highest fidelity (validation's when
+        ``validate_settings`` raise it): demonstrations plus every PPO update."""
+        path = resolve_path(self.train_config)
+        cfg, _ = load_config(path)
+        cfg, _ = load_config(self.training_config(resolve_path(cfg["reward"], path), phase="validate"))
         return self._cost(cfg, self._final_step(cfg))
 
     @staticmethod
@@ -120,17 +135,21 @@ class VidurObjective:
         path = resolve_path(self.train_config)
         cfg, _ = load_config(path)
         self.training_config(resolve_path(cfg["reward"], path), settings)
+        if self.validate_settings:
+            self.training_config(resolve_path(cfg["reward"], path), settings, phase="validate")
 
     # ---- pieces ------------------------------------------------------------------------------
     def training_config(self, reward_path: Path, settings: Mapping[str, Any] | None = None,
-                        repeat: int = 0) -> dict[str, Any]:
+                        repeat: int = 0, phase: str = "tune") -> dict[str, Any]:
         """The training config (checked) with ``reward`` set to the trial's file, the sampled training
-        ``settings`` put in, repeat ``repeat``'s seeds and quiet logging."""
+        ``settings`` put in (over ``validate_settings`` in the ``validate`` phase), repeat ``repeat``'s
+        seeds and quiet logging."""
         path = resolve_path(self.train_config)
         cfg, _ = load_config(path)  # errors name the training config file
         raw = load_yaml(path)
         raw["reward"] = str(reward_path)
-        settings = {**self.base_settings, **(settings or {})}
+        fidelity = self.validate_settings if phase == "validate" else {}
+        settings = {**self.base_settings, **fidelity, **(settings or {})}
         for key, value in settings.items():
             _put_dotted(raw, key, value, str(path))
         if repeat:
@@ -209,7 +228,8 @@ class VidurObjective:
         reward_path = folder / "reward.yaml"
         if not reward_path.exists():
             reward_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-        cfg = self.training_config(reward_path.resolve(), trial_training(trial), trial_repeat(trial))
+        cfg = self.training_config(reward_path.resolve(), trial_training(trial), trial_repeat(trial),
+                                   trial_phase(trial))
         env = self.env(cfg)
         seeds = self.env_seeds(cfg, trial)
         train_dir = folder / "train"
@@ -255,18 +275,18 @@ class VidurObjective:
         return metrics["ttft_p99_ratio"]
 
 
-def _settings_from_json(text: str) -> dict[str, Any]:
-    """``REWARDKIT_VIDUR_SETTINGS``: a JSON object of dotted training keys (empty: none)."""
+def _settings_from_json(text: str, variable: str) -> dict[str, Any]:
+    """``variable``'s value: a JSON object of dotted training keys (empty: none)."""
     if not text.strip():
         return {}
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"expected a JSON object such as {{\"ppo.gamma\": 0.995}}, got {text!r} ({exc.msg})",
-                          path="REWARDKIT_VIDUR_SETTINGS") from None
+                          path=variable) from None
     if not isinstance(value, dict) or not all(isinstance(k, str) and k for k in value):
         raise ConfigError(f"expected a JSON object of dotted training keys, got {text!r}",
-                          path="REWARDKIT_VIDUR_SETTINGS")
+                          path=variable)
     return value
 
 

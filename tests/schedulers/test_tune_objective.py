@@ -12,6 +12,7 @@ from rewardkit.optimize import BayesianRewardOptimizer, resolve_objective
 from schedulers.tune.vidur_objective import TUNE_SEED_BASE, VidurObjective
 
 ROOT = Path(__file__).resolve().parents[2]
+REWARD_TTFT = ROOT / "configs" / "rewards" / "vidur_ttft.yaml"
 pytestmark = pytest.mark.vidur
 
 
@@ -97,6 +98,24 @@ def test_repeats_phases_and_training_settings_map_onto_the_training_config(tmp_p
     based = VidurObjective(train_config=objective.train_config, base_settings={"ppo.gamma": 0.995, "ppo.n_epochs": 3})
     cfg = based.training_config(reward, {"ppo.gamma": 0.2})
     assert (cfg["ppo"]["gamma"], cfg["ppo"]["n_epochs"]) == (0.2, 3)
+
+
+def test_validation_runs_train_at_their_own_higher_fidelity(tmp_path):
+    """validate_settings raise the budget of the noise and validation runs only; full_cost is theirs."""
+    from rewardkit.errors import ConfigError
+
+    short = VidurObjective(train_config=tiny_train_config(tmp_path))
+    steps = short.training_config(REWARD_TTFT, {})["ppo"]["total_timesteps"]
+    longer = VidurObjective(train_config=short.train_config, base_settings={"ppo.gamma": 0.9},
+                            validate_settings={"ppo.total_timesteps": 3 * steps, "ppo.gamma": 0.5})
+    tune = longer.training_config(REWARD_TTFT, {}, phase="tune")
+    validate = longer.training_config(REWARD_TTFT, {"ppo.gamma": 0.2}, phase="validate")
+    assert (tune["ppo"]["total_timesteps"], tune["ppo"]["gamma"]) == (steps, 0.9)
+    assert (validate["ppo"]["total_timesteps"], validate["ppo"]["gamma"]) == (3 * steps, 0.2)  # sampled on top
+    assert longer.full_cost - short.full_cost == 2 * steps
+    with pytest.raises(ConfigError, match=r"ppo\.total_timesteps"):
+        VidurObjective(train_config=short.train_config,
+                       validate_settings={"ppo.total_timesteps": -1}).check_training({})
 
 
 def test_settings_come_from_the_environment_as_json(monkeypatch):
