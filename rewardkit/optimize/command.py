@@ -15,8 +15,11 @@ failed). The last line printed starts with ``verdict:``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
+from pathlib import Path
+from typing import Any
 
 import optuna
 
@@ -27,7 +30,7 @@ from .report import run_report
 from .results import PLOTS_SKIPPED, best_table, plotting_available, save_plots
 from .storage import open_storage, parse_storage
 from .strategies import StudySettings, read_settings
-from .trial_context import report_seeds, validation_seeds
+from .trial_context import MAX_SEEDS_PER_PHASE, report_seeds, validation_seeds
 from .validation import compute_table, export, measure_noise, training_path, validate
 
 
@@ -45,13 +48,29 @@ def stored_settings(storage: str | None, study_name: str) -> StudySettings | Non
     return read_settings(study)
 
 
+def objective_attributes(objective: Any, name: str) -> tuple[tuple[str, ...], int]:
+    """The objective's ``directions`` and ``n_seeds`` attributes, checked (located at ``name``)."""
+    directions = getattr(objective, "directions", ("minimize",))
+    if isinstance(directions, (str, bytes)) or not isinstance(directions, (list, tuple)) or not directions \
+            or any(d not in ("minimize", "maximize") for d in directions):
+        raise ConfigError("expected a non-empty list or tuple of 'minimize'/'maximize' (one per value the objective "
+                          f"returns), got {directions!r}", path=f"{name}.directions")
+    n_seeds = getattr(objective, "n_seeds", 1)
+    if isinstance(n_seeds, bool) or not isinstance(n_seeds, int) or not 1 <= n_seeds <= MAX_SEEDS_PER_PHASE:
+        raise ConfigError(f"expected an integer from 1 to {MAX_SEEDS_PER_PHASE} (evaluation seeds per trial), "
+                          f"got {n_seeds!r}", path=f"{name}.n_seeds")
+    return tuple(directions), n_seeds
+
+
 def run_optimize(args: argparse.Namespace) -> int:
     """Run the ``optimize`` subcommand; returns the exit code. The last line printed starts with ``verdict:``."""
+    if args.export_best and (Path(args.export_best).is_dir() or args.export_best.endswith(("/", os.sep))):
+        raise ConfigError(f"expected a file path to write the reward config to, got the folder {args.export_best}",
+                          path="--export-best")
     objective = resolve_objective(args.objective)
     stored = stored_settings(args.storage, args.study)
     default = stored or StudySettings()
-    directions = tuple(getattr(objective, "directions", ("minimize",)))
-    n_seeds = int(getattr(objective, "n_seeds", 1))
+    directions, n_seeds = objective_attributes(objective, args.objective)
     opt = BayesianRewardOptimizer(
         args.base, args.search_space, objective, study_name=args.study, storage=args.storage,
         sampler=args.sampler or default.sampler,
@@ -97,6 +116,9 @@ def run_optimize(args: argparse.Namespace) -> int:
             exported = export(opt, validation, args.export_best) if validation else opt.export_best(args.export_best)
         except ConfigError as exc:
             print(f"error: --export-best: {exc}", file=sys.stderr)
+            return 1
+        except OSError as exc:
+            print(f"error: --export-best: cannot write {args.export_best}: {exc.strerror or exc}", file=sys.stderr)
             return 1
         side = training_path(exported)
         print(f"wrote {exported}" + (f" and {side} (its training settings)" if side.exists() else ""))

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from .trial_context import (COST_ATTR, PHASE_ATTR, REPEAT_ATTR, SEED_VALUES_ATTR, SEEDS_ATTR, TRAINING_ATTR,
                             TRIAL_DIR_ATTR)
+from .limits import EvaluationError, TrialTimeout, objective_failure, time_limit
 from .values import check_values
 
 EVAL_PREFIX = "rewardkit.eval"
@@ -94,8 +95,24 @@ class EvaluationStore:
         self.study.set_user_attr(self.attr(job.phase, job.key, job.repeat), asdict(evaluation))
 
 
-def run_one(objective: Callable[[dict, Any], Any], job: Job, n_directions: int) -> Evaluation:
-    """Run the objective once for ``job`` on a ``FixedTrial`` carrying its seeds, repeat and settings."""
+def describe_job(job: Job) -> str:
+    """``validate run of the base, repeat 1 (seeds 500003-500005)`` for error messages."""
+    what = "the base" if job.key == "base" else f"config {job.key}"
+    seeds = f"{job.seeds[0]}-{job.seeds[-1]}" if len(job.seeds) > 1 else str(job.seeds[0])
+    return f"{job.phase} run of {what}, repeat {job.repeat} (seeds {seeds})"
+
+
+def run_one(objective: Callable[[dict, Any], Any], job: Job, n_directions: int,
+            timeout: float | None = None) -> Evaluation:
+    """Run the objective once for ``job`` on a ``FixedTrial`` carrying its seeds, repeat and settings;
+    what the objective raises (``SystemExit`` and a timeout too) is an :class:`EvaluationError`."""
+    try:
+        return _run_one(objective, job, n_directions, timeout)
+    except (Exception, SystemExit, TrialTimeout) as exc:
+        raise EvaluationError(f"the {describe_job(job)} failed: {objective_failure(exc)}") from None
+
+
+def _run_one(objective: Callable[[dict, Any], Any], job: Job, n_directions: int, timeout: float | None) -> Evaluation:
     trial = FixedTrial(dict(job.params), number=-1)
     trial.set_user_attr(SEEDS_ATTR, list(job.seeds))
     trial.set_user_attr(PHASE_ATTR, job.phase)
@@ -105,7 +122,9 @@ def run_one(objective: Callable[[dict, Any], Any], job: Job, n_directions: int) 
         job.folder.mkdir(parents=True, exist_ok=True)
         trial.set_user_attr(TRIAL_DIR_ATTR, str(job.folder))
     start = time.monotonic()
-    value = check_values(objective(job.config, trial), n_directions)
+    with time_limit(timeout):
+        result = objective(job.config, trial)
+    value = check_values(result, n_directions)
     first = value if n_directions == 1 else value[0]
     attrs = trial.user_attrs
     seed_values = attrs.get(SEED_VALUES_ATTR)
@@ -118,28 +137,30 @@ def run_one(objective: Callable[[dict, Any], Any], job: Job, n_directions: int) 
 _WORKER_OBJECTIVE: Any = None
 
 
-def _worker_run(args: tuple[Job, int]) -> tuple[Job, Evaluation]:
-    job, n_directions = args
-    return job, run_one(_WORKER_OBJECTIVE, job, n_directions)
+def _worker_run(args: tuple[Job, int, float | None]) -> tuple[Job, Evaluation]:
+    job, n_directions, timeout = args
+    return job, run_one(_WORKER_OBJECTIVE, job, n_directions, timeout)
 
 
 def _results(objective: Callable[[dict, Any], Any], jobs: Sequence[Job], n_directions: int,
-             workers: int) -> Iterator[tuple[Job, Evaluation]]:
+             workers: int, timeout: float | None = None) -> Iterator[tuple[Job, Evaluation]]:
     if workers <= 1 or len(jobs) <= 1:
         for job in jobs:
-            yield job, run_one(objective, job, n_directions)
+            yield job, run_one(objective, job, n_directions, timeout)
         return
     global _WORKER_OBJECTIVE
     _WORKER_OBJECTIVE = objective  # inherited by the forked workers, never pickled
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     with multiprocessing.get_context(method).Pool(min(workers, len(jobs))) as pool:
-        yield from pool.imap_unordered(_worker_run, [(job, n_directions) for job in jobs])
+        yield from pool.imap_unordered(_worker_run, [(job, n_directions, timeout) for job in jobs])
 
 
 def run_missing(store: EvaluationStore, objective: Callable[[dict, Any], Any], jobs: Sequence[Job],
                 n_directions: int, workers: int = 1, desc: str = "evaluations",
-                show_progress: bool = True) -> dict[tuple[str, int], Evaluation]:
-    """Run the jobs whose result the study lacks, storing each as it finishes; return all by (key, repeat)."""
+                show_progress: bool = True, timeout: float | None = None) -> dict[tuple[str, int], Evaluation]:
+    """Run the jobs whose result the study lacks, storing each as it finishes; return all by (key, repeat).
+    Each run stops after ``timeout`` seconds; a failed run is an :class:`EvaluationError` (those
+    finished before it stay stored)."""
     done: dict[tuple[str, int], Evaluation] = {}
     missing = []
     for job in jobs:
@@ -151,7 +172,7 @@ def run_missing(store: EvaluationStore, objective: Callable[[dict, Any], Any], j
     bar = tqdm(total=len(jobs), initial=len(done), unit="eval", desc=desc, file=sys.stderr, mininterval=0.5,
                dynamic_ncols=True, disable=not show_progress)
     try:
-        for job, evaluation in _results(objective, missing, n_directions, workers):
+        for job, evaluation in _results(objective, missing, n_directions, workers, timeout):
             store.put(job, evaluation)
             done[(job.key, job.repeat)] = evaluation
             bar.update(1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import traceback
 from importlib import metadata
 from typing import Any, Callable
 
@@ -42,6 +43,9 @@ def resolve_objective(name: str) -> Callable[..., Any]:
             module = importlib.import_module(module_name)
         except ImportError as exc:
             raise ConfigError(f"cannot import module {module_name!r} from {cwd}: {exc}", path="--objective") from None
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the user's module failed while importing
+            raise ConfigError(f"importing module {module_name!r} failed{_where(exc)}: {type(exc).__name__}: {exc}",
+                              path="--objective") from None
         target: Any = module
         for part in attr.split("."):
             if not hasattr(target, part):
@@ -55,9 +59,18 @@ def resolve_objective(name: str) -> Callable[..., Any]:
                               f"({known})", path="--objective")
         try:
             target = plugins[name].load()
-        except Exception as exc:  # noqa: BLE001 - report any plugin import failure with its cause
-            raise ConfigError(f"loading objective {name!r} ({plugins[name].value}) failed: "
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - report any plugin import failure with its cause
+            raise ConfigError(f"loading objective {name!r} ({plugins[name].value}) failed{_where(exc)}: "
                               f"{type(exc).__name__}: {exc}", path="--objective") from None
     if not callable(target):
         raise ConfigError(f"{name!r} is not callable as objective(config, trial)", path="--objective")
     return target
+
+
+def _where(exc: BaseException) -> str:
+    """`` at file.py:12`` for the user's line that raised (a SyntaxError's own line), else ''."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f" at {exc.filename}:{exc.lineno}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    user = [f for f in frames if "importlib" not in f.filename]
+    return f" at {user[-1].filename}:{user[-1].lineno}" if user else ""

@@ -15,6 +15,7 @@ from typing import Any
 from optuna.trial import FixedTrial
 
 from .optimizer import BayesianRewardOptimizer, write_reward_yaml
+from .limits import EvaluationError, TrialTimeout, objective_failure, time_limit
 from .values import check_values
 from .results import format_table
 from .trial_context import PHASE_ATTR, SEEDS_ATTR, TRIAL_DIR_ATTR, report_seeds
@@ -38,7 +39,13 @@ def run_report(opt: BayesianRewardOptimizer, top_k: int = 3) -> tuple[str, Path]
         trial.set_user_attr(SEEDS_ATTR, seeds)
         trial.set_user_attr(TRIAL_DIR_ATTR, str(folder))
         trial.set_user_attr(PHASE_ATTR, "report")
-        fresh = check_values(opt.objective(config, trial), n_obj)
+        try:
+            with time_limit(opt.trial_timeout):
+                result = opt.objective(config, trial)
+            fresh = check_values(result, n_obj)
+        except (Exception, SystemExit, TrialTimeout) as exc:
+            raise EvaluationError(f"--report: the objective failed on {label}'s config (seeds {seeds[0]}-"
+                                  f"{seeds[-1]}): {objective_failure(exc)}") from None
         fresh = [fresh] if n_obj == 1 else list(fresh)
         rows.append((label, study_values, fresh))
     names = ["value"] if n_obj == 1 else [f"value{i + 1}" for i in range(n_obj)]
