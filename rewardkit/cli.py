@@ -277,7 +277,11 @@ def cmd_migrate_rllama(args: argparse.Namespace) -> int:
     if args.out is None:
         print(text, end="")
     else:
-        Path(args.out).write_text(text, encoding="utf-8")
+        try:
+            Path(args.out).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            print(f"error: -o {args.out}: cannot write the converted config: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_ERROR
         print(f"wrote {args.out} ({len(migration.config['components'])} components)")
     for line in migration.unconverted:
         print(f"not converted: {line}", file=sys.stderr)

@@ -32,6 +32,7 @@ import yaml
 
 from .config import RLLAMA_KEYS, SCHEMA_VERSION, parse_config, parse_yaml
 from .errors import ConfigError
+from .params import describe, is_finite_number
 
 DEFAULT_RLLAMA_WEIGHT = 1.0  # RLlama's shaper weighs a component absent from reward_shaping by 1.0
 _NORMALIZERS = {"z_score": "running_zscore", "zscore": "running_zscore", "mean_std": "running_zscore",
@@ -39,6 +40,8 @@ _NORMALIZERS = {"z_score": "running_zscore", "zscore": "running_zscore", "mean_s
 _INFO_VALUE = ("InfoValueReward", "info_value")
 _STEP_PENALTY = ("StepPenaltyReward", "step_penalty")
 _GOAL = ("GoalReward", "goal_reward")
+_MISSING = object()
+MAX_STEPS = 2**53  # decay_steps and start_step: steps beyond this are not exact as floats
 
 
 @dataclass
@@ -93,45 +96,111 @@ def migrate_rllama_file(path: str | Path) -> Migration:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"expected a readable RLlama YAML file: {exc}", source=source) from None
+        raise ConfigError(f"expected a readable RLlama YAML file: {exc.strerror or exc}", source=source) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"expected a UTF-8 text file, got a byte that is not UTF-8 at offset {exc.start}",
+                          source=source) from None
     data, lines = _load_with_lines(text, source)
     return migrate_rllama(data, source=source, lines=lines)
 
 
+class _Checker:
+    """Type checks of the RLlama file, each a ``ConfigError`` located at ``file:line`` and the key path."""
+
+    def __init__(self, source: str, lines: Mapping[str, int]) -> None:
+        self.source = source
+        self.lines = lines
+
+    def where(self, path: str) -> str:
+        line = self.lines.get(path)
+        return f"{self.source}:{line}: {path}" if line else f"{self.source}: {path}"
+
+    def error(self, path: str, expected: str, value: Any = _MISSING) -> ConfigError:
+        line = self.lines.get(path)
+        got = "" if value is _MISSING else f", got {describe(value)}"
+        return ConfigError(f"expected {expected}{got}", source=f"{self.source}:{line}" if line else self.source,
+                           path=path)
+
+    def mapping(self, value: Any, path: str, what: str = "a mapping") -> Mapping[str, Any]:
+        """``value`` when it is a mapping (null reads as empty)."""
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise self.error(path, what, value)
+        return value
+
+    def text(self, value: Any, path: str) -> str:
+        if not isinstance(value, str) or not value:
+            raise self.error(path, "a non-empty string", value)
+        return value
+
+    def number(self, value: Any, path: str, *, low: float | None = None, positive: bool = False) -> float:
+        if isinstance(value, bool) or not is_finite_number(value):
+            raise self.error(path, "a finite number", value)
+        number = float(value)
+        if positive and number <= 0:
+            raise self.error(path, "a number > 0", value)
+        if low is not None and number < low:
+            raise self.error(path, f"a number >= {low:g}", value)
+        return number
+
+    def count(self, value: Any, path: str, low: int) -> int:
+        if isinstance(value, bool) or not is_finite_number(value) or float(value) != int(value) or value < low \
+                or value > MAX_STEPS:
+            raise self.error(path, f"an integer from {low} to {MAX_STEPS}", value)
+        return int(value)
+
+
 def migrate_rllama(data: Any, *, source: str = "<rllama>", lines: Mapping[str, int] | None = None) -> Migration:
-    """Convert a parsed RLlama config; the result validates as a rewardkit config."""
-    lines = lines or {}
+    """Convert a parsed RLlama config; the result validates as a rewardkit config.
 
-    def where(path: str) -> str:
-        line = lines.get(path)
-        return f"{source}:{line}: {path}" if line else f"{source}: {path}"
-
-    if not isinstance(data, Mapping) or not isinstance(data.get("reward_components"), Mapping) \
-            or not data["reward_components"]:
-        raise ConfigError("expected an RLlama config with a non-empty 'reward_components' mapping", source=source,
-                          path="reward_components")
+    Malformed input (a section that is not a mapping, a number that is not one, two component
+    names that become one rewardkit name) is a ``ConfigError`` naming the file, the line and the key.
+    """
+    check = _Checker(source, lines or {})
+    where = check.where
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"expected an RLlama config (a mapping with reward_components), got {describe(data)}",
+                          source=source)
+    raw_components = data.get("reward_components")
+    if not isinstance(raw_components, Mapping) or not raw_components:
+        raise check.error("reward_components", "a non-empty mapping of component names to {class, params}",
+                          raw_components if "reward_components" in data else _MISSING)
     notes: list[str] = []
-    settings = data.get("composer_settings") or {}
-    normalize = _normalizer(settings, where, notes)
-    shaping = data.get("reward_shaping") or {}
+    settings = check.mapping(data.get("composer_settings"), "composer_settings")
+    normalize = _normalizer(settings, check, notes)
+    shaping = check.mapping(data.get("reward_shaping"), "reward_shaping")
     used_shaping: set[str] = set()
     components: dict[str, Any] = {}
-    for name, entry in data["reward_components"].items():
+    origin: dict[str, str] = {}
+    for name, entry in raw_components.items():
         path = f"reward_components.{name}"
-        entry = entry or {}
-        cls = str(entry.get("class", entry.get("type", "")))
-        term = _component(str(name), cls, dict(entry.get("params") or {}), path, where, notes)
+        if not isinstance(name, str) or not name:
+            raise check.error("reward_components", "component names that are non-empty strings", name)
+        entry = check.mapping(entry, path, "a mapping such as {class: InfoValueReward, params: {...}}")
+        cls = entry.get("class", entry.get("type", ""))
+        if cls != "" and not isinstance(cls, str):
+            raise check.error(f"{path}.class", "a class name (a string)", cls)
+        params = dict(check.mapping(entry.get("params"), f"{path}.params"))
+        term = _component(name, cls, params, path, check, notes)
         if term is None:
             continue
         key = name if name in shaping else (cls if cls in shaping else None)
         if key is not None:
             used_shaping.add(key)
-            term["weight"] = _weight(shaping[key] or {}, f"reward_shaping.{key}", where, notes)
+            spec = check.mapping(shaping[key], f"reward_shaping.{key}")
+            term["weight"] = _weight(spec, f"reward_shaping.{key}", check, notes)
         else:
             term["weight"] = DEFAULT_RLLAMA_WEIGHT
         if normalize:
             term["normalize"] = normalize
-        components[_safe_name(str(name))] = term
+        new_name = _safe_name(name)
+        if new_name in origin:
+            raise check.error(path, f"a component name that stays distinct in rewardkit: {name!r} and "
+                                    f"{origin[new_name]!r} both become {new_name!r} (rewardkit names keep letters, "
+                                    "digits, '_' and '-'); rename one of them", name)
+        origin[new_name] = name
+        components[new_name] = term
     for key in shaping:
         if key not in used_shaping:
             notes.append(f"{where(f'reward_shaping.{key}')}: matches no converted component")
@@ -149,70 +218,87 @@ def _safe_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)
 
 
-def _component(name: str, cls: str, params: dict[str, Any], path: str, where: Any, notes: list[str]) -> dict | None:
+def _component(name: str, cls: str, params: dict[str, Any], path: str, check: _Checker,
+               notes: list[str]) -> dict | None:
+    at = f"{path}.params"
     if cls in _INFO_VALUE:
-        out = {"type": "info_value", "params": {"key": str(params.pop("info_key", name))}}
+        key = check.text(params.pop("info_key"), f"{at}.info_key") if "info_key" in params else name
+        out: dict[str, Any] = {"type": "info_value", "params": {"key": key}}
         if "default_value" in params:
-            out["params"]["default"] = float(params.pop("default_value"))
+            out["params"]["default"] = check.number(params.pop("default_value"), f"{at}.default_value")
     elif cls in _STEP_PENALTY:
-        out = {"type": "info_value", "params": {"key": f"{_safe_name(name)}_unused",
-                                                "default": float(params.pop("penalty", -0.01))},
+        penalty = check.number(params.pop("penalty"), f"{at}.penalty") if "penalty" in params else -0.01
+        out = {"type": "info_value", "params": {"key": f"{_safe_name(name)}_unused", "default": penalty},
                "description": "RLlama step_penalty: a constant (the context never has this key)"}
     elif cls in _GOAL:
-        out = {"type": "info_value", "params": {"key": str(params.pop("goal_key", "goal_reached")), "default": 0.0},
-               "transforms": [{"scale": float(params.pop("reward_value", 1.0))}],
+        goal = check.text(params.pop("goal_key"), f"{at}.goal_key") if "goal_key" in params else "goal_reached"
+        value = check.number(params.pop("reward_value"), f"{at}.reward_value") if "reward_value" in params else 1.0
+        out = {"type": "info_value", "params": {"key": goal, "default": 0.0},
+               "transforms": [{"scale": value}],
                "description": "RLlama goal_reward: the context's goal flag (0 or 1) times reward_value"}
     else:
-        notes.append(f"{where(f'{path}.class')}: class {cls or '(none)'!r} is not built into rewardkit; "
+        notes.append(f"{check.where(f'{path}.class')}: class {cls or '(none)'!r} is not built into rewardkit; "
                      "write it as a rewardkit component (see docs/concepts.md) and add it by hand")
         return None
     for key in params:
-        notes.append(f"{where(f'{path}.params.{key}')}: parameter of {cls} with no rewardkit counterpart")
+        notes.append(f"{check.where(f'{at}.{key}')}: parameter of {cls} with no rewardkit counterpart")
     return out
 
 
-def _normalizer(settings: Mapping[str, Any], where: Any, notes: list[str]) -> str | None:
+def _normalizer(settings: Mapping[str, Any], check: _Checker, notes: list[str]) -> str | None:
     strategy = settings.get("normalization_strategy")
-    if strategy is None and settings.get("normalize"):
+    if strategy is not None and not isinstance(strategy, str):
+        raise check.error("composer_settings.normalization_strategy", "a strategy name such as z_score", strategy)
+    flag = settings.get("normalize")
+    if flag is not None and not isinstance(flag, bool):
+        raise check.error("composer_settings.normalize", "true or false", flag)
+    if strategy is None and flag:
         strategy = "z_score"
     name = None
     if strategy is not None:
-        name = _NORMALIZERS.get(str(strategy).lower())
+        name = _NORMALIZERS.get(strategy.lower())
         if name is None:
-            notes.append(f"{where('composer_settings.normalization_strategy')}: strategy {strategy!r} has no "
+            notes.append(f"{check.where('composer_settings.normalization_strategy')}: strategy {strategy!r} has no "
                          f"rewardkit normalizer (known: {', '.join(sorted(_NORMALIZERS))})")
     if "norm_window" in settings and name is not None:
-        notes.append(f"{where('composer_settings.norm_window')}: windowed normalization is not supported; "
+        notes.append(f"{check.where('composer_settings.norm_window')}: windowed normalization is not supported; "
                      f"{name} keeps statistics over every value seen")
     return name
 
 
-def _weight(spec: Mapping[str, Any], path: str, where: Any, notes: list[str]) -> Any:
-    initial = float(spec.get("initial_weight", spec.get("weight", DEFAULT_RLLAMA_WEIGHT)))
-    kind = str(spec.get("decay_schedule", "none")).lower()
-    low = float(spec.get("min_weight", 0.0))
-    steps = int(spec.get("decay_steps", 1000))
-    start_step = int(spec.get("start_step", 0))
+def _weight(spec: Mapping[str, Any], path: str, check: _Checker, notes: list[str]) -> Any:
+    def num(key: str, default: float, **kw: Any) -> float:
+        return check.number(spec[key], f"{path}.{key}", **kw) if key in spec else default
+
+    initial_key = "initial_weight" if "initial_weight" in spec else "weight"
+    initial = num(initial_key, DEFAULT_RLLAMA_WEIGHT)
+    kind = spec.get("decay_schedule", "none")
+    if not isinstance(kind, str):
+        raise check.error(f"{path}.decay_schedule", "none, linear, cosine or exponential", kind)
+    kind = kind.lower()
+    low = num("min_weight", 0.0)
+    steps = check.count(spec["decay_steps"], f"{path}.decay_steps", 1) if "decay_steps" in spec else 1000
+    start_step = check.count(spec["start_step"], f"{path}.start_step", 0) if "start_step" in spec else 0
     if kind == "none":
         weight: dict[str, Any] = {"schedule": "constant", "value": initial}
     elif kind in ("linear", "cosine"):
         weight = {"schedule": kind, "start": initial, "end": low, "steps": steps}
     elif kind == "exponential":
-        rate = float(spec.get("decay_rate", 0.99)) ** (1.0 / steps)
-        weight = {"schedule": "exponential", "start": initial, "rate": rate, "min": low}
+        decay = num("decay_rate", 0.99, positive=True)
+        weight = {"schedule": "exponential", "start": initial, "rate": decay ** (1.0 / steps), "min": low}
     else:
-        notes.append(f"{where(f'{path}.decay_schedule')}: schedule {kind!r} has no rewardkit counterpart; "
+        notes.append(f"{check.where(f'{path}.decay_schedule')}: schedule {kind!r} has no rewardkit counterpart; "
                      f"kept the constant initial_weight {initial}")
         weight = {"schedule": "constant", "value": initial}
     if start_step:
         weight["start_step"] = start_step
     if "max_weight" in spec:
-        high = float(spec["max_weight"])
+        high = num("max_weight", 0.0)
         if high >= initial:
             weight["max"] = high
         else:
-            notes.append(f"{where(f'{path}.max_weight')}: {high} is below initial_weight {initial}; RLlama does "
-                         "not cap decaying weights with it, so it was left out")
+            notes.append(f"{check.where(f'{path}.max_weight')}: {high} is below initial_weight {initial}; RLlama "
+                         "does not cap decaying weights with it, so it was left out")
     if weight["schedule"] == "constant" and set(weight) == {"schedule", "value"}:
         return initial
     return weight

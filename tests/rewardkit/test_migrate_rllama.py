@@ -97,3 +97,88 @@ def test_nothing_convertible_is_an_error_naming_the_file():
         migrate_rllama({"composer_settings": {}}, source="x.yaml")
     with pytest.raises(ConfigError, match="no component could be converted"):
         migrate_rllama({"reward_components": {"a": {"class": "Custom"}}}, source="x.yaml")
+
+
+# ---- malformed files: a located error, never a traceback (issue 22) -------------------------
+BAD_VALUES = [None, True, "x", "12", -1, 0, float("inf"), float("nan"), 10**30, [], [1], {}, {"a": 1}]
+
+
+def _paths(node, prefix=()):
+    """Every key path of a nested mapping (mappings only: RLlama files have no lists)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield prefix + (key,)
+            yield from _paths(value, prefix + (key,))
+
+
+def _mutated(doc, path, value):
+    import copy
+    out = copy.deepcopy(doc)
+    node = out
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return out
+
+
+def _assert_clean(tmp_path, capsys, doc, n):
+    path = tmp_path / f"bad{n}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False) if not isinstance(doc, str) else doc)
+    code = main(["migrate", "rllama", str(path), "-o", str(tmp_path / "out.yaml")])  # raises: a traceback
+    err = capsys.readouterr().err
+    if code != 0:
+        errors = [line for line in err.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and str(path) in errors[0], err
+    else:
+        assert main(["validate", str(tmp_path / "out.yaml")]) == 0
+        capsys.readouterr()
+    return code
+
+
+def test_fuzzed_rllama_files_give_located_errors_or_valid_configs(tmp_path, capsys):
+    """Every key of the fixture set to each bad value: a ConfigError naming the file (which the
+    command prints as one line), or a config that validates."""
+    base = yaml.safe_load((FIXTURES / "preference.yaml").read_text())
+    refused = 0
+    for n, path in enumerate(_paths(base)):
+        for m, value in enumerate(BAD_VALUES):
+            file = tmp_path / f"fuzz{n}_{m}.yaml"
+            file.write_text(yaml.safe_dump(_mutated(base, path, value), sort_keys=False))
+            try:
+                RewardComposer.from_dict(migrate_rllama_file(file).config)
+            except ConfigError as exc:
+                assert str(file) in str(exc).splitlines()[0], (path, value, exc)
+                refused += 1
+    assert refused > 50  # the fuzz reached the checks, not only harmless spots
+    n = 0
+    for doc in ([], "just text", 12, {"reward_components": []}, {"reward_components": {"a": 5}},
+                {"reward_components": {"a": {"class": 5}}}, {"reward_components": {1: {"class": "step_penalty"}}},
+                {"reward_components": {"a": {"class": "step_penalty", "params": [1]}}},
+                {"reward_components": {"a": {"class": "GoalReward"}}, "reward_shaping": {"a": {"decay_steps": 0}}},
+                {"reward_components": {"a": {"class": "GoalReward"}},
+                 "reward_shaping": {"a": {"decay_schedule": "exponential", "decay_rate": -0.5}}},
+                {"reward_components": {"a": {"class": "GoalReward"}}, "composer_settings": "z_score"},
+                "reward_components: {a: {class: step_penalty}}\nreward_shaping: 7\n"):
+        n += 1
+        assert _assert_clean(tmp_path, capsys, doc, n) != 0
+
+
+def test_non_utf8_and_unwritable_output(tmp_path, capsys):
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes(b"reward_components:\n  caf\xe9: {class: step_penalty}\n")
+    assert main(["migrate", "rllama", str(bad)]) == 1
+    assert "not UTF-8" in capsys.readouterr().err
+    (tmp_path / "folder").mkdir()
+    assert main(["migrate", "rllama", str(FIXTURES / "preference.yaml"), "-o", str(tmp_path / "folder")]) == 1
+    assert "cannot write the converted config" in capsys.readouterr().err
+
+
+def test_two_names_that_become_one_are_refused():
+    doc = {"reward_components": {"a b": {"class": "step_penalty"}, "a_b": {"class": "step_penalty"}}}
+    with pytest.raises(ConfigError, match=r"'a_b' and 'a b' both become 'a_b'.*rename one"):
+        migrate_rllama(doc, source="x.yaml")
+    text = "reward_components:\n  a b: {class: step_penalty}\n  a_b: {class: step_penalty}\n"
+    from rewardkit.migrate_rllama import _load_with_lines
+    data, lines = _load_with_lines(text, "x.yaml")
+    with pytest.raises(ConfigError, match=r"^x.yaml:3: reward_components.a_b: expected a component name"):
+        migrate_rllama(data, source="x.yaml", lines=lines)
