@@ -47,6 +47,8 @@ _SPEC_KEYS = {"float": {"type", "low", "high", "log", "step"},
               "int": {"type", "low", "high", "log", "step"},
               "categorical": {"type", "choices"}}
 _MISSING = object()
+#: the most steps a float dimension's ``step`` may cut its range into: a finer grid is a continuous range
+MAX_GRID_STEPS = 10**6
 
 
 @dataclass(frozen=True)
@@ -323,24 +325,39 @@ class SearchSpace:
     def check_against(self, base: Mapping[str, Any], *, base_source: str | None = None) -> None:
         """Raise a located ``ConfigError`` for a path ``base`` lacks or a value its schema refuses.
 
-        Each dimension is checked alone: the base config with only that key changed must build.
+        Each dimension's probes (both ends, or every choice) must build in the base config. To stay
+        linear in the config's size they are built in rounds (every dimension's low at once, then
+        every high, then each choice index), and a round that fails is split in halves until the
+        single dimension whose value is refused is found (a group that builds passes together).
         """
         base_name = base_source or "the base config"
         try:
             RewardComposer.from_dict(base, source=base_source)
         except ConfigError as exc:
             raise ConfigError(f"the base config does not build: {exc}", source=self.source) from None
+        rounds: dict[int, list[tuple[Dimension, str, Any]]] = {}
         for dim in self.dimensions:
-            keys = dim.path.split(".")
-            self._check_path(base, keys, dim.path, base_name)
-            for label, value in dim.probes():
-                config = self.apply(base, {dim.path: value})
-                try:
-                    RewardComposer.from_dict(config, source=base_source)
-                except ConfigError as exc:
-                    reason = exc.detail if exc.path == dim.path else str(exc)
-                    raise ConfigError(f"{label} is refused by {base_name}'s schema: {reason}",
-                                      source=self.source, path=dim.path) from None
+            self._check_path(base, dim.path.split("."), dim.path, base_name)
+            for i, (label, value) in enumerate(dim.probes()):
+                rounds.setdefault(i, []).append((dim, label, value))
+        for group in rounds.values():
+            self._check_probes(base, group, base_source, base_name)
+
+    def _check_probes(self, base: Mapping[str, Any], group: list[tuple[Dimension, str, Any]],
+                      base_source: str | None, base_name: str) -> None:
+        config = self.apply(base, {dim.path: value for dim, _, value in group})
+        try:
+            RewardComposer.from_dict(config, source=base_source)
+            return
+        except ConfigError as exc:
+            if len(group) == 1:
+                dim, label, _ = group[0]
+                reason = exc.detail if exc.path == dim.path else str(exc)
+                raise ConfigError(f"{label} is refused by {base_name}'s schema: {reason}",
+                                  source=self.source, path=dim.path) from None
+        half = len(group) // 2
+        self._check_probes(base, group[:half], base_source, base_name)
+        self._check_probes(base, group[half:], base_source, base_name)
 
     def _check_path(self, base: Mapping[str, Any], keys: list[str], path: str, base_name: str) -> None:
         node: Any = base
@@ -469,6 +486,14 @@ def _numeric_dimension(path: str, kind: str, spec: Mapping[str, Any], source: st
         if log and kind == "float":
             raise ConfigError("expected either step or log: true, not both", source=source, path=path)
         step = int(step) if kind == "int" else float(step)
+        if step > high - low:
+            raise ConfigError(f"expected a step of at most high - low ({high - low:g}), got {describe(step)}",
+                              source=source, path=f"{path}.step")
+        steps = (high - low) / step
+        if kind == "float" and steps > MAX_GRID_STEPS:
+            raise ConfigError(f"expected a step giving at most {MAX_GRID_STEPS} steps from low to high, got "
+                              f"{describe(step)} ({steps:.3g} steps); use a larger step, or none",
+                              source=source, path=f"{path}.step")
     return Dimension(path, kind, low, high, log, step)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,49 @@ def test_values_in_reads_a_known_config_for_enqueueing():
         narrow.values_in(load_yaml(HYBRID), source=str(HYBRID))
     assert info.value.source == str(HYBRID) and info.value.path == "components.absolute.weight"
     assert "float in [0.0, 0.5]" in str(info.value) and "got 0.8" in str(info.value)
+
+
+# ---- bounds (issue 22) ---------------------------------------------------------------------
+@pytest.mark.parametrize("spec, expected", [
+    ("{type: float, low: 0, high: 1, step: 1.0e-7}", "expected a step giving at most 1000000 steps from low to high"),
+    ("{type: float, low: 0, high: 1, step: 5.0e-324}", "expected a step giving at most 1000000 steps from low to high"),
+    ("{type: float, low: 0, high: 1, step: 2}", "expected a step of at most high - low (1)"),
+    ("{type: int, low: 0, high: 4, step: 5}", "expected a step of at most high - low (4)"),
+])
+def test_steps_too_small_or_too_large_are_refused_up_front(tmp_path, spec, expected):
+    with pytest.raises(ConfigError, match=r"space.yaml: components.absolute.weight.step: " + re.escape(expected)):
+        check(tmp_path, f"components.absolute.weight: {spec}\n")
+    check(tmp_path, "components.absolute.weight: {type: float, low: 0, high: 1, step: 1.0e-6}\n")  # 10^6 steps
+
+
+def big_base(n: int) -> dict:
+    return {"version": 1, "components": {f"t{i}": {"type": "linear", "inputs": {"value": f"x{i}"}, "weight": 1.0}
+                                         for i in range(n)}}
+
+
+def test_the_check_builds_a_bounded_number_of_configs_whatever_the_size(monkeypatch):
+    """Linear in the config's size: probes are built in rounds, not one config per probe."""
+    builds = []
+    real = RewardComposer.from_dict.__func__
+
+    def counting(cls, data, *args, **kwargs):
+        builds.append(len(data.get("components", {})))
+        return real(cls, data, *args, **kwargs)
+
+    monkeypatch.setattr(RewardComposer, "from_dict", classmethod(counting))
+    for n in (10, 300):
+        builds.clear()
+        space = {f"components.t{i}.weight": {"type": "float", "low": 0.0, "high": 2.0} for i in range(n)}
+        space["components.t0.normalize"] = {"type": "categorical", "choices": [None, "running_zscore", "return_std"]}
+        SearchSpace.from_dict(space).check_against(big_base(n))
+        assert len(builds) <= 4, (n, len(builds))  # the base, then the rounds low/first, high/second, third
+
+
+def test_a_refused_probe_among_many_is_still_named(tmp_path):
+    base = big_base(200)
+    base["components"]["t137"] = {"type": "logistic_latency", "inputs": {"latency": "lat"},
+                                  "params": {"threshold": 6.0, "sigma": 2.0}, "weight": -0.5}
+    space = {f"components.t{i}.weight": {"type": "float", "low": 0.0, "high": 2.0} for i in range(200) if i != 137}
+    space["components.t137.params.sigma"] = {"type": "float", "low": -1.0, "high": 3.0}
+    with pytest.raises(ConfigError, match=r"components.t137.params.sigma: low -1.0 is refused by"):
+        SearchSpace.from_dict(space, source="space.yaml").check_against(base)
