@@ -13,7 +13,10 @@ and ``reward_weights()`` to pass as ``GRPOConfig(reward_weights=...)``:
 ``features(prompt, completion, **columns) -> {signal: float}`` builds one completion's context
 from its prompt, its completion and that row's dataset columns (TRL passes every column except
 ``prompt``; ``completion_ids`` is among them). Its per-sample results are stacked into one
-batched context and the composer is evaluated once per batch, whatever its size. Each
+batched context and the composer is evaluated once per batch, whatever its size (the batch's
+output is reused by its other functions only while the batch's contents are unchanged: a list
+edited in place is scored again). Its values are checked as the composer checks inputs: a
+string such as ``"12"`` or a boolean is an ``InvalidInputError``, not 12.0 or 1.0. Each
 completion is a one-step episode (``terminated=True``), so stateful components start afresh
 every batch. The composer's step counts completions scored, which drives weight schedules.
 Importing this module imports torch and trl (an optional extra: ``pip install rewardkit[trl]``).
@@ -21,11 +24,15 @@ Importing this module imports torch and trl (an optional extra: ``pip install re
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from ..composer import RewardComposer, RewardOutput
+from ..errors import InvalidInputError
+from ..params import describe
 
 FeatureFn = Callable[..., Mapping[str, Any]]
 # keyword arguments GRPOTrainer adds to the dataset columns; they are not per-sample values
@@ -49,6 +56,7 @@ class TRLRewardFunctions:
         self._trainer: Any = None
         self._batch: tuple[Any, Any] | None = None  # (prompts, completions) of the cached output
         self._out: RewardOutput | None = None
+        self._fingerprint: bytes | None = None  # the cached batch's contents, so an in-place edit is seen
         self.funcs: list[Callable[..., list[float]]] = (
             [self._term_function(name) for name in self.term_names] if per_term else [self._total_function()])
 
@@ -71,12 +79,14 @@ class TRLRewardFunctions:
     # ---- evaluation -------------------------------------------------------------------------
     def evaluate(self, prompts: list[Any], completions: list[Any], **kwargs: Any) -> RewardOutput:
         """The composer's output for one batch (computed once, shared by the batch's functions)."""
-        if self._batch is not None and self._batch[0] is prompts and self._batch[1] is completions:
+        columns = {k: v for k, v in kwargs.items() if k not in TRAINER_KWARGS}
+        fingerprint = _fingerprint(prompts, completions, columns)
+        if (self._batch is not None and self._batch[0] is prompts and self._batch[1] is completions
+                and fingerprint is not None and fingerprint == self._fingerprint):
             return self._out  # type: ignore[return-value]
         n = len(completions)
         if len(prompts) != n:
             raise ValueError(f"got {len(prompts)} prompts for {n} completions")
-        columns = {k: v for k, v in kwargs.items() if k not in TRAINER_KWARGS}
         for key, values in columns.items():
             if not isinstance(values, (list, tuple)) or len(values) != n:
                 raise ValueError(f"dataset column {key!r}: expected one value per completion ({n}), "
@@ -85,7 +95,7 @@ class TRLRewardFunctions:
         done = np.ones(n, dtype=bool)
         self.composer.reset()  # the batch size may change between calls; each completion is an episode
         out = self.composer(ctx, terminated=done, truncated=np.zeros(n, dtype=bool))
-        self._batch, self._out = (prompts, completions), out
+        self._batch, self._out, self._fingerprint = (prompts, completions), out, fingerprint
         if self._trainer is not None and self.per_term:
             self._trainer.reward_weights.copy_(_tensor(self.reward_weights(), self._trainer.reward_weights))
         log_metric = kwargs.get("log_metric")
@@ -102,6 +112,8 @@ class TRLRewardFunctions:
             if not isinstance(row, Mapping):
                 raise TypeError(f"features must return a mapping of signal names to numbers, got "
                                 f"{type(row).__name__} for completion {i}")
+            for key, value in row.items():
+                _check_number(value, key, i)
             rows.append(row)
         keys = list(rows[0]) if rows else []
         ctx = {}
@@ -127,6 +139,36 @@ class TRLRewardFunctions:
 
         rewardkit_total.__name__ = TOTAL_NAME
         return rewardkit_total
+
+
+def _fingerprint(prompts: Any, completions: Any, columns: dict[str, Any]) -> bytes | None:
+    """A digest of a batch's contents (None when they cannot be pickled: then nothing is cached)."""
+    try:
+        return hashlib.blake2b(pickle.dumps((prompts, completions, sorted(columns.items())), protocol=4),
+                               digest_size=16).digest()
+    except Exception:  # noqa: BLE001 - unpicklable dataset columns: compute every call
+        return None
+
+
+def _check_number(value: Any, key: str, index: int) -> None:
+    """A features value must be a real number or an array of them, as the composer takes: no
+    strings (``"12"``), booleans (``True``), None or complex numbers."""
+    def bad(expected: str) -> InvalidInputError:
+        return InvalidInputError(f"features returned {key!r} = {describe(value)} ({type(value).__name__}) for "
+                                 f"completion {index}: expected {expected}")
+
+    if isinstance(value, (bool, np.bool_)):
+        raise bad("a number (booleans are not numbers here: use 1.0 or 0.0)")
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return
+    if value is None or isinstance(value, (str, bytes, bytearray, Mapping)):
+        raise bad("a number or an array of numbers")
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError):
+        raise bad("a number or a rectangular array of numbers") from None
+    if arr.dtype.kind not in "fiu":
+        raise bad(f"real numbers, not values of dtype {arr.dtype}")
 
 
 def _tensor(values: list[float], like: Any) -> Any:

@@ -120,3 +120,36 @@ def test_bad_features_and_total_transforms_are_refused():
                                  lambda p, c, **kw: {"correct": 1.0} if p == "a" else {"correct": 1.0, "n_words": 2})
     with pytest.raises(ValueError, match="'n_words' for completion 0 but not for completion 1"):
         rewards.funcs[0](prompts=["b", "a"], completions=["x", "y"])
+
+
+# ---- inputs checked like the composer's, no stale cache (issue 22) ----------------------------
+@pytest.mark.parametrize("bad", ["12", b"1", True, np.bool_(False), None, 1j, {"v": 1}, ["1", "2"]], ids=repr)
+def test_features_values_are_checked_like_composer_inputs(bad):
+    from rewardkit.errors import InvalidInputError
+
+    rewards = TRLRewardFunctions(RewardComposer.from_dict(CONFIG),
+                                 lambda p, c, **kw: {"correct": bad if p == "b" else 1.0, "n_words": 2.0})
+    with pytest.raises(InvalidInputError, match=r"features returned 'correct' = .* for completion 1: expected"):
+        rewards.funcs[0](prompts=["a", "b"], completions=["x", "y"])
+    assert rewards.composer.step == 0  # nothing was scored
+
+
+def test_numpy_and_torch_numbers_are_accepted():
+    rewards = TRLRewardFunctions(RewardComposer.from_dict(CONFIG),
+                                 lambda p, c, **kw: {"correct": np.float32(1.0), "n_words": torch.tensor(3.0)})
+    assert rewards.funcs[0](prompts=["a"], completions=["x"]) == [1.0]
+
+
+def test_a_batch_edited_in_place_is_scored_again_not_served_from_the_cache():
+    rewards = TRLRewardFunctions(RewardComposer.from_dict(CONFIG), features)
+    prompts, completions, answers = ["p", "q"], ["answer is 1", "no"], ["1", "2"]
+    correct, length = rewards.funcs
+    assert correct(prompts=prompts, completions=completions, answer=answers) == [1.0, 0.0]
+    assert length(prompts=prompts, completions=completions, answer=answers) == [3.0, 1.0]  # same batch: cached
+    assert rewards.composer.step == 2
+    completions[1] = "answer is 2"  # the same list objects, new contents
+    assert correct(prompts=prompts, completions=completions, answer=answers) == [1.0, 1.0]
+    answers[0] = "3"  # a dataset column edited in place
+    assert correct(prompts=prompts, completions=completions, answer=answers) == [0.0, 1.0]
+    assert length(prompts=prompts, completions=completions, answer=answers) == [3.0, 3.0]
+    assert rewards.composer.step == 6  # three batches scored, the last one shared by both functions
