@@ -19,10 +19,12 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import optuna
 import yaml
@@ -59,6 +61,19 @@ class OverBudget(Exception):
 
 class WorkerError(RewardKitError):
     """A ``--workers`` process failed; the study is saved and the next run goes on."""
+
+
+@contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Ignore SIGINT in the block (main thread only), then restore the previous handler."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _signal_name(number: int) -> str:
@@ -252,7 +267,11 @@ class BayesianRewardOptimizer:
                 progress.update(self.study)
                 time.sleep(0.2)
         except KeyboardInterrupt:
-            for proc in procs.values():  # each fails its running trial and enqueues its retry
+            # Ctrl-C reached the workers too (one process group); a worker that did not stop on its
+            # own (SIGINT sent to the parent alone) gets one: each fails its running trial and
+            # enqueues its retry
+            for proc in procs.values():
+                proc.join(10)
                 if proc.is_alive():
                     os.kill(proc.pid, signal.SIGINT)
             for proc in procs.values():
@@ -316,17 +335,19 @@ class BayesianRewardOptimizer:
                 state = TrialState.PRUNED
             except KeyboardInterrupt as exc:
                 state, interrupted = TrialState.FAIL, exc
-                self._record_error(trial, "KeyboardInterrupt: the study was interrupted; this trial is retried")
-                self._record_system(trial, LOST_ATTR, True)
             except (Exception, SystemExit, TrialTimeout) as exc:  # kept with the trial; the study goes on
                 state = TrialState.FAIL
                 self._record_error(trial, objective_failure(exc))
-        frozen = study.tell(trial, values, state=state, skip_if_finished=True)
-        if interrupted is not None:
+        if interrupted is None:
+            study.tell(trial, values, state=state, skip_if_finished=True)
+            return study._storage.get_trial(trial._trial_id)
+        with _sigint_deferred():  # a second Ctrl-C must not cut the bookkeeping short
+            self._record_error(trial, "KeyboardInterrupt: the study was interrupted; this trial is retried")
+            self._record_system(trial, LOST_ATTR, True)
+            frozen = study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
             if frozen.state == TrialState.FAIL:
                 enqueue_retry(study, trial._trial_id)
-            raise interrupted
-        return study._storage.get_trial(trial._trial_id)
+        raise interrupted
 
     @staticmethod
     def _record_error(trial: optuna.Trial, text: str) -> None:

@@ -247,3 +247,44 @@ def test_optuna_sees_plain_floats(tmp_path):
     opt.optimize(n_trials=1)
     assert opt.study.trials[0].value == 0.5 and isinstance(opt.study.trials[0].value, float)
     assert optuna.__version__
+
+
+def test_ctrl_c_with_workers_stops_saved_without_a_traceback_and_resumes(tmp_path):
+    folder = make_study_folder(tmp_path)
+    proc = subprocess.Popen(optimize_command("s.journal", 6, "--workers", "2"), cwd=folder,
+                            env=child_env(TRIAL_SLEEP="2"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while len(calls(folder)) < 3:  # both workers busy with a trial
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in err and "interrupted" in err
+    trials = load_trials(folder, "s.journal")
+    assert not [t for t in trials if t.state == TrialState.RUNNING]
+    interrupted = [t for t in trials if t.state == TrialState.FAIL]
+    assert interrupted and all("KeyboardInterrupt" in t.user_attrs[ERROR_ATTR] for t in interrupted)
+    result = run_optimize(folder, "s.journal", 6, "--workers", "2")
+    assert "6 finished trials (6 complete, 0 pruned, 0 failed)" in result.stdout
+    after = load_trials(folder, "s.journal")
+    for t in interrupted:  # each interrupted trial was re-run with its parameters
+        assert any(r.system_attrs.get("failed_trial") == t.number and r.params == t.params
+                   and r.state == TrialState.COMPLETE for r in after)
+
+
+def test_validation_runs_honour_the_trial_timeout(tmp_path):
+    from rewardkit.optimize.limits import EvaluationError
+    from rewardkit.optimize.validation import measure_noise
+
+    def objective(config, trial):
+        if trial.number < 0:  # validation's FixedTrial
+            time.sleep(60)
+        return distance(config)
+
+    opt = make(tmp_path, objective, seed=0, trial_timeout=1)
+    start = time.monotonic()
+    with pytest.raises(EvaluationError, match=r"validate run of the base, repeat 0 .* trial timeout of 1 s"):
+        measure_noise(opt, repeats=2)
+    assert time.monotonic() - start < 30
