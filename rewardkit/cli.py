@@ -313,10 +313,10 @@ def add_optimize_parser(sub: Any) -> None:
     p.add_argument("--storage", default=None, metavar="URL|PATH",
                    help="RDB URL with a scheme (sqlite:///s.db, postgresql://...) or a journal file "
                         "(default: <study>.journal here)")
-    p.add_argument("--n-trials", type=int, default=None, metavar="N",
+    p.add_argument("--n-trials", type=_non_negative, default=None, metavar="N",
                    help="the study's total of finished trials (complete, pruned or failed)")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="stop starting trials after S seconds")
-    p.add_argument("--workers", type=int, default=1, metavar="W", help="worker processes on this machine")
+    p.add_argument("--workers", type=_positive, default=1, metavar="W", help="worker processes on this machine")
     p.add_argument("--sampler", choices=("tpe", "gp", "random", "nsga2"), default=None,
                    help="default: the study's stored sampler, else tpe")
     p.add_argument("--pruner", choices=("none", "median", "halving", "hyperband", "wilcoxon"), default=None,
@@ -459,6 +459,14 @@ def _non_negative(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    value = _non_negative(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
     return value
 
 

@@ -203,3 +203,10 @@ def test_storage_repair_keeps_records_json(folder):
     assert cli_main(optimize(trials=1)) == 0
     for line in (folder / "s.journal").read_text().splitlines():
         assert isinstance(json.loads(line), dict)
+
+
+@pytest.mark.parametrize("flag, value", [("--workers", "0"), ("--workers", "-3"), ("--n-trials", "-1"),
+                                         ("--trial-timeout", "0"), ("--trial-timeout", "nan"), ("--seed", "x")])
+def test_bad_numbers_are_usage_errors_even_when_no_trial_runs(folder, capsys, flag, value):
+    assert cli_main(optimize(flag, value, trials=None)) == 2
+    assert f"argument {flag}: expected" in capsys.readouterr().err or flag == "--seed"
