@@ -10,6 +10,7 @@ The one rewardkit package that imports optuna. See docs/optimization.md.
 
 from __future__ import annotations
 
+from .limits import EvaluationError, TrialTimeout
 from .objectives import OBJECTIVE_GROUP, resolve_objective
 from .optimizer import BayesianRewardOptimizer
 from .values import check_values
@@ -23,4 +24,5 @@ __all__ = [
     "BayesianRewardOptimizer", "SearchSpace", "Dimension", "StudySettings", "SAMPLERS", "PRUNERS",
     "OBJECTIVE_GROUP", "resolve_objective", "parse_storage", "check_values", "report_evaluation",
     "trial_seeds", "trial_directory", "trial_phase", "tuning_seeds", "report_seeds", "REPORT_SEED_BASE",
+    "TrialTimeout", "EvaluationError",
 ]

@@ -8,7 +8,9 @@ reward), never the shaped reward itself: ``objective(config, trial) -> float | s
 A study is persistent (a journal file by default) and resumable: ``n_trials`` is the study's
 total of finished trials (complete, pruned or failed), so running again with a larger number
 continues to it; the sampler and pruner are stored with the study and restored; a trial whose
-worker was killed is failed and retried with the same parameters (see ``recovery``). Each trial
+worker was killed (or interrupted) is failed, does not count, and is retried with the same
+parameters (see ``recovery``). What the objective raises, ``SystemExit`` and a trial timeout
+included, fails its trial and the study goes on (see ``limits``). Each trial
 keeps ``reward.yaml`` and ``metrics.json`` in ``<study folder>/trials/<number>/``.
 """
 
