@@ -85,3 +85,22 @@ def test_workers_flag_runs_processes_on_one_study(tmp_path):
     result = run_optimize(folder, "s.journal", 8, "--workers", "2", TRIAL_SLEEP="0.3")
     check_shared_study(folder, "s.journal", 8, min_workers=2)
     assert "8 finished trials (8 complete, 0 pruned, 0 failed)" in result.stdout
+
+
+def test_a_killed_last_trial_is_still_retried(tmp_path):
+    """The killed trial was the last of the budget: its retry must still run (it did not count)."""
+    folder = make_study_folder(tmp_path)
+    (folder / "hang_on_trial").write_text("1")
+    proc = subprocess.Popen(optimize_command("s.journal", 2), cwd=folder, env=child_env(), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(folder / "hanging")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    (folder / "hang_on_trial").unlink()
+    result = run_optimize(folder, "s.journal", 2)
+    after = load_trials(folder, "s.journal")
+    assert [t.state for t in after] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE]
+    assert after[2].params == after[1].params and after[2].system_attrs["failed_trial"] == 1
+    assert "2 finished trials (2 complete, 0 pruned, 0 failed)" in result.stdout
