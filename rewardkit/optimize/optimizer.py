@@ -38,7 +38,7 @@ from ..composer import RewardComposer
 from ..config import load_yaml
 from ..errors import ConfigError, RewardKitError
 from .limits import TrialTimeout, check_timeout, objective_failure, time_limit
-from .recovery import LOST_ATTR, TrialHeartbeat, enqueue_retry, recover_stale_trials
+from .recovery import ERROR_ATTR, LOST_ATTR, TrialHeartbeat, enqueue_retry, recover_stale_trials, retried_numbers
 from .search_space import SearchSpace
 from .storage import GRACE_PERIOD, HEARTBEAT_INTERVAL, parse_storage, open_storage
 from .strategies import STUDY_ATTR, StudySettings, make_pruner, make_sampler
@@ -49,7 +49,6 @@ from .trial_context import (PHASE_ATTR, PRUNER_ATTR, REPEAT_ATTR, SEEDS_ATTR, TR
 Objective = Callable[[dict, Any], Any]
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 OVER_BUDGET_ATTR = "rewardkit.over_budget"
-ERROR_ATTR = "rewardkit.error"
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -89,7 +88,7 @@ def counted_trials(study: optuna.Study, states: Sequence[TrialState] = FINISHED)
     """Trials in ``states`` that count toward the budget: not those failed at once for starting
     past it, nor those whose worker was lost (killed or interrupted), whose retry counts instead."""
     trials = study.get_trials(deepcopy=False)
-    retried = {t.system_attrs.get("failed_trial") for t in trials}
+    retried = retried_numbers(trials)
     return [t for t in trials if t.state in states and not t.system_attrs.get(OVER_BUDGET_ATTR)
             and not (t.state == TrialState.FAIL and (t.system_attrs.get(LOST_ATTR) or t.number in retried))]
 

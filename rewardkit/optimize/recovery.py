@@ -29,6 +29,9 @@ from optuna.trial import FrozenTrial, TrialState
 WORKER_ATTR = "rewardkit.worker"
 HEARTBEAT_ATTR = "rewardkit.heartbeat"
 LOST_ATTR = "rewardkit.worker_lost"
+ERROR_ATTR = "rewardkit.error"
+#: how many times a config whose worker is lost is retried before it is failed for good
+MAX_RETRIES = 2
 
 
 def _process_start(pid: int) -> str | None:
@@ -141,19 +144,30 @@ def is_stale(trial: FrozenTrial, grace_period: float, now: float | None = None) 
 
 
 def recover_stale_trials(study: optuna.Study, grace_period: float) -> list[int]:
-    """Fail every stale RUNNING trial of ``study`` and enqueue a retry; return their numbers."""
+    """Fail every stale RUNNING trial of ``study`` and enqueue a retry; return their numbers.
+
+    A config whose worker was lost :data:`MAX_RETRIES` + 1 times (a config that kills its
+    worker, e.g. by running out of memory) is failed for good: it counts, and is not retried.
+    """
     storage = study._storage
     recovered = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         if not is_stale(trial, grace_period):
             continue
+        give_up = len(trial.system_attrs.get("retry_history", [])) >= MAX_RETRIES
         try:
-            storage.set_trial_system_attr(trial._trial_id, LOST_ATTR, True)
+            if give_up:
+                storage.set_trial_user_attr(trial._trial_id, ERROR_ATTR,
+                                            f"its worker was lost {MAX_RETRIES + 1} times running this config "
+                                            "(killed, or out of memory?); not retried again")
+            else:
+                storage.set_trial_system_attr(trial._trial_id, LOST_ATTR, True)
             if not storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL):
                 continue
         except UpdateFinishedTrialError:  # another worker (or Optuna's heartbeat) got there first
             continue
-        enqueue_retry(study, trial._trial_id)
+        if not give_up:
+            enqueue_retry(study, trial._trial_id)
         recovered.append(trial.number)
     return recovered
 
@@ -168,9 +182,15 @@ def enqueue_retry(study: optuna.Study, trial_id: int) -> None:
     retry(study, _with_system_attrs(failed, clean))
 
 
+def retried_numbers(trials: list[FrozenTrial]) -> set[int]:
+    """Numbers of the trials that have a retry (every entry of a retry's ``retry_history``)."""
+    return {n for t in trials for n in t.system_attrs.get("retry_history", ())}
+
+
 def _with_system_attrs(trial: FrozenTrial, system_attrs: dict[str, Any]) -> FrozenTrial:
     return FrozenTrial(number=trial.number, state=trial.state, value=None, values=trial.values,
                        datetime_start=trial.datetime_start, datetime_complete=trial.datetime_complete,
-                       params=trial.params, distributions=trial.distributions, user_attrs=trial.user_attrs,
+                       params=trial.params, distributions=trial.distributions,
+                       user_attrs={k: v for k, v in trial.user_attrs.items() if k != ERROR_ATTR},
                        system_attrs=system_attrs, intermediate_values=trial.intermediate_values,
                        trial_id=trial._trial_id)

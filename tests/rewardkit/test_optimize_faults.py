@@ -157,6 +157,7 @@ def test_keyboard_interrupt_stops_the_study_saved_and_the_trial_is_retried(tmp_p
     again.optimize(n_trials=3)
     trials = again.study.trials
     assert trials[2].params == trials[1].params and trials[2].state == TrialState.COMPLETE
+    assert ERROR_ATTR not in trials[2].user_attrs  # the retry does not inherit the interruption's error
     assert again.finished_count() == 3  # the interrupted trial does not count, its retry does
 
 
@@ -288,3 +289,27 @@ def test_validation_runs_honour_the_trial_timeout(tmp_path):
     with pytest.raises(EvaluationError, match=r"validate run of the base, repeat 0 .* trial timeout of 1 s"):
         measure_noise(opt, repeats=2)
     assert time.monotonic() - start < 30
+
+
+def test_a_config_that_keeps_killing_its_worker_is_failed_for_good_after_two_retries(tmp_path):
+    from optuna.distributions import FloatDistribution
+
+    from rewardkit.optimize.recovery import MAX_RETRIES
+
+    opt = make(tmp_path, seed=0)
+    storage = opt.study._storage
+    numbers = []
+    for i in range(MAX_RETRIES + 1):
+        # the first trial, then each retry popped from the queue with the same parameters
+        trial = opt.study.ask({"x": FloatDistribution(0, 1)} if i == 0 else None)
+        numbers.append(trial.number)
+        dead = {"host": "h", "machine": machine_id(), "pid": 2**22 + 11, "start": "1", "trial": trial.number}
+        storage.set_trial_system_attr(trial._trial_id, WORKER_ATTR, dead)  # its process is gone
+        assert recover_stale_trials(opt.study, grace_period=60) == [trial.number]
+    trials = opt.study.trials
+    assert len(trials) == MAX_RETRIES + 1 and len({t.params["x"] for t in trials}) == 1
+    assert all(t.state == TrialState.FAIL for t in trials)
+    assert not [t for t in trials if t.state == TrialState.WAITING]  # lost 3 times: not retried again
+    assert opt.finished_count() == 1  # and the last loss counts
+    assert "not retried again" in trials[-1].user_attrs[ERROR_ATTR]
+    assert ERROR_ATTR not in trials[1].user_attrs
