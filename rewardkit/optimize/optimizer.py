@@ -64,6 +64,13 @@ class WorkerError(RewardKitError):
     """A ``--workers`` process failed; the study is saved and the next run goes on."""
 
 
+def _requeue(study: optuna.Study, trial: FrozenTrial) -> None:
+    """Put a queued trial that started past the budget back in the queue, as it was."""
+    attrs = {k: v for k, v in trial.system_attrs.items() if k != OVER_BUDGET_ATTR}
+    study.add_trial(optuna.trial.create_trial(state=TrialState.WAITING, user_attrs=trial.user_attrs,
+                                              system_attrs=attrs))
+
+
 @contextmanager
 def _sigint_deferred() -> Iterator[None]:
     """Ignore SIGINT in the block (main thread only), then restore the previous handler."""
@@ -324,7 +331,9 @@ class BayesianRewardOptimizer:
             ahead = [t for t in counted_trials(study, FINISHED + (TrialState.RUNNING,)) if t.number < trial.number]
             if len(ahead) >= n_trials:
                 study._storage.set_trial_system_attr(trial._trial_id, OVER_BUDGET_ATTR, True)
-                study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+                frozen = study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+                if "fixed_params" in frozen.system_attrs:  # an enqueued config or a retry: keep it queued
+                    _requeue(study, frozen)
                 return None
         values: Any = None
         interrupted: KeyboardInterrupt | None = None

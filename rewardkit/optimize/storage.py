@@ -120,6 +120,9 @@ def prepare_journal(path: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():
             path.touch()
+        if not path.is_file():
+            raise ConfigError(f"expected a regular file for the {where}, got a device, pipe or socket",
+                              path="--storage")
         with path.open("rb") as f:
             head = f.read(len(_RECORD_START))
     except OSError as exc:

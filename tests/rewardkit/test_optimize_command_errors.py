@@ -210,3 +210,9 @@ def test_storage_repair_keeps_records_json(folder):
 def test_bad_numbers_are_usage_errors_even_when_no_trial_runs(folder, capsys, flag, value):
     assert cli_main(optimize(flag, value, trials=None)) == 2
     assert f"argument {flag}: expected" in capsys.readouterr().err
+
+
+def test_a_pipe_as_journal_is_refused_without_blocking(folder, capsys):
+    import os
+    os.mkfifo(folder / "pipe")
+    located_error(capsys, cli_main(optimize("--storage", "pipe")), "--storage", "expected a regular file")

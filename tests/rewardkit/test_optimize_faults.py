@@ -313,3 +313,16 @@ def test_a_config_that_keeps_killing_its_worker_is_failed_for_good_after_two_ret
     assert opt.finished_count() == 1  # and the last loss counts
     assert "not retried again" in trials[-1].user_attrs[ERROR_ATTR]
     assert ERROR_ATTR not in trials[1].user_attrs
+
+
+def test_a_queued_trial_popped_past_the_budget_stays_queued(tmp_path):
+    """Two workers race at the end of the budget: the one that pops a queued retry puts it back."""
+    opt = make(tmp_path, seed=0)
+    opt.optimize(n_trials=2)
+    opt.study.enqueue_trial({"components.progress.weight": 1.3, "components.effort.weight": -0.25,
+                             "components.smooth.params.sigma": 2.5})
+    assert opt._one_trial(opt.study, n_trials=2) is None  # as if the other worker had just finished the 2nd
+    waiting = opt.study.get_trials(states=(TrialState.WAITING,))
+    assert len(waiting) == 1 and waiting[0].system_attrs["fixed_params"]["components.progress.weight"] == 1.3
+    opt.optimize(n_trials=3)
+    assert opt.study.trials[-1].params["components.progress.weight"] == 1.3
