@@ -326,3 +326,48 @@ def test_a_queued_trial_popped_past_the_budget_stays_queued(tmp_path):
     assert len(waiting) == 1 and waiting[0].system_attrs["fixed_params"]["components.progress.weight"] == 1.3
     opt.optimize(n_trials=3)
     assert opt.study.trials[-1].params["components.progress.weight"] == 1.3
+
+
+def _pid_namespaces_available() -> bool:
+    try:
+        return subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True,
+                              timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+SLOW_FIRST_PY = """\
+import json, os, time
+
+def objective(config, trial):
+    with open("calls.log", "a") as f:
+        f.write(json.dumps({"trial": trial.number, "pid": os.getpid(), "params": trial.params}) + "\\n")
+    if trial.number == 0:
+        time.sleep(8)
+    return config["components"]["progress"]["weight"] ** 2
+"""
+
+
+def test_a_worker_in_another_pid_namespace_with_our_host_name_keeps_its_trial(tmp_path):
+    """A container sharing the host name (here: a PID namespace via unshare) runs trial 0; a worker
+    outside must not take its pid for a dead local process, fail its trial and crash it."""
+    if not _pid_namespaces_available():
+        pytest.skip("unshare --pid --mount-proc is not permitted here (needs root or user namespaces)")
+    folder = make_study_folder(tmp_path)
+    (folder / "slowfirst.py").write_text(SLOW_FIRST_PY)
+    cmd = optimize_command("s.journal", 3)
+    cmd[cmd.index("objmod:objective")] = "slowfirst:objective"
+    inside = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", *cmd], cwd=folder, env=child_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not calls(folder):
+        assert time.monotonic() < deadline and inside.poll() is None
+        time.sleep(0.1)
+    outside = subprocess.run(cmd, cwd=folder, env=child_env(), capture_output=True, text=True, timeout=240)
+    out, err = inside.communicate(timeout=240)
+    assert outside.returncode == 0, outside.stderr
+    assert inside.returncode == 0, err
+    assert "Traceback" not in err + outside.stderr
+    trials = load_trials(folder, "s.journal")
+    assert trials[0].state == TrialState.COMPLETE
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 3
