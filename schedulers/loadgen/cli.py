@@ -1,0 +1,148 @@
+"""``rewardkit loadgen``: replay an env YAML's (or a trace's) arrivals against an OpenAI-compatible endpoint.
+
+Plugged into rewardkit's CLI through the entry-point group ``rewardkit.commands``. Prints a
+table of TTFT / TPOT / ITL / e2e (mean, p50, p90, p99) and throughput, and writes the summary and
+every request's record as JSON (``--out``). Bad options are one-line errors (exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rewardkit.errors import ConfigError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+DEFAULT_ENV = "configs/envs/hetero.yaml"
+
+
+def add_loadgen_command(subparsers: Any) -> None:
+    """Add ``loadgen``."""
+    p = subparsers.add_parser(
+        "loadgen", help="replay a workload against an OpenAI-compatible endpoint and measure it",
+        description="Send an env YAML's arrivals and request lengths (or a trace's) to an OpenAI-compatible "
+                    "endpoint, open loop; print TTFT/TPOT/ITL/e2e percentiles and throughput; save JSON.")
+    p.add_argument("--url", required=True, help="endpoint base URL, e.g. http://127.0.0.1:8000 (a gateway or one engine)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--env", default=None, help=f"env YAML whose arrivals and lengths to replay (default {DEFAULT_ENV})")
+    src.add_argument("--trace", default=None, help="trace CSV: num_prefill_tokens, num_decode_tokens[, arrived_at]")
+    p.add_argument("--seed", type=int, default=101, help="arrival and prompt seed (the simulator's episode seed)")
+    p.add_argument("--qps", type=float, default=None, help="override the arrival rate (requests/s)")
+    p.add_argument("--requests", type=int, default=100, help="number of requests (default 100)")
+    p.add_argument("--duration", type=float, default=None, help="send no request after this many seconds")
+    p.add_argument("--timeout", type=float, default=120.0, help="per-request timeout in seconds")
+    p.add_argument("--length-scale", type=float, default=1.0, help="multiply prompt and output lengths by this")
+    p.add_argument("--max-model-len", type=int, default=None,
+                   help="shorten requests (both parts in proportion) so prompt + output fits the engine")
+    p.add_argument("--shared-prefix", default=None, metavar="GROUPS:TOKENS",
+                   help="prepend one of GROUPS system prompts of TOKENS tokens (prefix-cache workload)")
+    p.add_argument("--sessions", type=int, default=0,
+                   help="with --shared-prefix: multi-turn conversations (each turn repeats the earlier ones)")
+    p.add_argument("--api", choices=("completions", "chat"), default="completions")
+    p.add_argument("--prompt-format", choices=("ids", "text"), default="ids",
+                   help="prompts as token ids (exact lengths; vLLM accepts them) or as words (completions API)")
+    p.add_argument("--vocab-size", type=int, default=2000, help="token ids are drawn below this")
+    p.add_argument("--model", default=None, help="model name (default: the first of GET /v1/models)")
+    p.add_argument("--no-stream", action="store_true", help="plain responses (no TTFT or ITL)")
+    p.add_argument("--no-ignore-eos", action="store_true", help="do not send ignore_eos")
+    p.add_argument("--out", default=None, help="JSON file for the summary and per-request records")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=loadgen_command)
+
+
+def positive(value: float | int | None, option: str, allow_zero: bool = False) -> None:
+    if value is not None and not (value >= 0 if allow_zero else value > 0):
+        raise ValueError(f"{option}: expected a {'non-negative' if allow_zero else 'positive'} number, got {value}")
+
+
+def discover_model(url: str, timeout_s: float = 10.0) -> str:
+    """The first model id ``GET /v1/models`` lists."""
+    import httpx
+
+    try:
+        resp = httpx.get(url + "/v1/models", timeout=timeout_s)
+        resp.raise_for_status()
+        return str(resp.json()["data"][0]["id"])
+    except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as exc:
+        raise ValueError(f"--url {url}: could not list models at /v1/models ({type(exc).__name__}: {exc}); "
+                         "is the endpoint up? (or give --model)") from None
+
+
+def build_workload(args: argparse.Namespace) -> list:
+    """The request specs the options describe."""
+    from .workload import SharedPrefix, build_requests, lengths_from_env, lengths_from_trace, load_path_check
+
+    if args.trace:
+        load_path_check(args.trace, "--trace")
+        lengths = lengths_from_trace(args.trace, args.seed, args.qps, args.requests)
+    else:
+        env = args.env or DEFAULT_ENV
+        load_path_check(env, "--env")
+        lengths = lengths_from_env(env, args.seed, args.qps, args.requests)
+    shared = SharedPrefix.parse(args.shared_prefix, args.sessions) if args.shared_prefix else None
+    if args.sessions and not shared:
+        raise ValueError("--sessions: needs --shared-prefix GROUPS:TOKENS")
+    budget = args.max_model_len
+    if shared is not None and budget is not None:
+        budget = budget - shared.prefix_tokens
+        if budget < 2:
+            raise ValueError(f"--shared-prefix: {shared.prefix_tokens} tokens leave no room within "
+                             f"--max-model-len {args.max_model_len}")
+    lengths = lengths.fitted(args.length_scale, budget)
+    return build_requests(lengths, args.seed, args.vocab_size, shared, args.max_model_len)
+
+
+def loadgen_command(args: argparse.Namespace) -> int:
+    """Run the load generator from parsed arguments; return an exit code."""
+    from .runner import base_url, format_summary, replay, summarize
+    from .workload import WorkloadError, summarize_workload
+
+    try:
+        positive(args.requests, "--requests")
+        positive(args.qps, "--qps")
+        positive(args.duration, "--duration")
+        positive(args.timeout, "--timeout")
+        url = base_url(args.url)
+        specs = build_workload(args)
+        model = args.model or discover_model(url)
+    except (WorkloadError, ConfigError, ValueError, ImportError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    workload = summarize_workload(specs)
+    print(f"workload: {workload['requests']} requests over {workload['span_s']:.1f} s "
+          f"({workload['offered_qps']:.2f} req/s offered), mean prompt {workload['mean_prompt_tokens']:.0f} "
+          f"and output {workload['mean_output_tokens']:.0f} tokens, shared-prefix tokens "
+          f"{100 * workload['shared_token_fraction']:.0f}%; model {model!r} at {url}", file=sys.stderr)
+    bar = None
+    if not args.no_progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(specs), unit="req", file=sys.stderr, dynamic_ncols=True)
+    interrupted = False
+    try:
+        records, wall = asyncio.run(replay(
+            url, specs, model=model, api=args.api, prompt_format=args.prompt_format, stream=not args.no_stream,
+            ignore_eos=not args.no_ignore_eos, timeout_s=args.timeout, duration_s=args.duration,
+            on_done=(lambda _r: bar.update(1)) if bar is not None else None))
+    except KeyboardInterrupt:
+        interrupted, records, wall = True, [], 0.0
+    finally:
+        if bar is not None:
+            bar.close()
+    if interrupted:
+        print("interrupted: no results written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    summary = summarize(records, wall)
+    print(format_summary(summary, title=f"loadgen {url}"))
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        payload = {"url": url, "model": model, "options": {k: v for k, v in vars(args).items() if k != "func"},
+                   "workload": workload, "summary": summary, "requests": [r.to_dict() for r in records]}
+        out.write_text(json.dumps(payload, indent=1))
+        print(f"results in {out}")
+    return EXIT_OK if summary["completed"] else EXIT_FAILED
