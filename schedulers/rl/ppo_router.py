@@ -8,13 +8,29 @@ registers the router as ``make_router("ppo", checkpoint=path, deterministic=True
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
 import torch
 
 from .policy import ReplicaScorerPolicy
+from ..routing.observation import FEATURE_NAMES, PREFIX_FEATURES, ObservationConfig
 from ..routing.router import register_router
+
+
+def observation_config_from_checkpoint(data: dict[str, Any]) -> ObservationConfig:
+    """The observation settings a checkpoint was trained with.
+
+    Checkpoints record them (``observation``); older ones do not, and were trained on the default
+    settings without the prefix feature, which their ``n_features`` confirms.
+    """
+    saved = data.get("observation")
+    if isinstance(saved, dict) and saved:
+        known = {f.name for f in dataclasses.fields(ObservationConfig)}
+        return ObservationConfig(**{k: v for k, v in saved.items() if k in known})
+    n_features = int(data["policy_kwargs"].get("n_features", len(FEATURE_NAMES)))
+    return ObservationConfig(prefix_match=n_features == len(FEATURE_NAMES) + len(PREFIX_FEATURES))
 
 
 class PPORouter:
@@ -22,8 +38,11 @@ class PPORouter:
 
     name = "ppo"
 
-    def __init__(self, policy: ReplicaScorerPolicy, deterministic: bool = True, seed: int | None = None) -> None:
+    def __init__(self, policy: ReplicaScorerPolicy, deterministic: bool = True, seed: int | None = None,
+                 observation_config: ObservationConfig | None = None) -> None:
         self.policy = policy.eval()
+        #: how observations for this policy are built (scales, and whether the prefix feature is in)
+        self.observation_config = observation_config or ObservationConfig()
         self.deterministic = deterministic
         self.generator = torch.Generator()
         self.reset(seed)
@@ -42,7 +61,7 @@ class PPORouter:
         policy = ReplicaScorerPolicy.from_checkpoint_dict(data)
         if temperature is not None:
             policy.temperature = temperature
-        return cls(policy, deterministic=deterministic, seed=seed)
+        return cls(policy, deterministic=deterministic, seed=seed, observation_config=observation_config_from_checkpoint(data))
 
     def reset(self, seed: int | None = None) -> None:
         """Reseed the action sampler (deterministic routing ignores it)."""

@@ -14,6 +14,9 @@ least_tokens    fewest outstanding known tokens: unprocessed prompt tokens + out
                 generated so far, over its unfinished requests
 least_prefill   fewest unprocessed prompt tokens (queued or running)
 power_of_two    fewer outstanding requests of two distinct replicas drawn at random
+prefix_aware    longest likely-cached prefix of the request (``snapshot.prefix_match``) while
+                load is balanced; fewest outstanding requests when it is not, or when no
+                replica holds at least ``PREFIX_MATCH_THRESHOLD`` of the prompt
 ==============  =========================================================================
 
 Capacity-aware versions divide the queued work by the replica's *declared* speed (the hardware
@@ -82,6 +85,36 @@ def power_of_two(snapshot: ReplicaSnapshot, rng: np.random.Generator) -> int:
     return int(pair[argmin_random(loads, rng)])
 
 
+#: ``prefix_aware`` follows the cache only when some replica holds at least this share of the prompt.
+PREFIX_MATCH_THRESHOLD = 0.3
+#: load is imbalanced (``prefix_aware`` falls back to the least loaded) when the most and least
+#: loaded replicas differ by more than this many outstanding requests *and* by more than
+#: ``PREFIX_IMBALANCE_RATIO`` times (SGLang's cache-aware rule, thresholds sized for small engines).
+PREFIX_IMBALANCE_ABS = 4.0
+PREFIX_IMBALANCE_RATIO = 1.5
+
+
+def load_imbalanced(load: np.ndarray, abs_gap: float = PREFIX_IMBALANCE_ABS, ratio: float = PREFIX_IMBALANCE_RATIO) -> bool:
+    """Whether the most and least loaded differ by more than ``abs_gap`` and by more than ``ratio`` times."""
+    high, low = float(np.max(load)), float(np.min(load))
+    return high - low > abs_gap and high > ratio * low
+
+
+def prefix_aware(snapshot: ReplicaSnapshot, rng: np.random.Generator) -> int:
+    """Cache affinity with a load-balance guard (SGLang's cache-aware router, Ray Serve's prefix router).
+
+    While load (outstanding requests) is balanced, route to the replica holding the longest prefix
+    of the request if it covers at least ``PREFIX_MATCH_THRESHOLD`` of the prompt (ties: the less
+    loaded); otherwise, and whenever load is imbalanced, to the least loaded replica.
+    """
+    load = snapshot.outstanding_requests
+    match = np.asarray(snapshot.prefix_match, dtype=np.float64)
+    if load_imbalanced(load) or match.max() < PREFIX_MATCH_THRESHOLD:
+        return argmin_random(load, rng)
+    best = np.flatnonzero(match == match.max())
+    return int(best[argmin_random(load[best], rng)])
+
+
 def cap_jsq(snapshot: ReplicaSnapshot, rng: np.random.Generator, prompt_tokens: float = 0.0) -> int:
     """Fewest outstanding requests per unit of declared speed."""
     return argmin_random(snapshot.outstanding_requests / snapshot.declared_speed, rng)
@@ -142,6 +175,7 @@ HEURISTICS: dict[str, Heuristic] = {
     "least_tokens": least_tokens,
     "least_prefill": least_prefill,
     "power_of_two": power_of_two,
+    "prefix_aware": prefix_aware,
 }
 #: heuristics that take (snapshot, rng, prompt_tokens) and read declared or measured speed.
 SPEED_HEURISTICS: dict[str, Callable[[ReplicaSnapshot, np.random.Generator, float], int]] = {

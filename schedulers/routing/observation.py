@@ -27,7 +27,9 @@ class ObservationConfig:
     token_scale: float = 4096.0
     #: time constant (s of batch work) of the online speed estimate (``measured_speed``).
     speed_tau_s: float = 2.0
-
+    #: opt-in: add ``PREFIX_FEATURES`` (the prefix-cache match) to every row. Off by default, so
+    #: observations, and the checkpoints trained on them, keep ``len(FEATURE_NAMES)`` columns.
+    prefix_match: bool = False
 
 
 REPLICA_FEATURES = (
@@ -52,6 +54,14 @@ REPLICA_FEATURES = (
 )
 REQUEST_FEATURES = ("req_prompt_tokens", "req_prompt_kv_frac")
 FEATURE_NAMES = REPLICA_FEATURES + REQUEST_FEATURES
+#: appended after ``FEATURE_NAMES`` when ``ObservationConfig.prefix_match`` is on: the share of the
+#: arriving request's prompt each replica's prefix cache likely holds (``ReplicaSnapshot.prefix_match``).
+PREFIX_FEATURES = ("prefix_match",)
+
+
+def feature_names(obs_config: ObservationConfig | None = None) -> tuple[str, ...]:
+    """Column names of the observation rows ``obs_config`` gives."""
+    return FEATURE_NAMES + (PREFIX_FEATURES if obs_config is not None and obs_config.prefix_match else ())
 
 
 DEFAULT_BLOCK_SIZE = 16
@@ -101,7 +111,10 @@ def build_observation(
     request = np.stack(
         [np.full(snapshot.num_replicas, prompt_tokens / ts), blocks / np.maximum(snapshot.kv_capacity, 1.0)], axis=1
     )
-    return np.concatenate([replica, request], axis=1).astype(np.float32)
+    parts = [replica, request]
+    if obs_config.prefix_match:
+        parts.append(np.clip(np.asarray(snapshot.prefix_match, dtype=np.float64), 0.0, 1.0)[:, None])
+    return np.concatenate(parts, axis=1).astype(np.float32)
 
 
 def observation_bounds(
@@ -132,7 +145,9 @@ def observation_bounds(
         "rel_expected_wait": waits,
         "req_prompt_tokens": max_tokens / obs.token_scale,
         "req_prompt_kv_frac": 1.0,
+        "prefix_match": 1.0,
     }
-    high_arr = np.array([high[name] for name in FEATURE_NAMES], dtype=np.float32)
-    low_arr = np.array([-high[name] if name.startswith("rel_") else 0.0 for name in FEATURE_NAMES], dtype=np.float32)
+    names = feature_names(obs)
+    high_arr = np.array([high[name] for name in names], dtype=np.float32)
+    low_arr = np.array([-high[name] if name.startswith("rel_") else 0.0 for name in names], dtype=np.float32)
     return low_arr, high_arr

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -37,6 +37,13 @@ class ReplicaSnapshot:
     tokens_per_s: np.ndarray
     #: seconds since the replica last completed a request (since the episode start if never).
     since_completion: np.ndarray
+    #: share (0-1) of the arriving request's prompt the replica's prefix cache likely holds
+    #: (:class:`schedulers.routing.prefix_index.PrefixIndex`); zeros where nothing tracks it (Vidur).
+    prefix_match: np.ndarray | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        if self.prefix_match is None:
+            object.__setattr__(self, "prefix_match", np.zeros(len(self.waiting)))
 
     @classmethod
     def build(cls, num_replicas: int | None = None, **fields: object) -> "ReplicaSnapshot":

@@ -87,7 +87,7 @@ import numpy as np
 from gymnasium import spaces
 
 from ..routing.heuristics import HEURISTIC_NAMES, choose
-from ..routing.observation import FEATURE_NAMES, build_observation, observation_bounds
+from ..routing.observation import build_observation, feature_names, observation_bounds
 from ..routing.snapshot import ReplicaSnapshot
 from .arrivals import sample_arrivals
 from .env_config import EnvConfig, load_env_config
@@ -150,7 +150,7 @@ class VidurRoutingEnv(gym.Env):
         self.env_config = cfg
         self.evaluate = evaluate
         self.num_replicas = cfg.num_replicas
-        self.feature_names: tuple[str, ...] = FEATURE_NAMES
+        self.feature_names: tuple[str, ...] = feature_names(cfg.observation)
         self.action_space = spaces.Discrete(cfg.num_replicas)
         low, high = observation_bounds(
             cfg.observation, cfg.requests_per_episode, cfg.max_tokens, min(cfg.replica_speeds)

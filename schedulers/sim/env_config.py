@@ -223,6 +223,7 @@ _OBSERVATION_CHECKS = {
     "recent_window_s": Param.positive(doc="window (s) of recent completions and throughput"),
     "count_scale": Param.positive(doc="request counts are divided by this"),
     "token_scale": Param.positive(doc="token counts are divided by this"),
+    "prefix_match": Param.boolean(doc="add the prefix-cache match feature (0 in Vidur, which caches no prefixes)"),
 }
 _PREDICTOR_CHECKS = {
     "num_estimators": Param(None, "", "a positive integer or a non-empty list of them", _int_list),

@@ -24,6 +24,7 @@ demonstrations) hold whole episodes, so every decision has its credit before GAE
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import os
 import time
@@ -81,6 +82,9 @@ class Trainer:
         self.envs = [env_factory() for _ in range(self.n_envs)]
         self.num_replicas, self.n_features = self._check_spaces()
         self.policy = ReplicaScorerPolicy(self.n_features, **cfg["policy"])
+        #: the env's observation settings, saved beside the weights so a router rebuilds the same rows
+        obs_cfg = getattr(getattr(self.envs[0].unwrapped, "env_config", None), "observation", None)
+        self.observation: dict[str, Any] = dataclasses.asdict(obs_cfg) if dataclasses.is_dataclass(obs_cfg) else {}
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=ppo["learning_rate"], eps=ppo["adam_eps"])
         #: the warm-start policy: the behaviour-cloned one after cloning, else the initial policy.
         #: KL(pi || reference) is reported every update (``kl_warm_start``) and penalised with ``kl_ref.coef``.
@@ -261,8 +265,8 @@ class Trainer:
         self.bc_done = True
         self.wall_time += time.perf_counter() - t0
         write_csv(self.out_dir / "bc_metrics.csv", self.bc_metrics)
-        atomic_save({**self.policy.to_checkpoint(), "kind": "bc_policy", "heuristics": bc["heuristics"]},
-                    self.out_dir / "bc_policy.pt")
+        atomic_save({**self.policy.to_checkpoint(), "observation": self.observation, "kind": "bc_policy",
+                     "heuristics": bc["heuristics"]}, self.out_dir / "bc_policy.pt")
         progress(f"[bc] done in {time.perf_counter() - t0:.1f}s (collection {collect_time:.1f}s)", self.progress_on)
 
     # ---- PPO ------------------------------------------------------------------------------
@@ -430,6 +434,7 @@ class Trainer:
             "kind": "ppo_training",
             "config": self.cfg,
             **self.policy.to_checkpoint(),
+            "observation": self.observation,
             "optimizer": self.optimizer.state_dict(),
             "reference_state": self.reference.state_dict(),
             "update": self.update,
@@ -563,8 +568,8 @@ def train(
         trainer.run(log)
         final = trainer.save_checkpoint()
         policy_path = out / "policy.pt"
-        atomic_save({**trainer.policy.to_checkpoint(), "kind": "policy", "update": trainer.update,
-                     "global_step": trainer.global_step}, policy_path)
+        atomic_save({**trainer.policy.to_checkpoint(), "observation": trainer.observation, "kind": "policy",
+                     "update": trainer.update, "global_step": trainer.global_step}, policy_path)
         if cfg["logging"]["plots"] and log.rows:
             plot_learning_curves(out / "metrics.csv", out / "learning_curves.png")
         rows = [dict(r) for r in log.rows]
