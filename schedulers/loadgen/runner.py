@@ -145,8 +145,12 @@ async def replay(
     timeout_s: float = 300.0,
     duration_s: float | None = None,
     on_done: Callable[[RequestRecord], None] | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> tuple[list[RequestRecord], float]:
-    """Send every request of ``specs`` at its arrival time; return the records and the run's wall time (s)."""
+    """Send every request of ``specs`` at its arrival time; return the records and the run's wall time (s).
+
+    ``transport`` replaces the network (tests pass an ``httpx.MockTransport``).
+    """
     if api not in ("completions", "chat"):
         raise ValueError(f"--api: expected completions or chat, got {api!r}")
     endpoint = base_url(url) + ("/v1/chat/completions" if api == "chat" else "/v1/completions")
@@ -154,7 +158,7 @@ async def replay(
                for s in specs]
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
     timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0))
-    async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+    async with httpx.AsyncClient(limits=limits, timeout=timeout, transport=transport) as client:
         start = time.perf_counter()
 
         async def one(spec: RequestSpec, record: RequestRecord) -> None:

@@ -1,0 +1,201 @@
+"""``rewardkit loadgen``: workloads (lengths, shared prefixes, traces), the replay's timing, the CLI's errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import numpy as np
+import pytest
+
+from rewardkit.cli import main as rewardkit_main
+from schedulers.loadgen.runner import format_summary, replay, request_body, summarize
+from schedulers.loadgen.workload import (
+    Lengths,
+    RequestSpec,
+    SharedPrefix,
+    WorkloadError,
+    build_requests,
+    lengths_from_trace,
+    poisson_times,
+)
+
+
+def lengths(n: int = 20, prompt: int = 300, output: int = 100) -> Lengths:
+    return Lengths(np.arange(n) * 0.01, np.full(n, prompt), np.full(n, output))
+
+
+def test_lengths_are_scaled_then_shortened_in_proportion_to_fit_the_engine() -> None:
+    base = Lengths(np.zeros(3), np.array([1000, 40, 3000]), np.array([200, 8, 1000]))
+    fitted = base.fitted(scale=0.5, max_model_len=512)
+    total = fitted.prompt_tokens + fitted.output_tokens
+    assert np.all(total <= 512)
+    np.testing.assert_array_equal(fitted.prompt_tokens[1:2], [20])  # short ones only scaled
+    np.testing.assert_array_equal(fitted.output_tokens[1:2], [4])
+    # a long one keeps its prompt:output proportion (3:1) within a token
+    assert abs(fitted.prompt_tokens[2] / fitted.output_tokens[2] - 3.0) < 0.05
+    with pytest.raises(WorkloadError, match="--length-scale"):
+        base.fitted(scale=0)
+
+
+def test_plain_prompts_have_the_workload_lengths_and_no_special_tokens() -> None:
+    specs = build_requests(lengths(), seed=3, vocab_size=50)
+    assert [s.prompt_tokens for s in specs] == [300] * 20
+    ids = np.concatenate([s.prompt_ids for s in specs])
+    assert ids.min() >= 3 and ids.max() < 50
+    assert build_requests(lengths(), seed=3, vocab_size=50)[5].prompt_ids == specs[5].prompt_ids  # seeded
+
+
+def test_shared_prefix_requests_start_with_their_groups_system_prompt() -> None:
+    specs = build_requests(lengths(40, 50, 10), seed=1, shared=SharedPrefix(groups=3, prefix_tokens=64))
+    systems: dict[int, tuple[int, ...]] = {}
+    for s in specs:
+        assert s.shared_tokens == 64 and s.prompt_tokens == 114
+        assert systems.setdefault(s.group, s.prompt_ids[:64]) == s.prompt_ids[:64]
+    assert len(set(systems.values())) == len(systems) >= 2
+
+
+def test_sessions_repeat_earlier_turns_and_start_over_before_outgrowing_the_model() -> None:
+    specs = build_requests(lengths(30, 40, 20), seed=2, shared=SharedPrefix(2, 32, sessions=3), max_model_len=256)
+    by_session: dict[int, list[RequestSpec]] = {}
+    for s in specs:
+        assert s.prompt_tokens + s.output_tokens <= 256
+        by_session.setdefault(s.session, []).append(s)
+    assert sorted(by_session) == [0, 1, 2]
+    restarts = 0
+    for turns in by_session.values():
+        for prev, cur in zip(turns[:-1], turns[1:], strict=True):
+            if cur.shared_tokens == 32:
+                restarts += 1  # a new conversation: only the system prompt is shared
+            else:
+                assert cur.prompt_ids[:prev.prompt_tokens] == prev.prompt_ids
+                assert cur.shared_tokens == prev.prompt_tokens + prev.output_tokens
+    assert restarts >= 1
+
+
+def test_shared_prefix_option_is_parsed_with_a_located_error() -> None:
+    assert SharedPrefix.parse("4:128", 2) == SharedPrefix(4, 128, 2)
+    with pytest.raises(WorkloadError, match="--shared-prefix: expected GROUPS:TOKENS"):
+        SharedPrefix.parse("4x128")
+
+
+def test_trace_lengths_and_arrivals_with_located_errors(tmp_path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n1.5,10,5\n2.0,20,6\n4.0,30,7\n")
+    got = lengths_from_trace(str(trace), seed=0)
+    np.testing.assert_allclose(got.arrival_s, [0.0, 0.5, 2.5])
+    np.testing.assert_array_equal(got.prompt_tokens, [10, 20, 30])
+    assert len(lengths_from_trace(str(trace), seed=0, requests=2)) == 2
+    paced = lengths_from_trace(str(trace), seed=0, qps=2.0)  # --qps replaces the trace's times
+    np.testing.assert_allclose(paced.arrival_s, poisson_times(3, 2.0, 0))
+    bad = tmp_path / "bad.csv"
+    bad.write_text("num_prefill_tokens,num_decode_tokens\n10,5\n-3,5\n")
+    with pytest.raises(WorkloadError, match=r"bad\.csv:3: num_prefill_tokens: expected a positive"):
+        lengths_from_trace(str(bad), seed=0, qps=1.0)
+    nocol = tmp_path / "nocol.csv"
+    nocol.write_text("prompt,output\n1,2\n")
+    with pytest.raises(WorkloadError, match="expected a column 'num_prefill_tokens'"):
+        lengths_from_trace(str(nocol), seed=0, qps=1.0)
+    notimes = tmp_path / "notimes.csv"
+    notimes.write_text("num_prefill_tokens,num_decode_tokens\n10,5\n")
+    with pytest.raises(WorkloadError, match="give --qps"):
+        lengths_from_trace(str(notimes), seed=0)
+
+
+def test_env_workload_is_the_simulators_arrivals() -> None:
+    pytest.importorskip("vidur")
+    from schedulers.loadgen.workload import lengths_from_env
+    from schedulers.sim.arrivals import sample_arrivals
+    from schedulers.sim.env_config import load_env_config
+
+    got = lengths_from_env("configs/envs/tiny.yaml", seed=101, requests=30)
+    ref = sample_arrivals(load_env_config("configs/envs/tiny.yaml", {"requests_per_episode": 30}), 101)
+    np.testing.assert_allclose(got.arrival_s, ref.arrived_at - ref.arrived_at[0])
+    np.testing.assert_array_equal(got.prompt_tokens, ref.prefill_tokens)
+    np.testing.assert_array_equal(got.output_tokens, ref.decode_tokens)
+
+
+def test_request_bodies_for_both_apis() -> None:
+    spec = RequestSpec(0, 0.0, (5, 6, 7), 4)
+    body = request_body(spec, "m", "completions", "ids", stream=True, ignore_eos=True)
+    assert body["prompt"] == [5, 6, 7] and body["max_tokens"] == 4 and body["ignore_eos"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    chat = request_body(spec, "m", "chat", "ids", stream=False, ignore_eos=False)
+    assert chat["messages"][0]["content"] == spec.prompt_text() and "ignore_eos" not in chat
+
+
+def stub_transport(delay_first: float = 0.05, gap: float = 0.02, fail_every: int = 0) -> httpx.MockTransport:
+    """A streaming completions endpoint: first token after ``delay_first``, then one per ``gap``."""
+    calls = {"n": 0}
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        calls["n"] += 1
+        if fail_every and calls["n"] % fail_every == 0:
+            return httpx.Response(500, json={"error": {"message": "boom"}})
+        n = body["max_tokens"]
+
+        async def stream():
+            await asyncio.sleep(delay_first)
+            for i in range(n):
+                if i:
+                    await asyncio.sleep(gap)
+                yield f"data: {json.dumps({'choices': [{'index': 0, 'text': 'x'}]})}\n\n".encode()
+            usage = {"prompt_tokens": len(body["prompt"]), "completion_tokens": n}
+            yield f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode()
+            yield b"data: [DONE]\n\n"
+
+        return httpx.Response(200, content=stream(), headers={"x-rewardkit-replica": str(calls["n"] % 2)})
+
+    return httpx.MockTransport(handler)
+
+
+def test_replay_measures_ttft_itl_and_e2e_of_every_request() -> None:
+    specs = [RequestSpec(i, 0.05 * i, (3, 4, 5, 6), 5) for i in range(6)]
+    records, wall = asyncio.run(replay("http://stub", specs, model="m", transport=stub_transport()))
+    assert all(r.ok for r in records)
+    for r in records:
+        assert 0.045 <= r.ttft_s < 0.5
+        assert len(r.itl_s) == 4 and all(0.015 <= x < 0.5 for x in r.itl_s)
+        assert r.e2e_s >= r.ttft_s + sum(r.itl_s) - 1e-3
+        assert r.output_tokens == 5 and r.usage_prompt_tokens == 4
+    assert [r.sent_s >= r.arrival_s - 0.01 for r in records] == [True] * 6  # open loop: sent on schedule
+    summary = summarize(records, wall)
+    assert summary["completed"] == 6 and summary["failed"] == 0
+    assert summary["per_replica"] == {"0": 3, "1": 3}
+    assert 45 <= summary["ttft_ms"]["p50"] < 500 and summary["itl_ms"]["p99"] >= summary["itl_ms"]["p50"]
+    assert "TTFT" in format_summary(summary)
+
+
+def test_replay_records_failures_and_respects_the_duration_bound() -> None:
+    specs = [RequestSpec(i, 0.02 * i, (3, 4), 2) for i in range(10)]
+    records, _ = asyncio.run(replay("http://stub", specs, model="m", duration_s=0.1,
+                                    transport=stub_transport(0.01, 0.01, fail_every=3)))
+    sent = [r for r in records if r.sent_s is not None]
+    assert len(sent) == 6  # arrivals 0.00-0.10 s
+    assert all(r.error == "not sent: past --duration" for r in records[6:])
+    failed = [r for r in sent if not r.ok]
+    assert len(failed) == 2 and all(r.status == 500 and "boom" in r.error for r in failed)
+    assert summarize(records, 1.0)["failed"] == 6
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--url", "localhost:8000"], "--url: expected http://HOST:PORT"),
+        (["--url", "http://127.0.0.1:9", "--trace", "/no/such.csv"], "--trace /no/such.csv: no such file"),
+        (["--url", "http://127.0.0.1:9", "--requests", "0", "--model", "m"], "--requests: expected a positive"),
+        (["--url", "http://127.0.0.1:9", "--sessions", "2", "--model", "m", "--trace", "TRACE"],
+         "--sessions: needs --shared-prefix"),
+    ],
+)
+def test_cli_errors_are_one_line_with_exit_2(argv, message, capsys, tmp_path) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("num_prefill_tokens,num_decode_tokens\n10,5\n")
+    argv = [str(trace) if a == "TRACE" else a for a in argv]
+    if "--trace" in argv and "--qps" not in argv:
+        argv += ["--qps", "1"]
+    assert rewardkit_main(["loadgen", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
