@@ -29,13 +29,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from schedulers.engines.metrics import prefix_cache_hit_rate, scrape  # noqa: E402
-from schedulers.engines.replicas import EngineCluster, free_port, tiny_cluster  # noqa: E402
+from schedulers.engines.gateway_process import GatewayProcess  # noqa: E402
+from schedulers.engines.replicas import EngineCluster, tiny_cluster  # noqa: E402
 from schedulers.loadgen.runner import replay, summarize  # noqa: E402
 from schedulers.loadgen.workload import SharedPrefix, build_requests, lengths_from_env  # noqa: E402
 
@@ -56,75 +53,15 @@ LOAD_OBLIVIOUS = ("round_robin", "random")
 DEFAULT_CHECKPOINT = ROOT / "runs" / "ppo_hetero" / "policy.pt"
 
 
-# ---- gateway ------------------------------------------------------------------------------------
-class Gateway:
-    """``rewardkit gateway`` as a child process over the given backends."""
-
-    def __init__(self, backends: list[str], router: str, checkpoint: str | None, extra: list[str], log: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        exe = Path(sys.executable).with_name("rewardkit")
-        cmd = [str(exe), "gateway", "--router", router, "--host", "127.0.0.1", "--port", str(self.port)]
-        for b in backends:
-            cmd += ["--backend", b]
-        if checkpoint:
-            cmd += ["--checkpoint", checkpoint]
-        cmd += extra
-        self.cmd = cmd
-        self.log = log
-        fh = open(log, "w", encoding="utf-8")
-        try:
-            self.proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True, cwd=str(ROOT))
-        finally:
-            fh.close()
-
-    def wait_ready(self, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"gateway exited ({self.proc.returncode}): {' '.join(self.cmd)}\n"
-                                   + self.log.read_text(errors="replace")[-2000:])
-            try:
-                with urllib.request.urlopen(self.url + "/health", timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.3)
-        raise RuntimeError(f"gateway not healthy after {timeout_s:.0f} s: {' '.join(self.cmd)}")
-
-    def metrics_text(self) -> str:
-        with urllib.request.urlopen(self.url + "/metrics", timeout=5) as resp:
-            return resp.read().decode("utf-8", "replace")
-
-    def routed(self) -> dict[str, float]:
-        """``rewardkit_gateway_routed_total`` per replica label."""
-        out: dict[str, float] = {}
-        for line in self.metrics_text().splitlines():
-            if line.startswith("rewardkit_gateway_routed_total{"):
-                label = line.split('replica="', 1)[1].split('"', 1)[0]
-                out[label] = out.get(label, 0.0) + float(line.rsplit(" ", 1)[1])
-        return out
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-
-
 # ---- one run ------------------------------------------------------------------------------------
 def run_router(cluster: EngineCluster, router: str, specs: list, args: argparse.Namespace, out: Path,
                warmup: list) -> dict[str, Any]:
     """One router over the workload through a fresh gateway; the load generator's summary plus engine counters."""
     checkpoint = str(args.checkpoint) if router == "ppo" else None
-    gw = Gateway(cluster.urls, router, checkpoint, args.gateway_arg or [], out / f"gateway-{router}.log")
+    gw = GatewayProcess(cluster.urls, router, checkpoint=checkpoint, extra=args.gateway_arg or [],
+                        log=out / f"gateway-{router}.log")
     try:
-        gw.wait_ready()
+        gw.start()
         asyncio.run(replay(gw.url, warmup, model="tiny-llama", timeout_s=args.timeout))  # connections, caches
         before = [scrape(u) for u in cluster.urls]
         routed_before = gw.routed()
