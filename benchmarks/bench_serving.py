@@ -53,11 +53,113 @@ LOAD_OBLIVIOUS = ("round_robin", "random")
 DEFAULT_CHECKPOINT = ROOT / "runs" / "ppo_hetero" / "policy.pt"
 
 
+# ---- client-side routing (fallback) -------------------------------------------------------------
+class ClientRouting:
+    """The load generator routes each request itself: a fallback for when ``rewardkit gateway`` is not available.
+
+    Same routers (``choose`` for heuristics, the PPO checkpoint on ``build_observation`` rows), over a
+    ``ReplicaSnapshot`` built from the client's own bookkeeping: a request is waiting until its first
+    token, then running; prefill tokens are the prompts of waiting requests, decoded tokens the chunks
+    streamed so far, KV blocks the in-flight tokens over ``block_size``. Measured speed is the declared
+    one (no online estimate here), so ``adaptive`` routes like ``cap_least_prefill``.
+    """
+
+    def __init__(self, urls: list[str], router: str, checkpoint: str | None, declared: list[float],
+                 block_size: int = 32, kv_capacity: float = 1024.0, window_s: float = 10.0, seed: int = 0,
+                 token_factor: float = 1.0) -> None:
+        from schedulers.routing.observation import ObservationConfig
+        from schedulers.routing.prefix_index import PrefixIndex
+
+        n = len(urls)
+        self.urls, self.router, self.n = urls, router, n
+        self.declared = np.asarray(declared, dtype=np.float64)
+        self.block_size, self.kv_capacity, self.window_s = block_size, kv_capacity, window_s
+        self.rng = np.random.default_rng(seed)
+        self.decisions = 0
+        self.inflight: dict[int, dict[str, float]] = {}
+        self.completions: list[list[float]] = [[] for _ in range(n)]
+        self.tokens: list[list[tuple[float, int]]] = [[] for _ in range(n)]
+        self.last_completion = np.zeros(n)
+        self.start = time.perf_counter()
+        self.prefix = PrefixIndex(n, block_size)
+        self.ppo = None
+        self.obs_config = ObservationConfig()
+        if router.startswith("ppo"):
+            import dataclasses
+
+            import torch
+
+            from schedulers.rl.ppo_router import PPORouter
+
+            torch.set_num_threads(1)  # the engines own the cores; a spinning torch pool slows them
+            self.ppo = PPORouter.from_checkpoint(checkpoint)
+            self.obs_config = self.ppo.observation_config
+            if router == "ppo_scaled":  # token features in the units of the workload the policy was trained on
+                self.obs_config = dataclasses.replace(self.obs_config, token_scale=self.obs_config.token_scale * token_factor)
+
+    def snapshot(self, prefix_match: np.ndarray) -> Any:
+        from schedulers.routing.snapshot import ReplicaSnapshot
+
+        now = time.perf_counter() - self.start
+        f = {k: np.zeros(self.n) for k in ("waiting", "running", "prefill", "decoded", "kv")}
+        for req in self.inflight.values():
+            i = int(req["replica"])
+            started = req["decoded"] > 0
+            f["running" if started else "waiting"][i] += 1
+            if not started:
+                f["prefill"][i] += req["prompt"]
+            f["decoded"][i] += req["decoded"]
+            f["kv"][i] += np.ceil((req["prompt"] + req["decoded"]) / self.block_size) if started else 0
+        for i in range(self.n):
+            self.completions[i] = [t for t in self.completions[i] if t >= now - self.window_s]
+            self.tokens[i] = [(t, k) for t, k in self.tokens[i] if t >= now - self.window_s]
+        span = min(self.window_s, now) or self.window_s
+        return ReplicaSnapshot.build(
+            waiting=f["waiting"], running=f["running"], kv_blocks=f["kv"], kv_capacity=np.full(self.n, self.kv_capacity),
+            prefill_tokens=f["prefill"], decoded_tokens=f["decoded"], waiting_prefill_tokens=f["prefill"],
+            recent_completions=np.array([len(c) for c in self.completions], float),
+            busy=((f["waiting"] + f["running"]) > 0).astype(float), declared_speed=self.declared,
+            measured_speed=self.declared, tokens_per_s=np.array([sum(k for _, k in t) for t in self.tokens]) / span,
+            since_completion=np.maximum(now - self.last_completion, 0.0), prefix_match=prefix_match)
+
+    def __call__(self, spec: Any) -> tuple[str, str, Any]:
+        from schedulers.routing.heuristics import choose
+        from schedulers.routing.observation import build_observation
+
+        hashes = self.prefix.block_hashes(spec.prompt_ids)
+        snap = self.snapshot(self.prefix.match(spec.prompt_ids, hashes))
+        if self.ppo is not None:
+            i = int(self.ppo.act(build_observation(snap, spec.prompt_tokens, self.obs_config, self.block_size)))
+        else:
+            i = choose(self.router, snap, self.rng, decision_index=self.decisions, prompt_tokens=spec.prompt_tokens)
+        self.decisions += 1
+        self.prefix.insert(i, spec.prompt_ids, hashes)
+        key = spec.index
+        self.inflight[key] = {"replica": i, "prompt": spec.prompt_tokens, "decoded": 0}
+
+        def event(kind: str) -> None:
+            now = time.perf_counter() - self.start
+            req = self.inflight.get(key)
+            if req is None:
+                return
+            if kind == "token":
+                req["decoded"] += 1
+                self.tokens[i].append((now, 1 if req["decoded"] > 1 else 1 + int(req["prompt"])))
+            elif kind == "done":
+                del self.inflight[key]
+                self.completions[i].append(now)
+                self.last_completion[i] = now
+
+        return self.urls[i], str(i), event
+
+
 # ---- one run ------------------------------------------------------------------------------------
 def run_router(cluster: EngineCluster, router: str, specs: list, args: argparse.Namespace, out: Path,
                warmup: list) -> dict[str, Any]:
     """One router over the workload through a fresh gateway; the load generator's summary plus engine counters."""
-    checkpoint = str(args.checkpoint) if router == "ppo" else None
+    checkpoint = str(args.checkpoint) if router.startswith("ppo") else None
+    if args.client_routing:
+        return run_client_side(cluster, router, checkpoint, specs, args, out, warmup)
     gw = GatewayProcess(cluster.urls, router, checkpoint=checkpoint, extra=args.gateway_arg or [],
                         log=out / f"gateway-{router}.log")
     try:
@@ -73,6 +175,28 @@ def run_router(cluster: EngineCluster, router: str, specs: list, args: argparse.
     summary = summarize(records, wall)
     summary["router"] = router
     summary["routed"] = {k: routed_after.get(k, 0.0) - routed_before.get(k, 0.0) for k in routed_after}
+    rates = [prefix_cache_hit_rate(b, a) for b, a in zip(before, after, strict=True)]
+    summary["prefix_cache"] = {"hits": sum(r[0] for r in rates), "queries": sum(r[1] for r in rates),
+                               "per_replica_hit_rate": [r[2] for r in rates]}
+    q = summary["prefix_cache"]["queries"]
+    summary["prefix_cache"]["hit_rate"] = summary["prefix_cache"]["hits"] / q if q else 0.0
+    (out / f"records-{router}.json").write_text(json.dumps([r.to_dict() for r in records]))
+    return summary
+
+
+def run_client_side(cluster: EngineCluster, router: str, checkpoint: str | None, specs: list,
+                    args: argparse.Namespace, out: Path, warmup: list) -> dict[str, Any]:
+    """``run_router`` with the routing done in the load generator (``ClientRouting``) instead of a gateway."""
+    declared = [args.slow_speed if "slow" in spec.model else 1.0 for spec in cluster.specs]
+    asyncio.run(replay(cluster.urls[0], warmup, model="tiny-llama", timeout_s=args.timeout,
+                       dispatch=ClientRouting(cluster.urls, "round_robin", None, declared)))
+    before = [scrape(u) for u in cluster.urls]
+    routing = ClientRouting(cluster.urls, router, checkpoint, declared, seed=args.seed, token_factor=args.length_scale)
+    records, wall = asyncio.run(replay(cluster.urls[0], specs, model="tiny-llama", timeout_s=args.timeout, dispatch=routing))
+    after = [scrape(u) for u in cluster.urls]
+    summary = summarize(records, wall)
+    summary["router"] = router
+    summary["routed"] = {str(i): float(summary["per_replica"].get(str(i), 0)) for i in range(len(cluster.urls))}
     rates = [prefix_cache_hit_rate(b, a) for b, a in zip(before, after, strict=True)]
     summary["prefix_cache"] = {"hits": sum(r[0] for r in rates), "queries": sum(r[1] for r in rates),
                                "per_replica_hit_rate": [r[2] for r in rates]}
@@ -156,7 +280,7 @@ def report(data: dict[str, Any]) -> str:
         live_rank = ranks(live_p99)
         sim_rank = ranks({k: v["ttft_p99"] for k, v in sim.items() if k in live_p99})
         rr = live_p99.get("round_robin")
-        lines.append(f"Live heterogeneous cluster: {data['setup']}")
+        lines.append(f"Live heterogeneous cluster: {data['setup']}; routing: {data.get('routing', 'rewardkit gateway')}")
         lines.append("| router | answered | TTFT p50 (ms) | TTFT p99 (ms) | e2e mean (ms) | e2e p99 (ms) "
                      "| TTFT p99 / round_robin | routed per replica | live rank | sim TTFT p99 (s) | sim rank |")
         lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -257,6 +381,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="PPO checkpoint trained in Vidur on hetero "
                         "(rewardkit train configs/ppo_hetero.yaml --out runs/ppo_hetero)")
     p.add_argument("--gateway-arg", action="append", help="extra argument for rewardkit gateway (repeatable)")
+    p.add_argument("--client-routing", action="store_true",
+                   help="route in the load generator instead of through rewardkit gateway (fallback)")
+    p.add_argument("--slow-speed", type=float, default=0.5, help="declared speed of the slow replicas (client routing)")
     p.add_argument("--sim-out", default="runs/eval-hetero-serving")
     p.add_argument("--sim-seeds", type=int, default=3)
     p.add_argument("--prefix-replicas", type=int, default=2)
@@ -286,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     data["setup"] = (f"{args.replicas} replicas ({args.replicas - args.slow} fast tiny Llama 128x2, {args.slow} slow 384x4), "
                      f"{args.env} seed {args.seed}: {args.requests} requests at {args.qps} req/s, lengths x{args.length_scale} "
                      f"fitted to {args.max_model_len} tokens, --max-num-seqs {args.max_num_seqs}")
+    data["routing"] = "client-side (load generator; fallback)" if args.client_routing else "rewardkit gateway"
     if "sim" not in skip:
         data["sim"] = sim_ranking(args, routers)
     if "hetero" not in skip:

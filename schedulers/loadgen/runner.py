@@ -86,15 +86,34 @@ def _chunk_text(chunk: dict[str, Any]) -> str:
     return (choice.get("delta") or {}).get("content") or ""
 
 
-async def _send(client: httpx.AsyncClient, url: str, body: dict[str, Any], record: RequestRecord, start: float) -> None:
-    """Send one request and fill ``record`` (errors recorded, never raised)."""
+#: ``event(kind)`` hook of a client-side dispatch: ``"token"`` per streamed chunk, ``"done"`` at the end.
+Event = Callable[[str], None]
+#: client-side routing: the base URL for a request, a label recorded as its replica, and its event hook.
+Dispatch = Callable[[RequestSpec], "tuple[str, str, Event]"]
+
+
+def _noop(kind: str) -> None:
+    """Event hook that ignores events."""
+
+
+async def _send(client: httpx.AsyncClient, url: str, body: dict[str, Any], record: RequestRecord, start: float,
+                event: Event = _noop) -> None:
+    """Send one request and fill ``record`` (errors recorded, never raised); ``event`` hears its progress."""
+    try:
+        await _send_inner(client, url, body, record, start, event)
+    finally:
+        event("done")
+
+
+async def _send_inner(client: httpx.AsyncClient, url: str, body: dict[str, Any], record: RequestRecord, start: float,
+                      event: Event) -> None:
     sent = time.perf_counter()
     record.sent_s = sent - start
     last = None
     try:
         async with client.stream("POST", url, json=body) as resp:
             record.status = resp.status_code
-            record.replica = resp.headers.get(REPLICA_HEADER)
+            record.replica = resp.headers.get(REPLICA_HEADER, record.replica)
             if resp.status_code != 200:
                 text = (await resp.aread()).decode("utf-8", "replace")
                 record.error = f"HTTP {resp.status_code}: {text[:300]}"
@@ -118,6 +137,7 @@ async def _send(client: httpx.AsyncClient, url: str, body: dict[str, Any], recor
                     record.usage_prompt_tokens = chunk["usage"].get("prompt_tokens")
                     record.output_tokens = int(chunk["usage"].get("completion_tokens") or record.output_tokens)
                 if _chunk_text(chunk):
+                    event("token")
                     now = time.perf_counter()
                     if last is None:
                         record.ttft_s = now - sent
@@ -146,10 +166,12 @@ async def replay(
     duration_s: float | None = None,
     on_done: Callable[[RequestRecord], None] | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    dispatch: Dispatch | None = None,
 ) -> tuple[list[RequestRecord], float]:
     """Send every request of ``specs`` at its arrival time; return the records and the run's wall time (s).
 
-    ``transport`` replaces the network (tests pass an ``httpx.MockTransport``).
+    ``transport`` replaces the network (tests pass an ``httpx.MockTransport``). ``dispatch`` routes
+    in the client instead of at ``url`` (called at each request's send time).
     """
     if api not in ("completions", "chat"):
         raise ValueError(f"--api: expected completions or chat, got {api!r}")
@@ -165,9 +187,13 @@ async def replay(
             delay = spec.arrival_s - (time.perf_counter() - start)
             if delay > 0:
                 await asyncio.sleep(delay)
+            target, event = endpoint, _noop
+            if dispatch is not None:
+                backend, record.replica, event = dispatch(spec)
+                target = base_url(backend) + endpoint[len(base_url(url)):]
+            body = request_body(spec, model, api, prompt_format, stream, ignore_eos)
             try:
-                await asyncio.wait_for(_send(client, endpoint, request_body(spec, model, api, prompt_format, stream,
-                                                                             ignore_eos), record, start), timeout_s)
+                await asyncio.wait_for(_send(client, target, body, record, start, event), timeout_s)
             except asyncio.TimeoutError:
                 record.error = f"timeout after {timeout_s:g} s"
             if on_done is not None:
