@@ -71,11 +71,14 @@ STARTS = {
 
 def make_optimizer(args: argparse.Namespace) -> BayesianRewardOptimizer:
     base, space, settings = STARTS[args.start]
+    if args.seed:  # an independent replication: other search draws and seeds, other training runs
+        cfg, _ = load_config(args.train_config)
+        settings = {**settings, "seeds.torch": int(cfg["seeds"]["torch"]) + 1000 * args.seed}
     objective = VidurObjective(train_config=args.train_config, env_config=args.env, n_seeds=args.tune_seeds,
                                eval_every=args.eval_every, base_settings=settings,
                                validate_settings=validation_budget(args.train_config, args.validate_updates))
     return BayesianRewardOptimizer(base, space, objective, study_name=f"bench_{args.start}",
-                                   storage=str(args.out / f"bench_{args.start}.journal"), pruner="halving", seed=0,
+                                   storage=str(args.out / f"bench_{args.start}.journal"), pruner="halving", seed=args.seed,
                                    n_seeds=args.tune_seeds)
 
 
@@ -101,7 +104,9 @@ def _train_reference(job: tuple[VidurObjective, int, Path]) -> Path:
 
     torch.set_num_threads(1)
     objective, repeat, out = job
-    cfg = objective.training_config(REQUEST_TTFT, {}, repeat, phase="validate")
+    # request_ttft.yaml's own credit: the training config's gamma (0, per request), not the start's
+    own_gamma = load_config(objective.train_config)[0]["ppo"]["gamma"]
+    cfg = objective.training_config(REQUEST_TTFT, {"ppo.gamma": own_gamma}, repeat, phase="validate")
     return train(cfg, out, resume=True).policy_path
 
 
@@ -181,6 +186,9 @@ def main() -> None:
     parser.add_argument("--no-report", action="store_true", help="stop after the verdict")
     parser.add_argument("--env", type=Path, default=ENV, help="env config (default: the slowdowns setup)")
     parser.add_argument("--train-config", type=Path, default=TRAIN, help="training config of every run")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="study seed; a non-zero seed also moves every run's torch seed (+1000 x seed): "
+                             "an independent replication of the benchmark")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_optimize")
     args = parser.parse_args()
     start = time.perf_counter()

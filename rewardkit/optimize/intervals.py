@@ -7,8 +7,13 @@ cancels what the two share (a hard seed, a lucky arrival pattern). The interval 
 repeat share a training run and are not independent, then seeds within each chosen repeat.
 
 Choosing the best of K candidates on the same data biases its interval toward a win, so the
-intervals are simultaneous: each is taken at level ``1 - (1 - level) / K`` (Bonferroni), and all
-resamples use the same indices for every candidate. With few repeats a percentile bootstrap is
+intervals are simultaneous: all K cover together with probability ``level``. All resamples use the
+same indices for every candidate, so the joint spread of the K resampled means is known, and the
+per-candidate tail is read from it (:func:`joint_tail`, the bootstrap "min-p" adjustment): the
+``1 - level`` quantile of the smallest two-sided tail probability any candidate reaches in a
+resample. The candidates' differences all contain the base's noise (and finalists are often near
+neighbours), so they move together; Bonferroni's ``(1 - level) / K`` ignores that and is the
+bound this tail never falls below. With few repeats a percentile bootstrap is
 too narrow; each resampled mean is widened around the observed one by ``sqrt(R / (R - 1))``
 (the "expanded percentile" correction for R clusters), which keeps the false-alarm rate near its
 nominal level at R = 3 (tests/rewardkit/test_optimize_validation.py measures it).
@@ -58,12 +63,17 @@ def as_matrix(values: Sequence[Sequence[float]]) -> np.ndarray:
 
 
 def paired_changes(candidates: Sequence[np.ndarray], base: np.ndarray, direction: str = "minimize",
-                   level: float = 0.90, seed: int = 0, n_resamples: int = N_RESAMPLES) -> list[Change]:
+                   level: float = 0.90, seed: int = 0, n_resamples: int = N_RESAMPLES,
+                   adjust: str = "joint") -> list[Change]:
     """Simultaneous ``level`` intervals of each candidate's mean paired difference to ``base``.
 
     ``candidates[k]`` and ``base`` are (R, S) arrays (repeat x seed) measured on the same seeds.
-    The resampling is seeded: the same values always give the same intervals.
+    ``adjust`` is how the K intervals are made simultaneous: ``"joint"`` (from the resamples' joint
+    spread, :func:`joint_tail`) or ``"bonferroni"`` (kept to measure the two side by side,
+    benchmarks/bench_intervals.py). The resampling is seeded: the same values give the same intervals.
     """
+    if adjust not in ("joint", "bonferroni"):
+        raise ValueError(f"expected adjust 'joint' or 'bonferroni', got {adjust!r}")
     if direction not in ("minimize", "maximize"):
         raise ValueError(f"expected minimize or maximize, got {direction!r}")
     if not 0 < level < 1:
@@ -79,7 +89,7 @@ def paired_changes(candidates: Sequence[np.ndarray], base: np.ndarray, direction
     picked = diffs[:, reps[..., None], seeds]            # (K, B, R, S)
     resampled = picked.mean(axis=(2, 3))
     observed = diffs.mean(axis=(1, 2))
-    tail = (1 - level) / max(k, 1) / 2
+    tail = joint_tail(resampled, level) if adjust == "joint" else (1 - level) / max(k, 1) / 2
     if n_rep > 1:
         resampled = observed[:, None] + (resampled - observed[:, None]) * few_repeats_factor(n_rep, tail)
     lows = np.quantile(resampled, tail, axis=1) if k else []
@@ -88,6 +98,26 @@ def paired_changes(candidates: Sequence[np.ndarray], base: np.ndarray, direction
     better = per_repeat < 0 if direction == "minimize" else per_repeat > 0
     return [Change(float(observed[i]), float(lows[i]), float(highs[i]), int(better[i].sum()), n_rep)
             for i in range(k)]
+
+
+def joint_tail(resampled: np.ndarray, level: float) -> float:
+    """The per-candidate tail probability that makes K intervals cover together at ``level``.
+
+    ``resampled`` is (K, B): each candidate's bootstrap means over the same B resamples. Each
+    resample's two-sided tail probability is taken within its own candidate (mid-ranks, so a
+    candidate without spread never counts); the smallest over candidates is the resample's min-p,
+    and its ``1 - level`` quantile is the tail. Between Bonferroni's ``(1 - level) / 2K``
+    (independent candidates are close to it) and ``(1 - level) / 2`` (one candidate, or K copies).
+    """
+    k, b = resampled.shape
+    if k == 0:
+        return (1 - level) / 2
+    ordered = np.sort(resampled, axis=1)
+    mid_ranks = np.stack([(np.searchsorted(o, r, "left") + np.searchsorted(o, r, "right")) / (2 * b)
+                          for o, r in zip(ordered, resampled, strict=True)])
+    min_p = np.minimum(mid_ranks, 1 - mid_ranks).min(axis=0)
+    tail = float(np.quantile(min_p, 1 - level))
+    return float(np.clip(tail, (1 - level) / (2 * k), (1 - level) / 2))
 
 
 def few_repeats_factor(n_repeats: int, tail: float) -> float:

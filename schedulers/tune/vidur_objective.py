@@ -154,8 +154,9 @@ class VidurObjective:
             _put_dotted(raw, key, value, str(path))
         if repeat:
             seeds = dict(raw.get("seeds") or {})
-            seeds["torch"] = int(cfg["seeds"]["torch"]) + repeat
-            seeds["train_start"] = int(cfg["seeds"]["train_start"]) + repeat * REPEAT_EPISODES
+            # from the settings' seeds when they moved them (e.g. {"seeds.torch": 1000}), else the config's
+            seeds["torch"] = int(seeds.get("torch", cfg["seeds"]["torch"])) + repeat
+            seeds["train_start"] = int(seeds.get("train_start", cfg["seeds"]["train_start"])) + repeat * REPEAT_EPISODES
             raw["seeds"] = seeds
         for key in ("env",):
             if raw.get(key) is not None:

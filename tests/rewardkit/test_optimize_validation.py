@@ -24,7 +24,7 @@ import yaml
 from rewardkit.errors import ConfigError
 from rewardkit.optimize import BayesianRewardOptimizer, SearchSpace
 from rewardkit.optimize.evaluations import EvaluationStore
-from rewardkit.optimize.intervals import paired_changes
+from rewardkit.optimize.intervals import joint_tail, paired_changes
 from rewardkit.optimize.trial_context import (record_cost, record_seed_values, trial_repeat, trial_seeds,
                                               trial_training, tuning_seeds, validation_seeds, report_seeds)
 from rewardkit.optimize.validation import NO_IMPROVEMENT, compute_table, measure_noise, validate
@@ -116,9 +116,42 @@ def test_intervals_are_paired_and_simultaneous():
     better = 4.9 + seed_effect + rng.normal(0, 0.01, (3, 3))
     one, = paired_changes([better], base)
     assert one.improves("minimize") and one.high < 0 and one.wins == 3
-    # three candidates: the same one's interval widens (simultaneous over more comparisons)
-    three = paired_changes([better, base + 0.001, base - 0.001], base)
+    # two more candidates with their own noise: the same one's interval widens (simultaneous over more comparisons)
+    others = [base + rng.normal(0, 0.3, (3, 3)), base + rng.normal(0, 0.3, (3, 3))]
+    three = paired_changes([better, *others], base)
     assert three[0].high - three[0].low > one.high - one.low
+    # near copies of one candidate are one comparison, not three: no widening (Bonferroni would widen)
+    copies = paired_changes([better, better + 1e-6, better - 1e-6], base)
+    assert copies[0].high - copies[0].low == pytest.approx(one.high - one.low, rel=0.02)
+    bonferroni = paired_changes([better, better + 1e-6, better - 1e-6], base, adjust="bonferroni")
+    assert bonferroni[0].high - bonferroni[0].low > 1.2 * (one.high - one.low)
+
+
+def test_joint_tail_lies_between_one_comparison_and_bonferroni():
+    rng = np.random.default_rng(1)
+    shared = rng.normal(size=4000)
+    assert joint_tail(shared[None, :].repeat(3, axis=0), 0.9) == pytest.approx(0.05, abs=0.003)
+    independent = joint_tail(rng.normal(size=(3, 4000)), 0.9)
+    assert 0.1 / 6 <= independent < 0.02  # Sidak's 0.0176 for three independent comparisons
+    flat = np.vstack([shared, np.zeros(4000)])  # a candidate without spread is no comparison
+    assert joint_tail(flat, 0.9) == pytest.approx(0.05, abs=0.003)
+
+
+def test_guard_keeps_its_false_alarm_rate_with_a_noisy_base_and_correlated_finalists():
+    """The benchmark's noise structure: a base whose training runs spread 30%, three near-identical
+    finalists no better than it. Over 200 simulated validations (5 repeats of 3 seeds), the guard calls a
+    win at most ~5% of the time (90% two-sided intervals; 9% allows for the simulation's own noise)."""
+    rng = np.random.default_rng(7)
+    calls = 0
+    for i in range(200):
+        seed_effect = rng.normal(0, 0.05, (5, 3))
+        base = 0.3 + seed_effect + rng.normal(0, 0.09, (5, 1)) + rng.normal(0, 0.02, (5, 3))
+        shared = rng.normal(0, 0.03, (5, 1))
+        finalists = [0.3 + seed_effect + shared + rng.normal(0, 0.003, (5, 1)) + rng.normal(0, 0.02, (5, 3))
+                     for _ in range(3)]
+        changes = paired_changes(finalists, base, n_resamples=1000, seed=i)
+        calls += any(c.improves("minimize") for c in changes)
+    assert calls <= 18
 
 
 def test_noise_is_measured_first_and_reused_by_validation(tmp_path):

@@ -151,3 +151,10 @@ def test_a_trial_is_pruned_before_its_last_update_never_at_it(tmp_path, monkeypa
         states[eval_every] = (trial.state, trial.user_attrs.get("steps_trained"))
     assert states[2] == (TrialState.PRUNED, 256)  # steps_trained counts PPO decisions
     assert states[4] == (TrialState.COMPLETE, 512)
+
+
+def test_settings_that_move_the_seeds_keep_moving_them_in_every_repeat(tmp_path):
+    """A replication ({"seeds.torch": 1000}) trains repeat r with torch seed 1000 + r, not the config's + r."""
+    moved = VidurObjective(train_config=tiny_train_config(tmp_path), base_settings={"seeds.torch": 1000})
+    reward = ROOT / "configs" / "rewards" / "vidur_ttft.yaml"
+    assert [moved.training_config(reward, {}, repeat=r)["seeds"]["torch"] for r in (0, 1, 3)] == [1000, 1001, 1003]
