@@ -14,7 +14,7 @@ import json
 import multiprocessing
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -47,6 +47,8 @@ class Evaluation:
     seed_values: list[float] | None = None
     cost: float | None = None
     seconds: float = 0.0
+    #: digest of the objective's :func:`objective_fidelity` when it ran (None: the objective gives none)
+    fidelity: str | None = None
 
     def per_seed(self) -> list[float]:
         """The values to pair seed by seed (the single value when the objective kept none)."""
@@ -93,6 +95,20 @@ class EvaluationStore:
 
     def put(self, job: Job, evaluation: Evaluation) -> None:
         self.study.set_user_attr(self.attr(job.phase, job.key, job.repeat), asdict(evaluation))
+
+
+def objective_fidelity(objective: Any) -> str | None:
+    """A digest of what the objective's evaluations depend on beyond config, repeat and seeds.
+
+    An objective may define ``fidelity()`` returning JSON-able settings (training budget, data files'
+    contents...); a stored evaluation made under other settings is stale and runs again. ``None``
+    when the objective defines none (its stored evaluations are always reused).
+    """
+    describe = getattr(objective, "fidelity", None)
+    if not callable(describe):
+        return None
+    text = json.dumps(describe(), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def describe_job(job: Job) -> str:
@@ -163,16 +179,25 @@ def run_missing(store: EvaluationStore, objective: Callable[[dict, Any], Any], j
     finished before it stay stored)."""
     done: dict[tuple[str, int], Evaluation] = {}
     missing = []
+    fidelity = objective_fidelity(objective)
+    stale = []
     for job in jobs:
         found = store.get(job.phase, job.key, job.repeat)
+        if found is not None and None not in (fidelity, found.fidelity) and found.fidelity != fidelity:
+            stale.append(describe_job(job))
+            found = None
         if found is None:
             missing.append(job)
         else:
             done[(job.key, job.repeat)] = found
+    if stale:
+        print(f"{len(stale)} stored evaluation(s) were made under other objective settings (fidelity); running "
+              f"them again: {', '.join(stale[:3])}{' ...' if len(stale) > 3 else ''}", file=sys.stderr, flush=True)
     bar = tqdm(total=len(jobs), initial=len(done), unit="eval", desc=desc, file=sys.stderr, mininterval=0.5,
                dynamic_ncols=True, disable=not show_progress)
     try:
         for job, evaluation in _results(objective, missing, n_directions, workers, timeout):
+            evaluation = replace(evaluation, fidelity=fidelity)
             store.put(job, evaluation)
             done[(job.key, job.repeat)] = evaluation
             bar.update(1)

@@ -40,6 +40,7 @@ e.g. ``{"ppo.gamma": 0.995}`` for a per-step reward) and ``REWARDKIT_VIDUR_VALID
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -110,6 +111,17 @@ class VidurObjective:
                                                      "REWARDKIT_VIDUR_SETTINGS"),
                    validate_settings=_settings_from_json(os.environ.get("REWARDKIT_VIDUR_VALIDATE_SETTINGS", ""),
                                                          "REWARDKIT_VIDUR_VALIDATE_SETTINGS"))
+
+    def fidelity(self) -> dict[str, Any]:
+        """What a noise or validation run depends on beyond its config and seeds (the optimizer
+        recomputes stored runs made under other values): the training and env files' contents and
+        the settings and seed counts layered on them."""
+        files = {"train_config": resolve_path(self.train_config)}
+        if self.env_config is not None:
+            files["env_config"] = resolve_path(self.env_config)
+        digests = {name: hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16] for name, path in files.items()}
+        return {**digests, "base_settings": dict(self.base_settings), "validate_settings": dict(self.validate_settings),
+                "n_seeds": self.n_seeds, "objectives": self.objectives}
 
     @property
     def full_cost(self) -> int:

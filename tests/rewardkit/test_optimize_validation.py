@@ -171,6 +171,32 @@ def test_noise_is_measured_first_and_reused_by_validation(tmp_path):
     assert "pruning (0 trials stopped early) saved 0" in table
 
 
+class BudgetedObjective(SyntheticObjective):
+    """A synthetic objective with a training budget: its stored runs belong to that budget."""
+
+    def __init__(self, budget: int) -> None:
+        super().__init__(flat=True)
+        self.budget = budget
+
+    def fidelity(self) -> dict:
+        return {"updates": self.budget}
+
+
+def test_stored_runs_of_another_fidelity_run_again_and_the_same_fidelity_reuses_them(tmp_path, capsys):
+    objective = BudgetedObjective(8)
+    opt = make_optimizer(tmp_path, objective, 0)
+    first = measure_noise(opt, 3)
+    assert objective.calls == 3
+    measure_noise(make_optimizer(tmp_path, objective, 0), 3)  # resumed, same budget: nothing recomputed
+    assert objective.calls == 3
+    longer = BudgetedObjective(24)
+    again = measure_noise(make_optimizer(tmp_path, longer, 0), 3)
+    assert longer.calls == 3 and "3 stored evaluation(s) were made under other objective settings" in capsys.readouterr().err
+    assert again.values == first.values  # this synthetic objective ignores its budget; the runs were still redone
+    measure_noise(make_optimizer(tmp_path, longer, 0), 3)
+    assert longer.calls == 3
+
+
 ALT_SPACE = {
     "components.effort.weight": {"type": "float", "low": -1.0, "high": 0.0},
     "alternatives": {

@@ -158,3 +158,14 @@ def test_settings_that_move_the_seeds_keep_moving_them_in_every_repeat(tmp_path)
     moved = VidurObjective(train_config=tiny_train_config(tmp_path), base_settings={"seeds.torch": 1000})
     reward = ROOT / "configs" / "rewards" / "vidur_ttft.yaml"
     assert [moved.training_config(reward, {}, repeat=r)["seeds"]["torch"] for r in (0, 1, 3)] == [1000, 1001, 1003]
+
+
+def test_fidelity_names_what_a_validation_run_depends_on(tmp_path):
+    """Stored validation runs are reused only under the same training file, settings and seed counts."""
+    train = tiny_train_config(tmp_path)
+    plain = VidurObjective(train_config=train).fidelity()
+    assert VidurObjective(train_config=train).fidelity() == plain
+    assert VidurObjective(train_config=train, validate_settings={"ppo.total_timesteps": 4096}).fidelity() != plain
+    assert VidurObjective(train_config=train, n_seeds=5).fidelity() != plain
+    Path(train).write_text(Path(train).read_text() + "\n# edited\n")
+    assert VidurObjective(train_config=train).fidelity() != plain
