@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baselines", default=BASELINES, help=f"baselines at the base scale (all: {DEFAULT_BASELINES})")
     parser.add_argument("--out", default="runs/bench_scheduler", help="folder for tables and plots")
     parser.add_argument("--seeds", default=",".join(map(str, SEEDS)),
-                        help="evaluation seeds as for `rewardkit evaluate --seeds`: a count, or comma-separated seeds and "
+                        help="evaluation seeds as for `rewardkit evaluate --seeds`: comma-separated seeds and "
                              "ranges A-B (default: the issue's five, 101-105); keep them apart from the training "
                              "configs' seeds.train_start onwards")
     args = parser.parse_args(argv)

@@ -242,7 +242,7 @@ def sim_ranking(args: argparse.Namespace, routers: list[str]) -> dict[str, dict[
     """TTFT p50/p99 and mean e2e per router in Vidur on the same env (mean over seeds), from ``--sim-out`` or run now."""
     path = Path(args.sim_out) / "results.json"
     if not path.is_file():
-        cmd = [str(Path(sys.executable).with_name("rewardkit")), "evaluate", "--env", args.env, "--seeds",
+        cmd = [str(Path(sys.executable).with_name("rewardkit")), "evaluate", "--env", args.env, "--n-seeds",
                str(args.sim_seeds), "--out", str(args.sim_out),
                "--baselines", ",".join(r for r in routers if r != "ppo")]
         if "ppo" in routers:

@@ -50,9 +50,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, SupportsFloat
 
-import gymnasium
 import numpy as np
-from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
+
+try:
+    import gymnasium
+    from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
+except ImportError as exc:  # the optional extra is missing: say which one to install
+    raise ImportError(f"rewardkit.gym needs Gymnasium >= 1.1: pip install 'rewardkit[gym]' ({exc})",
+                      name=exc.name) from exc
 
 from .composer import RewardComposer
 
@@ -195,13 +200,9 @@ class VectorComposedReward(VectorWrapper):
             ending = np.asarray(info["_final_obs"], dtype=bool)
             next_obs = _with_rows(obs, info["final_obs"], ending)
             next_info = _merge_final_info(info, info.get("final_info", {}), ending)
-        ctx = _checked_context(self.context_fn(Transition(self._last_obs, actions, next_obs, rewards, terminations,
-                                                          truncations, next_info)))
-        batch = self.composer.batch_size(ctx)  # checked before anything (composer or wrapper) moves
-        if batch != self.num_envs:
-            found = "one environment's values" if batch is None else f"a batch of {batch}"
-            raise ValueError(f"context_fn must return values (arrays or lists) with a leading axis of "
-                             f"{self.num_envs} environments, one per sub-environment; got {found}: {_shapes(ctx)}")
+        ctx = _batch_context(self.composer, self.context_fn(Transition(self._last_obs, actions, next_obs, rewards,
+                                                                       terminations, truncations, next_info)),
+                             self.num_envs)
         self._last_obs = obs
         out = self.composer(ctx, terminated=terminations, truncated=truncations)
         total = np.array(out.total, dtype=np.float64)
@@ -272,6 +273,18 @@ def _checked_context(ctx: Any) -> Mapping[str, Any]:
     got = "None (did context_fn forget to return?)" if ctx is None else f"a {type(ctx).__name__}"
     raise TypeError(f"context_fn must return a mapping of signal names to values (a dict such as "
                     f"{{'latency': ...}}), got {got}")
+
+
+def _batch_context(composer: RewardComposer, ctx: Any, num_envs: int) -> Mapping[str, Any]:
+    """``context_fn``'s result for ``num_envs`` environments, checked (a mapping whose values have a
+    leading axis of ``num_envs``) before anything, composer or wrapper, changes state."""
+    ctx = _checked_context(ctx)
+    batch = composer.batch_size(ctx)
+    if batch != num_envs:
+        found = "one environment's values" if batch is None else f"a batch of {batch}"
+        raise ValueError(f"context_fn must return values (arrays or lists) with a leading axis of "
+                         f"{num_envs} environments, one per sub-environment; got {found}: {_shapes(ctx)}")
+    return ctx
 
 
 def _shapes(ctx: Mapping[str, Any]) -> str:

@@ -100,6 +100,19 @@ class Param:
         return Param(default, doc, "a non-negative number", check)
 
     @staticmethod
+    def between(low: float, high: float, default: Any = _REQUIRED, doc: str = "") -> "Param":
+        """A finite number in ``[low, high]``: for settings whose extremes cannot run (a replica
+        slowed to 5e-324 of its speed never finishes a batch)."""
+        expected = f"a number >= {low:g}" if math.isinf(high) else f"a number from {low:g} to {high:g}"
+
+        def check(v: Any) -> float:
+            if not is_finite_number(v) or not low <= v <= high:
+                raise ValueError(expected)
+            return float(v)
+
+        return Param(default, doc, expected, check)
+
+    @staticmethod
     def fraction(default: Any = _REQUIRED, doc: str = "", *, open_low: bool = False) -> "Param":
         """A number in [0, 1] (or (0, 1] with ``open_low``)."""
         expected = "a number in (0, 1]" if open_low else "a number in [0, 1]"
@@ -155,12 +168,17 @@ class Param:
         return Param(default, doc, "a list [low, high] or null", check)
 
     @staticmethod
-    def integer(default: Any = _REQUIRED, doc: str = "", *, minimum: int | None = None) -> "Param":
-        """An integer (not a bool), at least ``minimum`` when given."""
-        expected = "an integer" if minimum is None else f"an integer >= {minimum}"
+    def integer(default: Any = _REQUIRED, doc: str = "", *, minimum: int | None = None,
+                maximum: int | None = None) -> "Param":
+        """An integer (not a bool), at least ``minimum`` and at most ``maximum`` when given."""
+        if maximum is None:
+            expected = "an integer" if minimum is None else f"an integer >= {minimum}"
+        else:
+            expected = f"an integer <= {maximum}" if minimum is None else f"an integer from {minimum} to {maximum}"
 
         def check(v: Any) -> int:
-            if isinstance(v, bool) or not isinstance(v, int) or (minimum is not None and v < minimum):
+            if (isinstance(v, bool) or not isinstance(v, int) or (minimum is not None and v < minimum)
+                    or (maximum is not None and v > maximum)):
                 raise ValueError(expected)
             return int(v)
 

@@ -14,13 +14,21 @@ from typing import Any, Callable
 
 from rewardkit.errors import ConfigError
 
+from .limits import MAX_EVAL_SEEDS
+
 DEFAULT_BASELINES = (
     "round_robin,random,lor,jsq,least_kv,least_tokens,least_prefill,power_of_two,"
     "cap_jsq,cap_least_tokens,cap_least_prefill,adaptive,oracle"
 )
 DEFAULT_ENV = "configs/envs/codellama34b_tp2_4r.yaml"
 EVAL_SEEDS = (101, 102, 103, 104, 105)
+#: the largest seed (Vidur's generators and pandas take 32-bit seeds).
+MAX_SEED = 2**32 - 1
 
+
+#: top-level modules of the ``router`` extra; a command missing one names the extra to install.
+ROUTER_EXTRA_MODULES = frozenset({"torch", "gymnasium", "matplotlib", "pandas", "sklearn", "wandb", "ddsketch",
+                                  "plotly_express", "fasteners", "huggingface_hub"})
 
 #: exit code of ``train`` and ``evaluate`` for a bad config or a Vidur set-up error (documented in docs/vidur-scheduler.md).
 EXIT_BAD_INPUT = 2
@@ -34,10 +42,15 @@ def reporting_missing_vidur(command: Callable[[argparse.Namespace], int]) -> Cal
         try:
             return command(args)
         except ImportError as exc:
-            if exc.name != "vidur" and not str(exc.name or "").startswith("vidur."):
-                raise
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+            top = str(exc.name or "").split(".")[0]
+            if top == "vidur":
+                print(f"error: {exc}", file=sys.stderr)
+                return EXIT_BAD_INPUT
+            if top in ROUTER_EXTRA_MODULES:
+                print(f"error: this command needs {top} (the router extra): pip install 'rewardkit[router]' ({exc})",
+                      file=sys.stderr)
+                return EXIT_BAD_INPUT
+            raise
 
     return run
 
@@ -55,6 +68,7 @@ def add_train_command(subparsers: Any) -> None:
 
 def train_command(args: argparse.Namespace) -> int:
     """Train from parsed arguments; print where the policy went; return an exit code."""
+    from .rl.checkpoint_file import CheckpointError
     from .sim.profiles import VidurSetupError
     from .train.trainer import train  # heavy (torch): imported when the command runs
 
@@ -62,7 +76,7 @@ def train_command(args: argparse.Namespace) -> int:
     out = args.out or str(Path("runs") / Path(config).stem)
     try:
         result = train(config, out, resume=not args.no_resume)
-    except (ConfigError, VidurSetupError) as exc:
+    except (ConfigError, VidurSetupError, CheckpointError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"trained {result.updates} updates, {result.global_step} env steps; policy: {result.policy_path}")
@@ -70,30 +84,65 @@ def train_command(args: argparse.Namespace) -> int:
 
 
 def evaluation_seeds(spec: str) -> list[int]:
-    """``5`` -> the first five evaluation seeds (101..105, then onwards); ``1,7,9`` -> those seeds;
-    ``301-320`` -> that range (ranges and seeds mix: ``101-105,301``). Seeds must be distinct."""
-    expected = "a positive count, or comma-separated seeds and ranges A-B with A <= B"
-    if "," not in spec and "-" not in spec.strip():
+    """The seeds written in ``spec``: ``42`` is seed 42; ``1,7,9`` those seeds; ``301-320`` that range
+    (seeds and ranges mix: ``101-105,301``). Distinct, from 0 to 2^32 - 1, at most ``MAX_EVAL_SEEDS``
+    in all (checked before any list is built). A count of seeds is :func:`first_evaluation_seeds`."""
+    expected = "comma-separated seeds and ranges A-B with 0 <= A <= B (seed 42 is '42'; a count is --n-seeds)"
+    parts: list[tuple[int, int]] = []
+    total = 0
+    for part in (p.strip() for p in str(spec).split(",")):
         try:
-            k = int(spec)
-        except ValueError:
-            raise ValueError(f"--seeds: expected {expected}, got {spec!r}") from None
-        if k < 1:
-            raise ValueError(f"--seeds: expected {expected}, got {spec!r}")
-        return [EVAL_SEEDS[0] + i for i in range(k)]
-    seeds: list[int] = []
-    for part in (p.strip() for p in spec.split(",") if p.strip()):
-        try:
-            first, _, last = part.partition("-")
-            low, high = int(first), int(last or first)
+            first, dash, last = part.partition("-")
+            low, high = int(first), int(last if dash else first)
         except ValueError:
             raise ValueError(f"--seeds: expected {expected}, got {part!r} in {spec!r}") from None
-        if high < low:
-            raise ValueError(f"--seeds: expected {expected}, got {part!r} in {spec!r}")
-        seeds.extend(range(low, high + 1))
-    if not seeds or len(set(seeds)) != len(seeds):
+        if not 0 <= low <= high or high > MAX_SEED:
+            raise ValueError(f"--seeds: expected {expected}, each at most {MAX_SEED}, got {part!r} in {spec!r}")
+        total += high - low + 1
+        if total > MAX_EVAL_SEEDS:
+            raise ValueError(f"--seeds: expected at most {MAX_EVAL_SEEDS} seeds (the limit), got more in {spec!r}")
+        parts.append((low, high))
+    seeds = [s for low, high in parts for s in range(low, high + 1)]
+    if len(set(seeds)) != len(seeds):
         raise ValueError(f"--seeds: expected distinct seeds, got {spec!r}")
     return seeds
+
+
+def first_evaluation_seeds(count: int) -> list[int]:
+    """The first ``count`` evaluation seeds (101, 102, ...; never trained on by the shipped configs)."""
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_EVAL_SEEDS:
+        raise ValueError(f"--n-seeds: expected a count from 1 to {MAX_EVAL_SEEDS} (the limit), got {count!r}")
+    return [EVAL_SEEDS[0] + i for i in range(count)]
+
+
+def add_seed_options(parser: argparse.ArgumentParser, default_count: int) -> None:
+    """``--seeds`` (the seeds themselves) or ``--n-seeds`` (how many, from 101): one obvious meaning each."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--seeds", default=None,
+                       help="evaluation seeds: '42' is seed 42; lists and ranges '101-105,301' (see --n-seeds for a count)")
+    group.add_argument("--n-seeds", type=int, default=None,
+                       help=f"evaluate on this many seeds, 101 onwards (default {default_count})")
+    parser.set_defaults(default_seed_count=default_count)
+
+
+def seeds_from_args(args: argparse.Namespace) -> list[int]:
+    """The seeds ``--seeds`` or ``--n-seeds`` name (the default count when neither is given)."""
+    if getattr(args, "seeds", None) is not None:
+        return evaluation_seeds(args.seeds)
+    count = args.n_seeds if getattr(args, "n_seeds", None) is not None else args.default_seed_count
+    return first_evaluation_seeds(count)
+
+
+def describe_seeds(seeds: list[int]) -> str:
+    """``101-105, 301 (6 seeds)``: consecutive runs written as ranges."""
+    runs: list[list[int]] = []
+    for s in seeds:
+        if runs and s == runs[-1][1] + 1:
+            runs[-1][1] = s
+        else:
+            runs.append([s, s])
+    text = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in runs)
+    return f"{text} ({len(seeds)} seed{'s' if len(seeds) != 1 else ''})"
 
 
 def add_evaluate_command(subparsers: Any) -> None:
@@ -107,7 +156,7 @@ def add_evaluate_command(subparsers: Any) -> None:
     parser.add_argument("--baselines", default=DEFAULT_BASELINES,
                         help="comma-separated heuristic names (cap_*: declared speed; adaptive: measured speed; "
                              "oracle: true speed, a reference ceiling)")
-    parser.add_argument("--seeds", default="5", help="a count K (seeds 101..100+K), or comma-separated seeds and ranges A-B")
+    add_seed_options(parser, default_count=5)
     parser.add_argument("--env", default=DEFAULT_ENV, help="environment YAML (cluster and workload)")
     parser.add_argument("--qps", type=float, default=None, help="override the Poisson arrival rate")
     parser.add_argument("--replicas", type=int, default=None, help="override the number of replicas")
@@ -133,8 +182,9 @@ def evaluate_command(args: argparse.Namespace) -> int:
     if args.requests is not None:
         overrides["requests_per_episode"] = args.requests
     try:
-        seeds = evaluation_seeds(args.seeds)
+        seeds = seeds_from_args(args)
         cfg = load_env_config(args.env, overrides)
+        print(f"evaluation seeds: {describe_seeds(seeds)}", flush=True)
         routers: dict[str, Any] = {}
         for name in [b.strip() for b in args.baselines.split(",") if b.strip()]:
             routers[name] = HeuristicRouter(name)

@@ -27,11 +27,15 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
-from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
-from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
+try:
+    from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
+    from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
+except ImportError as exc:  # the optional extra is missing: say which one to install
+    raise ImportError(f"rewardkit.integrations.sb3 needs Stable-Baselines3: pip install 'rewardkit[sb3]' ({exc})",
+                      name=exc.name) from exc
 
 from ..composer import RewardComposer
-from ..gym import ENV_REWARD_KEY, TERMS_KEY, ContextFn, Transition, _attach, _prime, _shapes
+from ..gym import ENV_REWARD_KEY, TERMS_KEY, ContextFn, Transition, _attach, _batch_context, _prime, _shapes
 
 LOG_PREFIX = "reward_terms"
 
@@ -59,8 +63,9 @@ class ComposedRewardVecEnv(VecEnvWrapper):
         self._last_obs = obs
         if self.prime_on_reset:
             flags = np.zeros(self.num_envs, dtype=bool)
-            ctx = self.context_fn(Transition(None, None, obs, np.zeros(self.num_envs), flags, flags,
-                                             list(self.reset_infos)))
+            ctx = _batch_context(self.composer, self.context_fn(Transition(None, None, obs, np.zeros(self.num_envs),
+                                                                           flags, flags, list(self.reset_infos))),
+                                 self.num_envs)
             _prime(self.composer, ctx, flags, flags)
         return obs
 
@@ -75,8 +80,8 @@ class ComposedRewardVecEnv(VecEnvWrapper):
         truncated = dones & np.array([bool(info.get("TimeLimit.truncated", False)) for info in infos])
         terminated = dones & ~truncated
         next_obs = _with_terminal_obs(obs, infos, dones)
-        ctx = self.context_fn(Transition(self._last_obs, self._actions, next_obs, rewards, terminated, truncated,
-                                         infos))
+        ctx = _batch_context(self.composer, self.context_fn(Transition(self._last_obs, self._actions, next_obs, rewards,
+                                                                       terminated, truncated, infos)), self.num_envs)
         self._last_obs = obs
         out = self.composer(ctx, terminated=terminated, truncated=truncated)
         total = np.asarray(out.total, dtype=np.float64)

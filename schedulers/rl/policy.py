@@ -16,6 +16,8 @@ import torch
 from torch import nn
 from torch.distributions import Categorical
 
+from ..limits import MAX_FEATURES, MAX_HIDDEN_SIZE, MAX_LAYERS
+
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "gelu": nn.GELU}
 
 
@@ -25,6 +27,26 @@ def _linear(in_dim: int, out_dim: int, gain: float) -> nn.Linear:
     nn.init.orthogonal_(layer.weight, gain=gain)
     nn.init.zeros_(layer.bias)
     return layer
+
+
+def check_policy_sizes(n_features: Any, hidden_sizes: Any, critic_hidden_sizes: Any) -> None:
+    """Refuse sizes beyond :mod:`schedulers.limits` before any layer is allocated (a checkpoint
+    declaring 200,000-wide layers would otherwise take seconds and gigabytes to fail)."""
+
+    def is_int(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    if not is_int(n_features) or not 1 <= n_features <= MAX_FEATURES:
+        raise ValueError(f"n_features: expected an integer from 1 to {MAX_FEATURES} (the limit), got {n_features!r}")
+    for name, sizes, allow_empty in (("hidden_sizes", hidden_sizes, False), ("critic_hidden_sizes", critic_hidden_sizes, True)):
+        ok = (isinstance(sizes, (list, tuple)) and (allow_empty or len(sizes) > 0) and len(sizes) <= MAX_LAYERS
+              and all(is_int(h) and 1 <= h <= MAX_HIDDEN_SIZE for h in sizes))
+        if not ok:
+            shown = list(sizes) if isinstance(sizes, (list, tuple)) and len(sizes) <= 16 else type(sizes).__name__
+            if isinstance(sizes, (list, tuple)) and len(sizes) > MAX_LAYERS:
+                shown = f"{len(sizes)} layers"
+            raise ValueError(f"{name}: expected a list of integers from 1 to {MAX_HIDDEN_SIZE}, at most "
+                             f"{MAX_LAYERS} layers (the limits), got {shown}")
 
 
 def _mlp(in_dim: int, sizes: Sequence[int], activation: str) -> nn.Sequential:
@@ -62,10 +84,7 @@ class ReplicaScorerPolicy(nn.Module):
         linear_scores: bool = False,
     ) -> None:
         super().__init__()
-        if n_features < 1:
-            raise ValueError(f"n_features must be >= 1, got {n_features}")
-        if not hidden_sizes or any(int(h) < 1 for h in hidden_sizes):
-            raise ValueError(f"hidden_sizes must be a non-empty list of positive sizes, got {list(hidden_sizes)}")
+        check_policy_sizes(n_features, hidden_sizes, critic_hidden_sizes)
         if activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
         self.kwargs: dict[str, Any] = {
@@ -184,7 +203,18 @@ class ReplicaScorerPolicy(nn.Module):
 
     @classmethod
     def from_checkpoint_dict(cls, data: dict[str, Any]) -> "ReplicaScorerPolicy":
-        """Rebuild from :meth:`to_checkpoint` output (or a full training checkpoint)."""
-        policy = cls(**data["policy_kwargs"])
+        """Rebuild from :meth:`to_checkpoint` output (or a full training checkpoint); the declared
+        sizes are checked against the limits before the network is built."""
+        kwargs = data["policy_kwargs"]
+        if not isinstance(kwargs, dict):
+            raise ValueError(f"policy_kwargs: expected a mapping, got {type(kwargs).__name__}")
+        known = {"n_features", "hidden_sizes", "critic_hidden_sizes", "activation", "shared_encoder", "temperature",
+                 "linear_scores"}
+        unknown = sorted(str(k) for k in kwargs if k not in known)
+        if unknown:
+            raise ValueError(f"policy_kwargs: unknown key(s) {', '.join(unknown)}; expected some of {', '.join(sorted(known))}")
+        check_policy_sizes(kwargs.get("n_features"), kwargs.get("hidden_sizes", (64, 64)),
+                           kwargs.get("critic_hidden_sizes", (64,)))
+        policy = cls(**kwargs)
         policy.load_state_dict(data["policy_state"])
         return policy

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from .checkpoint_file import CheckpointError, read_checkpoint
 from .policy import ReplicaScorerPolicy
 from ..routing.observation import FEATURE_NAMES, PREFIX_FEATURES, ObservationConfig
 from ..routing.router import register_router
@@ -52,13 +53,11 @@ class PPORouter:
         cls, path: str | os.PathLike, deterministic: bool = True, temperature: float | None = None, seed: int | None = None
     ) -> "PPORouter":
         """Build from a file the trainer wrote; ``temperature`` overrides the saved one."""
+        data = read_checkpoint(path, required=("policy_kwargs", "policy_state"))
         try:
-            data = torch.load(path, map_location="cpu", weights_only=True)
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{path}: no such policy checkpoint") from None
-        if not isinstance(data, dict) or "policy_kwargs" not in data or "policy_state" not in data:
-            raise ValueError(f"{path}: expected a policy checkpoint written by schedulers.train (policy_kwargs, policy_state)")
-        policy = ReplicaScorerPolicy.from_checkpoint_dict(data)
+            policy = ReplicaScorerPolicy.from_checkpoint_dict(data)
+        except (ValueError, TypeError, RuntimeError) as exc:  # declared sizes, or weights that do not fit them
+            raise CheckpointError(f"{path}: {str(exc).splitlines()[0][:300]}") from None
         if temperature is not None:
             policy.temperature = temperature
         return cls(policy, deterministic=deterministic, seed=seed, observation_config=observation_config_from_checkpoint(data))

@@ -20,12 +20,25 @@ def _trace_lengths(trace_file: str, max_tokens: int) -> tuple[np.ndarray, np.nda
     """Prompt and output lengths of a trace, shortened to ``max_tokens`` as Vidur does."""
     import pandas as pd
 
-    df = pd.read_csv(trace_file)
+    try:
+        df = pd.read_csv(trace_file, encoding="utf-8")
+    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise ConfigError(f"{trace_file}: expected a UTF-8 CSV text file of request lengths, got one that cannot be "
+                          f"read as CSV ({reason})", path="trace_file") from None
     for col in ("num_prefill_tokens", "num_decode_tokens"):
         if col not in df.columns:
-            raise ConfigError(f"{trace_file}: expected a column {col!r}, got columns {list(df.columns)}", path="trace_file")
-    prefill = df["num_prefill_tokens"].astype(int)
-    decode = df["num_decode_tokens"].astype(int)
+            shown = [str(c)[:40] for c in list(df.columns)[:10]]
+            raise ConfigError(f"{trace_file}: expected a column {col!r}, got columns {shown}", path="trace_file")
+    lengths = df[["num_prefill_tokens", "num_decode_tokens"]].apply(pd.to_numeric, errors="coerce")
+    bad = lengths.isna().any(axis=1) | (lengths < 0).any(axis=1) | (lengths % 1 != 0).any(axis=1)
+    if bad.any():
+        row = int(bad.to_numpy().nonzero()[0][0])
+        got = [str(v)[:40] for v in df.iloc[row][["num_prefill_tokens", "num_decode_tokens"]].tolist()]
+        raise ConfigError(f"{trace_file}: line {row + 2}: expected whole token counts >= 0 in num_prefill_tokens and "
+                          f"num_decode_tokens, got {got}", path="trace_file")
+    prefill = lengths["num_prefill_tokens"].astype(int)
+    decode = lengths["num_decode_tokens"].astype(int)
     total = prefill + decode
     diff = (total - max_tokens).clip(lower=0)
     prefill = prefill - np.ceil(diff * (prefill / total)).astype(int)

@@ -24,6 +24,8 @@ from rewardkit.errors import ConfigError
 from rewardkit.config import load_yaml
 from rewardkit.params import Param, describe, validate_schema
 
+from ..limits import (MAX_QPS, MAX_REPLICAS, MAX_SPEED, MIN_QPS, MIN_SLOWDOWN_DURATION_S, MIN_SLOWDOWN_INTERVAL_S,
+                      MIN_SPEED)
 from ..routing.observation import ObservationConfig
 from .slowdowns import SlowdownConfig, SlowdownEvent
 
@@ -159,16 +161,16 @@ def _range(param: Param) -> Param:
     return Param(None, param.doc, what, check)
 
 
-_SPEED_FACTOR = Param.fraction(doc="speed multiplier during a slowdown", open_low=True)
+_SPEED_FACTOR = Param.between(MIN_SPEED, 1.0, doc="speed multiplier during a slowdown")
 _GROUP_SCHEMA = {
-    "count": Param.integer(doc="replicas in the group", minimum=1),
-    "speed": Param.positive(1.0, "execution times of these replicas are Vidur's prediction divided by this"),
+    "count": Param.integer(doc="replicas in the group", minimum=1, maximum=MAX_REPLICAS),
+    "speed": Param.between(MIN_SPEED, MAX_SPEED, 1.0, "execution times of these replicas are Vidur's prediction divided by this"),
     "name": Param.string(doc="a label such as the GPU type").or_null(),
 }
 _EVENT_SCHEMA = {
-    "replica": Param.integer(doc="replica index", minimum=0),
+    "replica": Param.integer(doc="replica index", minimum=0, maximum=MAX_REPLICAS - 1),
     "start_s": Param.non_negative(doc="simulated start time (s)"),
-    "duration_s": Param.positive(doc="how long (s)"),
+    "duration_s": Param.between(MIN_SLOWDOWN_DURATION_S, float("inf"), doc="how long (s)"),
     "factor": _SPEED_FACTOR,
 }
 
@@ -196,8 +198,9 @@ _check_groups = _list_of(_GROUP_SCHEMA, ReplicaGroup, "a non-empty list of repli
                          allow_empty=False)
 _check_events = _list_of(_EVENT_SCHEMA, SlowdownEvent, "a list of slowdown events", allow_empty=True)
 _SLOWDOWN_SCHEMA = {
-    "mean_interval_s": Param.positive(doc="mean normal time (s) between two slowdowns of a replica").or_null(),
-    "duration_s": _range(Param.positive(doc="")).or_null((30.0, 50.0)),
+    "mean_interval_s": Param.between(MIN_SLOWDOWN_INTERVAL_S, float("inf"),
+                                     doc="mean normal time (s) between two slowdowns of a replica").or_null(),
+    "duration_s": _range(Param.between(MIN_SLOWDOWN_DURATION_S, float("inf"))).or_null((30.0, 50.0)),
     "factor": _range(_SPEED_FACTOR).or_null((0.35, 0.45)),
     "start_s": Param.non_negative(0.0, "no random slowdown before this simulated time (s)"),
     "events": Param((), "explicit slowdowns", "a list of slowdown events", _check_events),
@@ -240,7 +243,7 @@ _CHECKS = {
     "network_device": Param.string(doc="network device as Vidur knows it"),
     "tensor_parallel_size": Param.integer(doc="", minimum=1),
     "num_pipeline_stages": Param.integer(doc="", minimum=1),
-    "num_replicas": Param.integer(doc="", minimum=1),
+    "num_replicas": Param.integer(doc="", minimum=1, maximum=MAX_REPLICAS),
     "replicas": Param((), "replica groups with relative speeds", "a non-empty list of replica groups", _check_groups),
     "slowdowns": Param(None, "unannounced slowdowns", "a slowdowns mapping or null", _check_slowdowns),
     "replica_scheduler": Param.choice(REPLICA_SCHEDULERS, doc="Vidur's replica scheduler"),
@@ -252,7 +255,7 @@ _CHECKS = {
     "network_profile": Param(None, "", "a dataset id '<org>/<name>'", _dataset_id).or_null(),
     "cache_dir": Param.string(doc="").or_null(),
     "trace_file": Param.string(doc="request-length trace CSV"),
-    "qps": Param.positive(doc="Poisson arrival rate (requests per simulated second)"),
+    "qps": Param.between(MIN_QPS, MAX_QPS, doc="Poisson arrival rate (requests per simulated second)"),
     "requests_per_episode": Param.integer(doc="", minimum=1),
     "reward_config": Param.string(doc="rewardkit reward YAML"),
 }
@@ -269,6 +272,9 @@ def _schema(base: EnvConfig) -> dict[str, Any]:
 
 def _cross_check_errors(cfg: EnvConfig, source: str | None) -> list[ConfigError]:
     errors = []
+    if cfg.num_replicas > MAX_REPLICAS:
+        errors.append(ConfigError(f"expected at most {MAX_REPLICAS} replicas in all (the limit), got {cfg.num_replicas}",
+                                  source=source, path="replicas" if cfg.replicas else "num_replicas"))
     if cfg.slowdowns is not None:
         errors += [ConfigError(f"expected a replica index below {cfg.num_replicas}, got {ev.replica}",
                                source=source, path=f"slowdowns.events[{i}].replica")

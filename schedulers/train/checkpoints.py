@@ -8,10 +8,12 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
+
+from ..rl.checkpoint_file import CheckpointError, read_checkpoint
 
 _CKPT_RE = re.compile(r"^update_(\d{6,})\.pt$")
 
@@ -73,5 +75,30 @@ def latest_checkpoint(out_dir: str | os.PathLike) -> Path | None:
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """Load a checkpoint written by the trainer (tensors and plain data only)."""
-    return torch.load(path, map_location="cpu", weights_only=True)
+    """Load a checkpoint written by the trainer (tensors and plain data only; a
+    :class:`~schedulers.rl.checkpoint_file.CheckpointError` when unreadable)."""
+    return read_checkpoint(path)
+
+
+def latest_good_checkpoint(out_dir: str | os.PathLike,
+                           log: Callable[[str], None] = print) -> tuple[Path, dict[str, Any]] | None:
+    """The newest numbered checkpoint in ``out_dir`` that loads, and its contents; unreadable newer
+    ones (a crash mid-write on a filesystem without atomic rename, a disk fault) are skipped with a
+    message naming them and the one resumed from. ``None`` when there is none."""
+    folder = Path(out_dir) / "checkpoints"
+    if not folder.is_dir():
+        return None
+    skipped: list[str] = []
+    for _, path in reversed(_numbered(folder)):
+        try:
+            data = read_checkpoint(path, required=("config",))
+        except CheckpointError as exc:
+            skipped.append(str(exc))
+            continue
+        for reason in skipped:
+            log(f"[resume] skipped an unreadable checkpoint: {reason}; resuming from {path.name}")
+        return path, data
+    if skipped:
+        raise CheckpointError(f"{folder}: no readable checkpoint to resume from ({len(skipped)} unreadable: "
+                              f"{skipped[0]}); start over with --no-resume or another --out")
+    return None

@@ -17,6 +17,8 @@ from rewardkit.config import check_structure, load_yaml
 from rewardkit.params import Param, validate_schema
 from rewardkit.schedules import make_schedule
 
+from ..limits import MAX_ENVS, MAX_HIDDEN_SIZE, MAX_LAYERS, MAX_ROLLOUT_SAMPLES
+
 EnvFactory = Callable[[], Any]  # builds one training environment per call
 
 # =================================================================================================
@@ -24,13 +26,17 @@ EnvFactory = Callable[[], Any]  # builds one training environment per call
 # =================================================================================================
 
 
-def _int(default: Any, doc: str, minimum: int = 1) -> Param:
-    return Param.integer(default, doc, minimum=minimum)
+def _int(default: Any, doc: str, minimum: int = 1, maximum: int | None = None) -> Param:
+    return Param.integer(default, doc, minimum=minimum, maximum=maximum)
 
 
-def _int_list(default: list[int], doc: str, minimum: int = 1, allow_empty: bool = False) -> Param:
-    expected = f"a list of integers >= {minimum}" + ("" if allow_empty else " (non-empty)")
-    check_int = Param.integer(minimum=minimum).check
+def _int_list(default: list[int], doc: str, minimum: int = 1, allow_empty: bool = False,
+              maximum: int | None = None, max_length: int | None = None) -> Param:
+    values = f"integers >= {minimum}" if maximum is None else f"integers from {minimum} to {maximum} (the limit)"
+    expected = f"a list of {values}" + ("" if allow_empty else " (non-empty)")
+    if max_length is not None:
+        expected += f", at most {max_length} of them"
+    check_int = Param.integer(minimum=minimum, maximum=maximum).check
 
     def check(v: Any) -> list[int]:
         def ok(x: Any) -> bool:
@@ -40,7 +46,8 @@ def _int_list(default: list[int], doc: str, minimum: int = 1, allow_empty: bool 
             except ValueError:
                 return False
 
-        if not isinstance(v, (list, tuple)) or (not v and not allow_empty) or not all(ok(x) for x in v):
+        if (not isinstance(v, (list, tuple)) or (not v and not allow_empty) or (max_length is not None and len(v) > max_length)
+                or not all(ok(x) for x in v)):
             raise ValueError(expected)
         return [int(x) for x in v]
 
@@ -108,8 +115,9 @@ SCHEMA: dict[str, Any] = {
         "eval": _int_list([101, 102, 103, 104, 105], "seeds reserved for evaluation (never trained on)", minimum=0),
     },
     "policy": {
-        "hidden_sizes": _int_list([64, 64], "row encoder layer sizes"),
-        "critic_hidden_sizes": _int_list([64], "critic layers after pooling", allow_empty=True),
+        "hidden_sizes": _int_list([64, 64], "row encoder layer sizes", maximum=MAX_HIDDEN_SIZE, max_length=MAX_LAYERS),
+        "critic_hidden_sizes": _int_list([64], "critic layers after pooling", allow_empty=True, maximum=MAX_HIDDEN_SIZE,
+                                         max_length=MAX_LAYERS),
         "activation": Param.choice(["tanh", "relu", "gelu"], "tanh", "hidden activation"),
         "shared_encoder": Param.boolean(False, "actor and critic share the row encoder"),
         "temperature": Param.positive(1.0, "initial softmax temperature"),
@@ -117,7 +125,7 @@ SCHEMA: dict[str, Any] = {
     },
     "ppo": {
         "total_timesteps": _int(200_000, "environment steps of PPO (0: behaviour cloning only)", minimum=0),
-        "n_envs": _int(2, "environments stepped in lockstep"),
+        "n_envs": _int(2, "environments stepped in lockstep", maximum=MAX_ENVS),
         "n_steps": _int(256, "steps per environment per rollout"),
         "n_epochs": _int(4, "passes over each rollout"),
         "minibatch_size": _int(128, "samples per gradient step"),
@@ -198,6 +206,9 @@ def _check_consistency(cfg: dict[str, Any], source: str) -> None:
             source=source, path="seeds.train_start",
         )
     batch = ppo["n_envs"] * ppo["n_steps"]
+    if batch > MAX_ROLLOUT_SAMPLES:
+        raise ConfigError(f"expected n_envs * n_steps of at most {MAX_ROLLOUT_SAMPLES} (the limit), got {batch}",
+                          source=source, path="ppo.n_steps")
     if ppo["minibatch_size"] > batch:
         raise ConfigError(f"expected at most n_envs * n_steps = {batch}, got {ppo['minibatch_size']}",
                           source=source, path="ppo.minibatch_size")

@@ -27,6 +27,7 @@ import copy
 import dataclasses
 import math
 import os
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -40,7 +41,8 @@ import yaml
 from rewardkit.errors import ConfigError
 from rewardkit.schedules import make_schedule
 
-from .checkpoints import atomic_save, latest_checkpoint, load_checkpoint, remove_checkpoints, save_checkpoint, to_plain
+from .checkpoints import (atomic_save, latest_checkpoint, latest_good_checkpoint, remove_checkpoints, save_checkpoint,
+                          to_plain)
 from .metrics_log import MetricsLog, format_duration, format_return, plot_learning_curves, progress, write_csv
 from ..rl.behaviour_cloning import Demos, fit_to_demonstrations
 from ..rl.policy import ReplicaScorerPolicy
@@ -538,10 +540,10 @@ def train(
     out.mkdir(parents=True, exist_ok=True)
     factory = env_factory if env_factory is not None else vidur_env_factory(cfg, source)
 
-    ckpt_path = latest_checkpoint(out)
-    ckpt = None
-    if ckpt_path is not None and resume:
-        ckpt = load_checkpoint(ckpt_path)
+    ckpt_path, ckpt = None, None
+    found = latest_good_checkpoint(out, log=lambda msg: print(msg, file=sys.stderr, flush=True)) if resume else None
+    if found is not None:
+        ckpt_path, ckpt = found
         diffs = [d for d in diff_paths(ckpt["config"], cfg)
                  if not d.startswith(RESUMABLE_CHANGES) and not added_at_default(ckpt["config"], cfg, d)]
         if diffs:
@@ -550,7 +552,7 @@ def train(
                 "(use another out_dir or resume=False)",
                 source=source, path=diffs[0],
             )
-    elif ckpt_path is not None:
+    elif not resume and latest_checkpoint(out) is not None:
         remove_checkpoints(out)
 
     with open(out / "config.yaml", "w", encoding="utf-8") as fh:

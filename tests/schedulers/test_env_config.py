@@ -9,9 +9,9 @@ from rewardkit.errors import ConfigError
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("num_replicas: -1\n", r"bad\.yaml: num_replicas: expected an integer >= 1, got -1"),
+        ("num_replicas: -1\n", r"bad\.yaml: num_replicas: expected an integer from 1 to 256, got -1"),
         ("qsp: 3\n", r"bad\.yaml: qsp: unknown key \(did you mean 'qps'\?\)"),
-        ("qps: fast\n", r"bad\.yaml: qps: expected a positive number, got 'fast'"),
+        ("qps: fast\n", r"bad\.yaml: qps: expected a number from 0.001 to 100000, got 'fast'"),
         ("observation:\n  token_scale: 0\n", r"bad\.yaml: observation\.token_scale: expected a positive number, got 0"),
         ("observation:\n  windw: 3\n", r"bad\.yaml: observation\.windw: unknown key"),
         ("predictor:\n  max_depth: [16, 0]\n",
@@ -52,7 +52,7 @@ def test_env_config_overrides_and_missing_trace(tmp_path, tiny_config):
     cfg = with_overrides(tiny_config, qps=3.5, num_replicas=3, trace_file=None)
     assert (cfg.qps, cfg.num_replicas, cfg.trace_file) == (3.5, 3, tiny_config.trace_file)
     assert with_overrides(tiny_config, {"observation.token_scale": 1024}).observation.token_scale == 1024.0
-    with pytest.raises(ConfigError, match=r"override: qps: expected a positive number, got -2"):
+    with pytest.raises(ConfigError, match=r"override: qps: expected a number from 0.001 to 100000, got -2"):
         with_overrides(tiny_config, qps=-2)
     with pytest.raises(ConfigError, match=r"override: observation\.nope: unknown key"):
         with_overrides(tiny_config, {"observation.nope": 1})

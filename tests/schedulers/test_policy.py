@@ -151,7 +151,7 @@ def test_router_from_checkpoint(tmp_path) -> None:
     hot = PPORouter.from_checkpoint(path, temperature=1e-3)
     assert hot.probabilities(obs).max().item() > 0.99
 
-    with pytest.raises(FileNotFoundError, match="no such policy checkpoint"):
+    with pytest.raises(FileNotFoundError, match="no such checkpoint"):
         PPORouter.from_checkpoint(tmp_path / "missing.pt")
     torch.save({"weights": 1}, tmp_path / "other.pt")
     with pytest.raises(ValueError, match="policy_kwargs"):

@@ -47,11 +47,11 @@ def test_replica_groups_set_count_and_speeds_and_old_yamls_still_load():
 @pytest.mark.parametrize(
     "data, path, expected",
     [
-        ({"replicas": [{"count": 2, "speed": -1}]}, "replicas[0].speed", "positive"),
+        ({"replicas": [{"count": 2, "speed": -1}]}, "replicas[0].speed", "from 0.01 to 100"),
         ({"replicas": [{"speed": 1.0}]}, "replicas[0].count", "missing required key"),
         ({"replicas": [{"count": 2, "sped": 1.0}]}, "replicas[0].sped", "did you mean 'speed'"),
         ({"replicas": MIXED, "num_replicas": 3}, "num_replicas", "sum of the replica groups"),
-        ({"slowdowns": {"mean_interval_s": 60, "factor": [0.5, 1.5]}}, "slowdowns.factor", "(0, 1]"),
+        ({"slowdowns": {"mean_interval_s": 60, "factor": [0.5, 1.5]}}, "slowdowns.factor", "from 0.01 to 1"),
         ({"slowdowns": {"duration_s": [10, 20]}}, "slowdowns", "mean_interval_s"),
         ({"slowdowns": {"events": [{"replica": 9, "start_s": 0, "duration_s": 1, "factor": 0.5}]}},
          "slowdowns.events[0].replica", "below 4"),

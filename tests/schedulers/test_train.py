@@ -235,7 +235,7 @@ def write_config(tmp_path: Path, data: dict) -> Path:
     [
         ({"ppo": {"lerning_rate": 1e-3}}, "ppo.lerning_rate", "did you mean 'learning_rate'"),
         ({"polcy": {}}, "polcy", "unknown key"),
-        ({"ppo": {"n_envs": 0}}, "ppo.n_envs", "expected an integer >= 1, got 0"),
+        ({"ppo": {"n_envs": 0}}, "ppo.n_envs", "expected an integer from 1 to 256, got 0"),
         ({"ppo": {"gamma": 1.5}}, "ppo.gamma", "expected a number in [0, 1], got 1.5"),
         ({"ppo": {"anneal_lr": "yes"}}, "ppo.anneal_lr", "expected true or false"),
         ({"ppo": {"minibatch_size": 4096}}, "ppo.minibatch_size", "at most n_envs * n_steps"),

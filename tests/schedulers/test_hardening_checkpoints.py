@@ -1,0 +1,99 @@
+"""Checkpoints under faults: corrupt, truncated, hostile or foreign files are located errors; resume
+falls back to the newest good checkpoint and says which."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from rewardkit.cli import main as rewardkit_main
+from schedulers.limits import MAX_HIDDEN_SIZE
+from schedulers.rl.checkpoint_file import CheckpointError, read_checkpoint
+from schedulers.rl.policy import ReplicaScorerPolicy
+from schedulers.rl.ppo_router import PPORouter
+
+from test_end_to_end import short_config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def good_policy_file(tmp_path: Path) -> Path:
+    path = tmp_path / "policy.pt"
+    torch.save(ReplicaScorerPolicy(20).to_checkpoint(), path)
+    return path
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "empty", "text"])
+def test_a_damaged_policy_file_is_a_located_error(tmp_path, damage):
+    path = good_policy_file(tmp_path)
+    raw = path.read_bytes()
+    path.write_bytes({"truncate": raw[: len(raw) // 2], "garbage": bytes(range(256)) * 40, "empty": b"",
+                      "text": b"not a checkpoint\n"}[damage])
+    with pytest.raises(CheckpointError, match=rf"{path}: expected a checkpoint written by schedulers.train, got an "
+                                              r"unreadable file \(truncated or corrupt"):
+        PPORouter.from_checkpoint(path)
+
+
+def test_a_foreign_mapping_and_mismatched_weights_are_located_errors(tmp_path):
+    path = tmp_path / "other.pt"
+    torch.save({"weights": torch.zeros(3)}, path)
+    with pytest.raises(CheckpointError, match=rf"{path}: expected a checkpoint with policy_kwargs, policy_state"):
+        PPORouter.from_checkpoint(path)
+    data = ReplicaScorerPolicy(20).to_checkpoint()
+    data["policy_kwargs"]["hidden_sizes"] = [32, 32]  # the weights are 64 wide
+    torch.save(data, path)
+    with pytest.raises(CheckpointError, match=str(path)):
+        PPORouter.from_checkpoint(path)
+
+
+def test_a_hostile_checkpoint_is_refused_before_its_network_is_built(tmp_path):
+    """Declared 200,000-wide layers (28 s and 1.1 GB before this check) are refused at once."""
+    path = tmp_path / "hostile.pt"
+    torch.save({"policy_kwargs": {"n_features": 20, "hidden_sizes": [200_000, 200_000],
+                                  "critic_hidden_sizes": [200_000]}, "policy_state": {}}, path)
+    start = time.perf_counter()
+    with pytest.raises(CheckpointError, match=rf"{path}: hidden_sizes: expected .* from 1 to {MAX_HIDDEN_SIZE}"):
+        PPORouter.from_checkpoint(path)
+    assert time.perf_counter() - start < 2.0
+    torch.save({"policy_kwargs": {"n_features": 20, "evil": 1}, "policy_state": {}}, path)
+    with pytest.raises(CheckpointError, match="unknown key"):
+        PPORouter.from_checkpoint(path)
+
+
+def test_evaluate_with_a_damaged_checkpoint_is_a_one_line_error(tmp_path, capsys):
+    path = good_policy_file(tmp_path)
+    path.write_bytes(path.read_bytes()[:100])
+    code = rewardkit_main(["evaluate", "--checkpoint", str(path), "--env", str(ROOT / "configs" / "envs" / "tiny.yaml"),
+                           "--seeds", "101", "--baselines", "round_robin", "--out", str(tmp_path / "eval")])
+    err = capsys.readouterr().err
+    assert code == 2 and str(path) in err and "Traceback" not in err
+
+
+def test_a_folder_or_missing_file_is_named(tmp_path):
+    with pytest.raises(CheckpointError, match="expected a checkpoint file"):
+        read_checkpoint(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no such checkpoint"):
+        read_checkpoint(tmp_path / "absent.pt")
+
+
+def test_resume_falls_back_to_the_newest_good_checkpoint(tmp_path, vidur_predictor, capsys):
+    out = tmp_path / "run"
+    assert rewardkit_main(["train", "--config", str(short_config(tmp_path, 256)), "--out", str(out)]) == 0
+    checkpoints = sorted((out / "checkpoints").glob("update_*.pt"))
+    assert [p.name for p in checkpoints][-2:] == ["update_000001.pt", "update_000002.pt"]
+    newest = checkpoints[-1]
+    newest.write_bytes(newest.read_bytes()[:1000])  # torn by a crash or a disk fault
+    capsys.readouterr()
+    assert rewardkit_main(["train", "--config", str(short_config(tmp_path, 384)), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert f"skipped an unreadable checkpoint: {newest}" in err and "resuming from update_000001.pt" in err
+    assert "[resume] update_000001.pt: update 1" in err
+    # every checkpoint unreadable: a located error and exit 2, nothing overwritten silently
+    for p in (out / "checkpoints").glob("update_*.pt"):
+        p.write_bytes(b"torn")
+    assert rewardkit_main(["train", "--config", str(short_config(tmp_path, 512)), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "no readable checkpoint to resume from" in err and "--no-resume" in err and "Traceback" not in err
