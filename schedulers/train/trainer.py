@@ -559,6 +559,9 @@ def train(
         yaml.safe_dump(cfg, fh, sort_keys=False)
 
     trainer = Trainer(cfg, source, out, factory, callback)
+    seeds = cfg["seeds"]
+    progress(f"[train] seeds: torch {seeds['torch']}, training episodes from seed {seeds['train_start']} "
+             f"(evaluation seeds {seeds['eval']} are never trained on)", trainer.progress_on)
     log = None
     try:
         if ckpt is not None:

@@ -41,7 +41,8 @@ def test_train_resume_and_evaluate_through_the_cli(tmp_path: Path, vidur_predict
     assert rewardkit_main(["train", "--config", str(longer), "--out", str(out)]) == 0
     rows = list(csv.DictReader(open(out / "metrics.csv")))
     assert [int(r["update"]) for r in rows] == [1, 2, 3]
-    assert "[resume]" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "[resume]" in err and "[train] seeds: torch 0, training episodes from seed 1000" in err
 
     eval_out = tmp_path / "eval"
     code = rewardkit_main(["evaluate", "--checkpoint", str(out / "policy.pt"), "--env",
