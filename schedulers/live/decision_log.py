@@ -1,0 +1,136 @@
+"""The decision log: every request a gateway routed, with what the router saw and what came of it.
+
+JSON Lines, UTF-8, one object per line, appended and flushed per record. A header line
+(``"kind": "header"``) names the router, the replicas, the observation settings and feature names
+and the reward config; a gateway restarted on the same file appends a new header. Then one
+``"kind": "decision"`` line per routed request: its time, id, router, ``action`` (replica index),
+``observation`` (the rows :func:`schedulers.routing.observation.build_observation` gave, whatever
+router decided), prompt and output tokens, TTFT and e2e (s), ``status`` (``ok``, ``error``,
+``cancelled``, ``retried``: a first attempt that was retried elsewhere) and the per-request
+``reward`` with its ``reward_terms``. :func:`read_decision_log` reads it back with located errors;
+a torn last line (a crash mid-write) is skipped with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from rewardkit.errors import ConfigError
+
+VERSION = 1
+STATUSES = ("ok", "error", "cancelled", "retried")
+
+
+@dataclass
+class Decision:
+    """One routed request (a ``"kind": "decision"`` line)."""
+
+    request_id: str
+    router: str
+    action: int
+    observation: list[list[float]]
+    prompt_tokens: int
+    output_tokens: int = 0
+    ttft_s: float | None = None
+    e2e_s: float | None = None
+    status: str = "ok"
+    reward: float | None = None
+    reward_terms: dict[str, float] = field(default_factory=dict)
+    time: float = field(default_factory=time.time)
+
+    def to_json(self) -> str:
+        return json.dumps({"kind": "decision", "v": VERSION, **asdict(self)}, allow_nan=False)
+
+
+class DecisionLogWriter:
+    """Appends a header, then one line per decision, flushed at once (a crash loses at most one line)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, router: str, replicas: list[str],
+                 observation: dict[str, Any], features: list[str], reward: str | None) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self.path, "a", encoding="utf-8")
+        header = {"kind": "header", "v": VERSION, "started": time.time(), "router": router, "replicas": replicas,
+                  "observation": observation, "features": features, "reward": reward}
+        self._write(json.dumps(header))
+
+    def _write(self, line: str) -> None:
+        self._fh.write(line + "\n")
+        self._fh.flush()
+
+    def write(self, decision: Decision) -> None:
+        self._write(decision.to_json())
+
+    def close(self) -> None:
+        self._fh.close()
+
+
+@dataclass
+class DecisionLog:
+    """A log read back: its (last) header and every decision, in order."""
+
+    header: dict[str, Any]
+    decisions: list[Decision]
+
+
+def read_decision_log(path: str | os.PathLike[str]) -> DecisionLog:
+    """Read a decision log; errors name ``file:line: key`` and what was expected."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such decision log") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: expected a UTF-8 JSON Lines decision log, got binary data") from None
+    header: dict[str, Any] | None = None
+    decisions: list[Decision] = []
+    for number, line in _numbered(lines):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if number == len(lines):  # torn by a crash mid-write: the only line that may be lost
+                print(f"warning: {path}:{number}: skipped a torn last line ({exc.msg})", file=sys.stderr)
+                break
+            raise ConfigError(f"{path}:{number}: expected a JSON object per line, got invalid JSON ({exc.msg})") from None
+        if not isinstance(record, dict) or record.get("kind") not in ("header", "decision"):
+            raise ConfigError(f"{path}:{number}: kind: expected 'header' or 'decision'")
+        if record.get("v") != VERSION:
+            raise ConfigError(f"{path}:{number}: v: expected {VERSION}, got {record.get('v')!r}")
+        if record["kind"] == "header":
+            header = record
+            continue
+        if header is None:
+            raise ConfigError(f"{path}:{number}: expected a header line before the first decision")
+        decisions.append(_decision(record, f"{path}:{number}", len(header.get("replicas") or [])))
+    if header is None:
+        raise ConfigError(f"{path}: expected a decision log with a header line, got an empty file")
+    return DecisionLog(header, decisions)
+
+
+def _numbered(lines: list[str]) -> Iterator[tuple[int, str]]:
+    for i, line in enumerate(lines, start=1):
+        if line.strip():
+            yield i, line
+
+
+def _decision(record: dict[str, Any], where: str, replicas: int) -> Decision:
+    fields = {k: v for k, v in record.items() if k not in ("kind", "v")}
+    try:
+        decision = Decision(**fields)
+    except TypeError as exc:
+        raise ConfigError(f"{where}: expected the decision keys of docs/serving.md ({exc})") from None
+    if not isinstance(decision.action, int) or not 0 <= decision.action < max(replicas, 1):
+        raise ConfigError(f"{where}: action: expected a replica index below {replicas}, got {decision.action!r}")
+    if decision.status not in STATUSES:
+        raise ConfigError(f"{where}: status: expected one of {', '.join(STATUSES)}, got {decision.status!r}")
+    rows = decision.observation
+    if (not isinstance(rows, list) or len(rows) != replicas
+            or not all(isinstance(r, list) and all(isinstance(x, (int, float)) for x in r) for r in rows)):
+        raise ConfigError(f"{where}: observation: expected {replicas} rows of numbers, one per replica")
+    return decision

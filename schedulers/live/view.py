@@ -1,0 +1,137 @@
+"""``LiveClusterView``: what a gateway knows about its replicas, as the ``ReplicaSnapshot`` routers read.
+
+Which fields are live and which estimated (docs/serving.md has the table):
+
+- live, from the gateway's own in-flight requests: ``waiting`` (sent, no token yet), ``running``
+  (streaming), ``prefill_tokens`` and ``waiting_prefill_tokens`` (prompts of waiting requests),
+  ``decoded_tokens`` (tokens streamed so far), ``recent_completions``, ``since_completion``,
+  ``tokens_per_s`` (prompt and output tokens of the recent window), ``busy``;
+- estimated: ``kv_blocks`` (in-flight tokens over the block size) out of ``kv_capacity`` (given);
+  ``measured_speed`` is the declared speed (no online estimate yet: ``adaptive`` then routes like
+  ``cap_least_prefill``); ``prefix_match`` from a :class:`~schedulers.routing.prefix_index.PrefixIndex`
+  mirror of what each replica was sent (token-id prompts only).
+
+Replicas marked unhealthy are left out of a decision: :meth:`choose` decides among the healthy ones
+and maps the choice back.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..routing.prefix_index import PrefixIndex
+from ..routing.snapshot import ReplicaSnapshot
+
+
+@dataclass
+class InFlight:
+    """One request the gateway sent and has not seen finish."""
+
+    replica: int
+    prompt_tokens: int
+    sent_at: float
+    decoded: int = 0
+    first_token_at: float | None = None
+
+
+@dataclass
+class LiveClusterView:
+    """Per-replica load from the gateway's own bookkeeping (see the module doc)."""
+
+    num_replicas: int
+    declared_speed: Sequence[float] | None = None
+    block_size: int = 32
+    kv_capacity: float = 1024.0
+    window_s: float = 10.0
+    clock: Any = time.monotonic
+    healthy: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        n = self.num_replicas
+        self.speeds = np.ones(n) if self.declared_speed is None else np.asarray(self.declared_speed, dtype=np.float64)
+        if self.speeds.shape != (n,):
+            raise ValueError(f"expected {n} declared speeds, got {len(self.speeds)}")
+        self.healthy = np.ones(n, dtype=bool)
+        self.inflight: dict[int, InFlight] = {}
+        self.completions: list[list[float]] = [[] for _ in range(n)]
+        self.tokens: list[list[tuple[float, int]]] = [[] for _ in range(n)]
+        self.start = self.clock()
+        self.last_completion = np.full(n, self.start)
+        self.prefix = PrefixIndex(n, self.block_size)
+        self._keys = itertools.count()
+        self.decisions = 0
+
+    # ---- bookkeeping ---------------------------------------------------------------------------
+    def sent(self, replica: int, prompt_tokens: int, prompt_ids: Sequence[int] = ()) -> int:
+        """A request went to ``replica``; returns its key for :meth:`token` and :meth:`finished`."""
+        key = next(self._keys)
+        self.inflight[key] = InFlight(int(replica), int(prompt_tokens), self.clock())
+        if len(prompt_ids):
+            self.prefix.insert(int(replica), list(prompt_ids))
+        return key
+
+    def token(self, key: int, count: int = 1) -> None:
+        """``count`` output tokens of request ``key`` arrived (the first one ends its prefill)."""
+        req = self.inflight.get(key)
+        if req is None or count <= 0:
+            return
+        now = self.clock()
+        processed = count + (req.prompt_tokens if req.decoded == 0 else 0)
+        if req.decoded == 0:
+            req.first_token_at = now
+        req.decoded += count
+        self.tokens[req.replica].append((now, processed))
+
+    def finished(self, key: int, completed: bool = True) -> InFlight | None:
+        """Request ``key`` is over (``completed``: it finished; else it failed or was cancelled)."""
+        req = self.inflight.pop(key, None)
+        if req is not None and completed:
+            now = self.clock()
+            self.completions[req.replica].append(now)
+            self.last_completion[req.replica] = now
+        return req
+
+    # ---- what routers see ----------------------------------------------------------------------
+    def snapshot(self, prefix_match: np.ndarray | None = None) -> ReplicaSnapshot:
+        """The replicas' load now, as a :class:`ReplicaSnapshot`."""
+        n, now = self.num_replicas, self.clock()
+        waiting, running, prefill, decoded, kv = (np.zeros(n) for _ in range(5))
+        for req in self.inflight.values():
+            i = req.replica
+            if req.decoded:
+                running[i] += 1
+                kv[i] += np.ceil((req.prompt_tokens + req.decoded) / self.block_size)
+            else:
+                waiting[i] += 1
+                prefill[i] += req.prompt_tokens
+            decoded[i] += req.decoded
+        horizon = now - self.window_s
+        for i in range(n):
+            self.completions[i] = [t for t in self.completions[i] if t >= horizon]
+            self.tokens[i] = [(t, k) for t, k in self.tokens[i] if t >= horizon]
+        span = min(self.window_s, max(now - self.start, 1e-3))
+        return ReplicaSnapshot.build(
+            waiting=waiting, running=running, kv_blocks=kv, kv_capacity=np.full(n, self.kv_capacity),
+            prefill_tokens=prefill, decoded_tokens=decoded, waiting_prefill_tokens=prefill,
+            recent_completions=np.array([len(c) for c in self.completions], dtype=float),
+            busy=((waiting + running) > 0).astype(float), declared_speed=self.speeds, measured_speed=self.speeds,
+            tokens_per_s=np.array([sum(k for _, k in t) for t in self.tokens], dtype=float) / span,
+            since_completion=np.maximum(now - self.last_completion, 0.0),
+            prefix_match=np.zeros(n) if prefix_match is None else prefix_match)
+
+    def prefix_match(self, prompt_ids: Sequence[int]) -> np.ndarray:
+        """Per replica, the share of ``prompt_ids`` its prefix cache likely holds (zeros without ids)."""
+        return self.prefix.match(list(prompt_ids)) if len(prompt_ids) else np.zeros(self.num_replicas)
+
+
+def restrict(snapshot: ReplicaSnapshot, keep: np.ndarray) -> ReplicaSnapshot:
+    """The snapshot of the replicas where ``keep`` is true (in order)."""
+    import dataclasses
+
+    return ReplicaSnapshot(**{f.name: np.asarray(getattr(snapshot, f.name))[keep]
+                              for f in dataclasses.fields(snapshot)})
