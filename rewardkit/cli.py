@@ -294,7 +294,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     try:
         from .optimize.command import run_optimize
     except ImportError as exc:
-        print(f"rewardkit optimize needs optuna (pip install 'rewardkit[optuna]'): {exc}", file=sys.stderr)
+        print(f"error: {exc}" if "pip install" in str(exc) else
+              f"rewardkit optimize needs optuna (pip install 'rewardkit[optuna]'): {exc}", file=sys.stderr)
         return EXIT_USAGE
     return run_optimize(args)
 

@@ -10,6 +10,12 @@ The one rewardkit package that imports optuna. See docs/optimization.md.
 
 from __future__ import annotations
 
+try:
+    import optuna  # noqa: F401  (the optional extra: checked first so that a missing one names the install)
+except ImportError as exc:
+    raise ImportError(f"rewardkit.optimize needs Optuna: pip install 'rewardkit[optuna]' ({exc})",
+                      name=exc.name) from exc
+
 from .limits import EvaluationError, TrialTimeout
 from .objectives import OBJECTIVE_GROUP, resolve_objective
 from .optimizer import BayesianRewardOptimizer

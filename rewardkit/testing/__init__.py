@@ -12,6 +12,12 @@
 Needs Hypothesis (``pip install 'rewardkit[testing]'``); ``import rewardkit`` does not import it.
 """
 
+try:
+    import hypothesis  # noqa: F401  (the optional extra: checked first so that a missing one names the install)
+except ImportError as exc:
+    raise ImportError(f"rewardkit.testing needs Hypothesis: pip install 'rewardkit[testing]' ({exc})",
+                      name=exc.name) from exc
+
 from .component_checks import ComponentCheckError, check_component
 from .config_checks import (ExpectationError, ExpectationResult, assert_finite, assert_monotone, assert_range,
                             check_config)

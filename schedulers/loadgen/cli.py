@@ -98,7 +98,11 @@ def build_workload(args: argparse.Namespace) -> list:
 
 def loadgen_command(args: argparse.Namespace) -> int:
     """Run the load generator from parsed arguments; return an exit code."""
-    from .runner import base_url, format_summary, replay, summarize
+    try:
+        from .runner import base_url, format_summary, replay, summarize
+    except ImportError as exc:  # the serve extra is missing
+        print(f"error: rewardkit loadgen needs {exc.name}: pip install 'rewardkit[serve]' ({exc})", file=sys.stderr)
+        return EXIT_USAGE
     from .workload import WorkloadError, summarize_workload
 
     try:
