@@ -140,6 +140,12 @@ def lengths_from_trace(path: str, seed: int, qps: float | None = None, requests:
             rows = list(csv.DictReader(fh))
     except OSError as exc:
         raise WorkloadError(f"{path}: cannot read the trace: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{path}: expected a UTF-8 CSV text file of request lengths, got bytes that are not "
+                            f"UTF-8 ({exc.reason})") from None
+    except csv.Error as exc:
+        raise WorkloadError(f"{path}: expected a CSV text file of request lengths, got one that cannot be read as "
+                            f"CSV ({exc})") from None
     if not rows:
         raise WorkloadError(f"{path}: expected a CSV with a header and at least one request, got none")
     for col in ("num_prefill_tokens", "num_decode_tokens"):

@@ -31,12 +31,13 @@ def _trace_lengths(trace_file: str, max_tokens: int) -> tuple[np.ndarray, np.nda
             shown = [str(c)[:40] for c in list(df.columns)[:10]]
             raise ConfigError(f"{trace_file}: expected a column {col!r}, got columns {shown}", path="trace_file")
     lengths = df[["num_prefill_tokens", "num_decode_tokens"]].apply(pd.to_numeric, errors="coerce")
-    bad = lengths.isna().any(axis=1) | (lengths < 0).any(axis=1) | (lengths % 1 != 0).any(axis=1)
+    bad = (lengths.isna().any(axis=1) | (lengths < 0).any(axis=1) | (lengths % 1 != 0).any(axis=1)
+           | (lengths.sum(axis=1) <= 0) | (lengths > 2**53).any(axis=1))
     if bad.any():
         row = int(bad.to_numpy().nonzero()[0][0])
         got = [str(v)[:40] for v in df.iloc[row][["num_prefill_tokens", "num_decode_tokens"]].tolist()]
-        raise ConfigError(f"{trace_file}: line {row + 2}: expected whole token counts >= 0 in num_prefill_tokens and "
-                          f"num_decode_tokens, got {got}", path="trace_file")
+        raise ConfigError(f"{trace_file}: line {row + 2}: expected whole token counts from 0 to 2^53 in "
+                          f"num_prefill_tokens and num_decode_tokens, not both 0, got {got}", path="trace_file")
     prefill = lengths["num_prefill_tokens"].astype(int)
     decode = lengths["num_decode_tokens"].astype(int)
     total = prefill + decode
@@ -64,7 +65,10 @@ class Arrivals:
 
 def sample_arrivals(cfg: EnvConfig, seed: int) -> Arrivals:
     """Vidur's synthetic generator (trace lengths, Poisson intervals capped at 3/qps) for ``seed``."""
-    prefill, decode = _trace_lengths(str(resolved_trace_file(cfg)), cfg.max_tokens)
+    try:
+        prefill, decode = _trace_lengths(str(resolved_trace_file(cfg)), cfg.max_tokens)
+    except ConfigError as exc:  # located in the env YAML too: "env.yaml: trace_file: trace.csv: line 3: ..."
+        raise exc.within(cfg.source) from None
     n = cfg.requests_per_episode
     if n > len(prefill):
         raise ConfigError(
