@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from rewardkit.errors import ConfigError
 
-from .limits import MAX_EVAL_SEEDS
+from .limits import MAX_EVAL_SEEDS, MAX_SEED
 
 DEFAULT_BASELINES = (
     "round_robin,random,lor,jsq,least_kv,least_tokens,least_prefill,power_of_two,"
@@ -22,8 +22,6 @@ DEFAULT_BASELINES = (
 )
 DEFAULT_ENV = "configs/envs/codellama34b_tp2_4r.yaml"
 EVAL_SEEDS = (101, 102, 103, 104, 105)
-#: the largest seed (Vidur's generators and pandas take 32-bit seeds).
-MAX_SEED = 2**32 - 1
 
 
 #: top-level modules of the ``router`` extra; a command missing one names the extra to install.

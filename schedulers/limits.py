@@ -26,7 +26,25 @@ MAX_FEATURES = 256
 #: PPO rollouts: environments in lockstep, and one rollout's samples (n_envs x n_steps).
 MAX_ENVS = 256
 MAX_ROLLOUT_SAMPLES = 1_000_000
-#: evaluation seeds one command runs (``--seeds``).
+#: seeds (Vidur's arrivals shuffle with pandas, which takes 32-bit seeds): evaluation seeds, and every
+#: training episode's seed (``seeds.train_start`` onwards).
+MAX_SEED = 2**32 - 1
+#: evaluation seeds one command runs (``--seeds``), or a training config lists (``seeds.eval``).
 MAX_EVAL_SEEDS = 10_000
+#: observation scales and windows: a smaller one divides a count or a time into inf.
+MIN_OBSERVATION_SCALE = 1e-3
+#: GPUs per replica (tensor parallel x pipeline stages), each at most this.
+MAX_PARALLEL = 64
+#: Vidur's execution-time predictor: the largest request (tokens) and prefill chunk its tables cover, the
+#: largest batch, and its random-forest grid (trees, depth, values per grid key, cross-validation folds).
+MAX_PREDICTION_TOKENS = 32_768
+MAX_PREDICTION_BATCH = 1_024
+MAX_FOREST_TREES = 5_000
+MAX_FOREST_DEPTH = 1_000
+MAX_GRID_VALUES = 16
+MAX_CV_SPLITS = 100
+#: training: torch threads, behaviour-cloning demonstration steps.
+MAX_TORCH_THREADS = 256
+MAX_DEMO_STEPS = 1_000_000
 #: a checkpoint file read by training resume or by the PPO router.
 MAX_CHECKPOINT_BYTES = 512 * 1024 * 1024

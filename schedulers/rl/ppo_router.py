@@ -14,8 +14,12 @@ from typing import Any
 
 import torch
 
+from rewardkit.errors import ConfigError
+from rewardkit.params import Param, validate_schema
+
 from .checkpoint_file import CheckpointError, read_checkpoint
 from .policy import ReplicaScorerPolicy
+from ..limits import MIN_OBSERVATION_SCALE
 from ..routing.observation import FEATURE_NAMES, PREFIX_FEATURES, ObservationConfig
 from ..routing.router import register_router
 
@@ -27,11 +31,21 @@ def observation_config_from_checkpoint(data: dict[str, Any]) -> ObservationConfi
     settings without the prefix feature, which their ``n_features`` confirms.
     """
     saved = data.get("observation")
-    if isinstance(saved, dict) and saved:
-        known = {f.name for f in dataclasses.fields(ObservationConfig)}
-        return ObservationConfig(**{k: v for k, v in saved.items() if k in known})
     n_features = int(data["policy_kwargs"].get("n_features", len(FEATURE_NAMES)))
-    return ObservationConfig(prefix_match=n_features == len(FEATURE_NAMES) + len(PREFIX_FEATURES))
+    if not (isinstance(saved, dict) and saved):
+        return ObservationConfig(prefix_match=n_features == len(FEATURE_NAMES) + len(PREFIX_FEATURES))
+    fields = dataclasses.fields(ObservationConfig)
+    # the env YAML's bounds (a scale of 0 divides counts into inf); keys added after the checkpoint take defaults
+    schema = {f.name: Param.boolean(f.default) if isinstance(f.default, bool) else
+              Param.between(MIN_OBSERVATION_SCALE, float("inf"), f.default) for f in fields}
+    known = {f.name for f in fields}
+    config = ObservationConfig(**validate_schema(schema, {k: v for k, v in saved.items() if k in known},
+                                                 path="observation"))
+    columns = len(FEATURE_NAMES) + (len(PREFIX_FEATURES) if config.prefix_match else 0)
+    if n_features != columns:
+        raise ValueError(f"policy_kwargs.n_features: expected {columns} (the observation's columns, prefix_match: "
+                         f"{str(config.prefix_match).lower()}), got {n_features}")
+    return config
 
 
 class PPORouter:
@@ -58,9 +72,14 @@ class PPORouter:
             policy = ReplicaScorerPolicy.from_checkpoint_dict(data)
         except (ValueError, TypeError, RuntimeError) as exc:  # declared sizes, or weights that do not fit them
             raise CheckpointError(f"{path}: {str(exc).splitlines()[0][:300]}") from None
+        try:
+            observation = observation_config_from_checkpoint(data)
+        except (ConfigError, ValueError) as exc:
+            first, *more = (line.strip() for line in str(exc).splitlines())
+            raise CheckpointError(f"{path}: {' '.join([first, '; '.join(more)]).strip()[:300]}") from None
         if temperature is not None:
             policy.temperature = temperature
-        return cls(policy, deterministic=deterministic, seed=seed, observation_config=observation_config_from_checkpoint(data))
+        return cls(policy, deterministic=deterministic, seed=seed, observation_config=observation)
 
     def reset(self, seed: int | None = None) -> None:
         """Reseed the action sampler (deterministic routing ignores it)."""

@@ -24,8 +24,9 @@ from rewardkit.errors import ConfigError
 from rewardkit.config import load_yaml
 from rewardkit.params import Param, describe, validate_schema
 
-from ..limits import (MAX_QPS, MAX_REPLICAS, MAX_SPEED, MIN_QPS, MIN_SLOWDOWN_DURATION_S, MIN_SLOWDOWN_INTERVAL_S,
-                      MIN_SPEED)
+from ..limits import (MAX_CV_SPLITS, MAX_FOREST_DEPTH, MAX_FOREST_TREES, MAX_GRID_VALUES, MAX_PARALLEL,
+                      MAX_PREDICTION_BATCH, MAX_PREDICTION_TOKENS, MAX_QPS, MAX_REPLICAS, MAX_SPEED, MIN_OBSERVATION_SCALE,
+                      MIN_QPS, MIN_SLOWDOWN_DURATION_S, MIN_SLOWDOWN_INTERVAL_S, MIN_SPEED)
 from ..routing.observation import ObservationConfig
 from .slowdowns import SlowdownConfig, SlowdownEvent
 
@@ -126,16 +127,21 @@ def _lists(value: Any) -> Any:
 
 
 # ---- validation (rewardkit's validate_schema: every error at once, each with its key path) ---------------
-def _int_list(v: Any) -> tuple[int, ...]:
-    """A positive integer or a non-empty list of them (the predictor's grid)."""
-    values = v if isinstance(v, list) else [v]
-    positive = Param.integer(minimum=1).check
-    try:
-        if not values:
-            raise ValueError
-        return tuple(positive(x) for x in values)
-    except ValueError:
-        raise ValueError("a positive integer or a non-empty list of them") from None
+def _grid(minimum: int, maximum: int) -> Param:
+    """An integer or a non-empty list of at most ``MAX_GRID_VALUES`` of them (a predictor grid key)."""
+    expected = f"an integer from {minimum} to {maximum}, or a list of 1 to {MAX_GRID_VALUES} of them"
+    one = Param.integer(minimum=minimum, maximum=maximum).check
+
+    def check(v: Any) -> tuple[int, ...]:
+        values = v if isinstance(v, list) else [v]
+        try:
+            if not 1 <= len(values) <= MAX_GRID_VALUES:
+                raise ValueError
+            return tuple(one(x) for x in values)
+        except ValueError:
+            raise ValueError(expected) from None
+
+    return Param(None, "", expected, check)
 
 
 def _dataset_id(v: Any) -> str:
@@ -222,27 +228,29 @@ def _section_schema(checks: Mapping[str, Param], base: Any) -> dict[str, Param]:
 
 
 _OBSERVATION_CHECKS = {
-    "speed_tau_s": Param.positive(doc="time constant (s) of the measured-speed moving average"),
-    "recent_window_s": Param.positive(doc="window (s) of recent completions and throughput"),
-    "count_scale": Param.positive(doc="request counts are divided by this"),
-    "token_scale": Param.positive(doc="token counts are divided by this"),
+    "speed_tau_s": Param.between(MIN_OBSERVATION_SCALE, float("inf"),
+                                 doc="time constant (s) of the measured-speed moving average"),
+    "recent_window_s": Param.between(MIN_OBSERVATION_SCALE, float("inf"),
+                                     doc="window (s) of recent completions and throughput"),
+    "count_scale": Param.between(MIN_OBSERVATION_SCALE, float("inf"), doc="request counts are divided by this"),
+    "token_scale": Param.between(MIN_OBSERVATION_SCALE, float("inf"), doc="token counts are divided by this"),
     "prefix_match": Param.boolean(doc="add the prefix-cache match feature (0 in Vidur, which caches no prefixes)"),
 }
 _PREDICTOR_CHECKS = {
-    "num_estimators": Param(None, "", "a positive integer or a non-empty list of them", _int_list),
-    "max_depth": Param(None, "", "a positive integer or a non-empty list of them", _int_list),
-    "min_samples_split": Param(None, "", "a positive integer or a non-empty list of them", _int_list),
-    "k_fold_cv_splits": Param.integer(doc="", minimum=1),
-    "prediction_max_tokens_per_request": Param.integer(doc="", minimum=1),
-    "prediction_max_prefill_chunk_size": Param.integer(doc="", minimum=1),
-    "prediction_max_batch_size": Param.integer(doc="", minimum=1),
+    "num_estimators": _grid(1, MAX_FOREST_TREES),
+    "max_depth": _grid(1, MAX_FOREST_DEPTH),
+    "min_samples_split": _grid(2, 1_000_000),  # scikit-learn: an integer split size is at least 2
+    "k_fold_cv_splits": Param.integer(doc="", minimum=2, maximum=MAX_CV_SPLITS),
+    "prediction_max_tokens_per_request": Param.integer(doc="", minimum=1, maximum=MAX_PREDICTION_TOKENS),
+    "prediction_max_prefill_chunk_size": Param.integer(doc="", minimum=32, maximum=MAX_PREDICTION_TOKENS),
+    "prediction_max_batch_size": Param.integer(doc="", minimum=1, maximum=MAX_PREDICTION_BATCH),
 }
 _CHECKS = {
     "model": Param.string(doc="model name as Vidur knows it"),
     "device": Param.string(doc="GPU type as Vidur knows it"),
     "network_device": Param.string(doc="network device as Vidur knows it"),
-    "tensor_parallel_size": Param.integer(doc="", minimum=1),
-    "num_pipeline_stages": Param.integer(doc="", minimum=1),
+    "tensor_parallel_size": Param.integer(doc="", minimum=1, maximum=MAX_PARALLEL),
+    "num_pipeline_stages": Param.integer(doc="", minimum=1, maximum=MAX_PARALLEL),
     "num_replicas": Param.integer(doc="", minimum=1, maximum=MAX_REPLICAS),
     "replicas": Param((), "replica groups with relative speeds", "a non-empty list of replica groups", _check_groups),
     "slowdowns": Param(None, "unannounced slowdowns", "a slowdowns mapping or null", _check_slowdowns),

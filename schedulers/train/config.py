@@ -17,7 +17,8 @@ from rewardkit.config import check_structure, load_yaml
 from rewardkit.params import Param, validate_schema
 from rewardkit.schedules import make_schedule
 
-from ..limits import MAX_ENVS, MAX_HIDDEN_SIZE, MAX_LAYERS, MAX_ROLLOUT_SAMPLES
+from ..limits import (MAX_DEMO_STEPS, MAX_ENVS, MAX_EVAL_SEEDS, MAX_HIDDEN_SIZE, MAX_LAYERS, MAX_ROLLOUT_SAMPLES, MAX_SEED,
+                      MAX_TORCH_THREADS)
 
 EnvFactory = Callable[[], Any]  # builds one training environment per call
 
@@ -108,11 +109,12 @@ SCHEMA: dict[str, Any] = {
     "env": Param.string(doc="").or_null(),
     "env_overrides": _mapping({}, "dotted env-config keys that override the env YAML, e.g. {qps: 13.0}"),
     "reward": Param.string(doc="").or_null(),
-    "torch_threads": _int(1, "torch.set_num_threads for training"),
+    "torch_threads": _int(1, "torch.set_num_threads for training", maximum=MAX_TORCH_THREADS),
     "seeds": {
-        "torch": _int(0, "seed of policy init, action sampling and minibatch shuffles", minimum=0),
-        "train_start": _int(1000, "first training episode seed", minimum=0),
-        "eval": _int_list([101, 102, 103, 104, 105], "seeds reserved for evaluation (never trained on)", minimum=0),
+        "torch": _int(0, "seed of policy init, action sampling and minibatch shuffles", minimum=0, maximum=MAX_SEED),
+        "train_start": _int(1000, "first training episode seed", minimum=0, maximum=MAX_SEED),
+        "eval": _int_list([101, 102, 103, 104, 105], "seeds reserved for evaluation (never trained on)", minimum=0,
+                          maximum=MAX_SEED, max_length=MAX_EVAL_SEEDS),
     },
     "policy": {
         "hidden_sizes": _int_list([64, 64], "row encoder layer sizes", maximum=MAX_HIDDEN_SIZE, max_length=MAX_LAYERS),
@@ -161,7 +163,7 @@ SCHEMA: dict[str, Any] = {
     "bc": {
         "enabled": Param.boolean(True, "warm start by behaviour cloning"),
         "heuristics": _str_list(["least_tokens"], "heuristics whose choices are imitated"),
-        "demo_steps": _int(4000, "demonstration steps in total (all heuristics, all envs)"),
+        "demo_steps": _int(4000, "demonstration steps in total (all heuristics, all envs)", maximum=MAX_DEMO_STEPS),
         "epochs": _int(10, "passes over the demonstrations"),
         "minibatch_size": _int(256, "samples per gradient step"),
         "learning_rate": Param.positive(3e-3, "Adam learning rate for cloning"),
@@ -205,6 +207,12 @@ def _check_consistency(cfg: dict[str, Any], source: str) -> None:
             f"got {seeds['train_start']}",
             source=source, path="seeds.train_start",
         )
+    # every training episode's seed is below train_start + its step count (each episode takes >= 1 step)
+    last_seed = seeds["train_start"] + ppo["total_timesteps"] + (bc["demo_steps"] if bc["enabled"] else 0) + ppo["n_envs"]
+    if last_seed > MAX_SEED:
+        raise ConfigError(f"expected train_start + ppo.total_timesteps + bc.demo_steps + ppo.n_envs (a bound on the training "
+                          f"episodes' seeds) of at most {MAX_SEED} (the limit: 32-bit seeds), got {last_seed}",
+                          source=source, path="seeds.train_start")
     batch = ppo["n_envs"] * ppo["n_steps"]
     if batch > MAX_ROLLOUT_SAMPLES:
         raise ConfigError(f"expected n_envs * n_steps of at most {MAX_ROLLOUT_SAMPLES} (the limit), got {batch}",
