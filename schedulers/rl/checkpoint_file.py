@@ -22,6 +22,12 @@ class CheckpointError(ValueError):
     """A checkpoint that cannot be used: unreadable, truncated, corrupt, too large or of the wrong kind."""
 
 
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """``exc``'s message on one line, at most ``limit`` characters (torch's state-dict errors span lines)."""
+    text = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip()).replace(":;", ":")
+    return (text or type(exc).__name__)[:limit]
+
+
 def read_checkpoint(path: str | os.PathLike[str], required: tuple[str, ...] = ()) -> dict[str, Any]:
     """The mapping stored in ``path`` (on the CPU), with every key of ``required`` present."""
     path = Path(path)

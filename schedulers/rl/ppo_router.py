@@ -17,7 +17,7 @@ import torch
 from rewardkit.errors import ConfigError
 from rewardkit.params import Param, validate_schema
 
-from .checkpoint_file import CheckpointError, read_checkpoint
+from .checkpoint_file import CheckpointError, one_line, read_checkpoint
 from .policy import ReplicaScorerPolicy
 from ..limits import MIN_OBSERVATION_SCALE
 from ..routing.observation import FEATURE_NAMES, PREFIX_FEATURES, ObservationConfig
@@ -71,12 +71,11 @@ class PPORouter:
         try:
             policy = ReplicaScorerPolicy.from_checkpoint_dict(data)
         except (ValueError, TypeError, RuntimeError) as exc:  # declared sizes, or weights that do not fit them
-            raise CheckpointError(f"{path}: {str(exc).splitlines()[0][:300]}") from None
+            raise CheckpointError(f"{path}: {one_line(exc)}") from None
         try:
             observation = observation_config_from_checkpoint(data)
         except (ConfigError, ValueError) as exc:
-            first, *more = (line.strip() for line in str(exc).splitlines())
-            raise CheckpointError(f"{path}: {' '.join([first, '; '.join(more)]).strip()[:300]}") from None
+            raise CheckpointError(f"{path}: {one_line(exc)}") from None
         if temperature is not None:
             policy.temperature = temperature
         return cls(policy, deterministic=deterministic, seed=seed, observation_config=observation)

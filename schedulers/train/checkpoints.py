@@ -13,9 +13,14 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from ..rl.checkpoint_file import CheckpointError, read_checkpoint
+from ..rl.checkpoint_file import CheckpointError, one_line, read_checkpoint
+from ..rl.policy import ReplicaScorerPolicy
 
 _CKPT_RE = re.compile(r"^update_(\d{6,})\.pt$")
+#: what resuming reads from a training checkpoint (``Trainer.state``); a file without one is not resumed from.
+TRAINING_KEYS = ("config", "policy_kwargs", "policy_state", "optimizer", "reference_state", "update", "global_step",
+                 "bc_done", "wall_time", "episode_index", "episode_step", "torch_rng", "shuffle_rng", "scaler",
+                 "controller")
 
 
 def to_plain(obj: Any) -> Any:
@@ -83,15 +88,17 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
 def latest_good_checkpoint(out_dir: str | os.PathLike,
                            log: Callable[[str], None] = print) -> tuple[Path, dict[str, Any]] | None:
     """The newest numbered checkpoint in ``out_dir`` that loads, and its contents; unreadable newer
-    ones (a crash mid-write on a filesystem without atomic rename, a disk fault) are skipped with a
-    message naming them and the one resumed from. ``None`` when there is none."""
+    ones (a crash mid-write on a filesystem without atomic rename, a disk fault, a file of another
+    kind, weights that do not fit their declared sizes) are skipped with a message naming them and
+    the one resumed from. ``None`` when there is none."""
     folder = Path(out_dir) / "checkpoints"
     if not folder.is_dir():
         return None
     skipped: list[str] = []
     for _, path in reversed(_numbered(folder)):
         try:
-            data = read_checkpoint(path, required=("config",))
+            data = read_checkpoint(path, required=TRAINING_KEYS)
+            _check_policy(path, data)
         except CheckpointError as exc:
             skipped.append(str(exc))
             continue
@@ -102,3 +109,11 @@ def latest_good_checkpoint(out_dir: str | os.PathLike,
         raise CheckpointError(f"{folder}: no readable checkpoint to resume from ({len(skipped)} unreadable: "
                               f"{skipped[0]}); start over with --no-resume or another --out")
     return None
+
+
+def _check_policy(path: Path, data: dict[str, Any]) -> None:
+    """The checkpoint's policy rebuilds from its declared sizes (checked against the limits first)."""
+    try:
+        ReplicaScorerPolicy.from_checkpoint_dict(data)
+    except (ValueError, TypeError, RuntimeError) as exc:
+        raise CheckpointError(f"{path}: {one_line(exc)}") from None

@@ -97,3 +97,24 @@ def test_resume_falls_back_to_the_newest_good_checkpoint(tmp_path, vidur_predict
     assert rewardkit_main(["train", "--config", str(short_config(tmp_path, 512)), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "no readable checkpoint to resume from" in err and "--no-resume" in err and "Traceback" not in err
+
+
+def test_resume_skips_checkpoints_that_load_but_cannot_be_resumed_from(tmp_path):
+    """A file of another kind (a policy.pt copied over a checkpoint) or weights that do not fit their
+    declared sizes loaded fine and then failed deep in the trainer's restore (KeyError/RuntimeError)."""
+    from schedulers.train.checkpoints import TRAINING_KEYS, checkpoint_name, latest_good_checkpoint
+
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    policy = ReplicaScorerPolicy(20).to_checkpoint()
+    state = {**{key: 0 for key in TRAINING_KEYS}, **policy, "config": {}}
+    torch.save(state, folder / checkpoint_name(1))
+    torch.save(policy, folder / checkpoint_name(2))  # no training state
+    misfit = {**state, "policy_kwargs": {**policy["policy_kwargs"], "hidden_sizes": [32, 32]}}
+    torch.save(misfit, folder / checkpoint_name(3))  # the weights are 64 wide
+    messages: list[str] = []
+    path, data = latest_good_checkpoint(tmp_path, log=messages.append)
+    assert path.name == checkpoint_name(1) and set(TRAINING_KEYS) <= set(data)
+    assert len(messages) == 2 and all(m.endswith(f"resuming from {checkpoint_name(1)}") for m in messages)
+    assert str(folder / checkpoint_name(3)) in messages[0] and "size mismatch" in messages[0]
+    assert str(folder / checkpoint_name(2)) in messages[1] and "missing config, optimizer" in messages[1]
