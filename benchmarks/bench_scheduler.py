@@ -42,7 +42,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from schedulers.cli import DEFAULT_BASELINES, evaluation_seeds  # noqa: E402
+from schedulers.cli import DEFAULT_BASELINES, describe_seeds, evaluation_seeds  # noqa: E402
 from schedulers.evaluate.paired import evaluate_policies  # noqa: E402
 from schedulers.evaluate.results import paired_ratio_interval  # noqa: E402
 from schedulers.routing.heuristics import CAPACITY_AWARE, HEURISTICS, VIDUR_BASELINES  # noqa: E402
@@ -87,6 +87,7 @@ class TimedRouter:
 
 def capacity(setups: list[str]) -> None:
     """All requests at once: throughput of the setup's best heuristic (and two others) per setup."""
+    print(f"capacity seeds: {describe_seeds(list(CAPACITY_SEEDS))}")
     print(f"{'setup':12} | {'router':18} | {'capacity (req/s)':>16} | per seed")
     for name in setups:
         cfg = load_env_config(ROOT / SETUPS[name]["env"], {"qps": 10000.0})
@@ -99,13 +100,6 @@ def capacity(setups: list[str]) -> None:
         qps = load_env_config(ROOT / SETUPS[name]["env"]).qps
         best = res.values(SETUPS[name]["best"], "throughput").mean()
         print(f"{name:12} | configured qps {qps} = {100 * qps / best:.0f}% of the best router's capacity")
-
-
-def format_seeds(seeds: list[int]) -> str:
-    """``101-105`` for a consecutive run, else the comma-separated list."""
-    if seeds and seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 2:
-        return f"{seeds[0]}-{seeds[-1]}"
-    return ",".join(map(str, seeds))
 
 
 def checkpoint_for(name: str, train: bool) -> tuple[Path, float | None]:
@@ -225,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         seeds = evaluation_seeds(args.seeds)
     except ValueError as exc:
         parser.error(str(exc))
+    if not args.capacity and not args.report:
+        print(f"evaluation seeds: {describe_seeds(seeds)}", flush=True)
     import torch
 
     torch.set_num_threads(1)  # one decision at a time: extra threads only spin on a busy machine
@@ -253,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             )
 
     shown = sorted({seed for s in summaries for seed in s["results"].seeds})
-    print(f"\n== targets (PPO router, means over seeds {format_seeds(shown)}; wins = seeds where PPO is strictly lower) ==")
+    print(f"\n== targets (PPO router, means over seeds {describe_seeds(shown)}; wins = seeds where PPO is strictly lower) ==")
     print(f"{'setup':22} | {'target':46} | {'measured':40} | met")
     for s in summaries:
         for text, value, met in targets(s["setup"], s):
