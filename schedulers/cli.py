@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -73,12 +74,40 @@ def train_command(args: argparse.Namespace) -> int:
     config = args.config_opt or args.config
     out = args.out or str(Path("runs") / Path(config).stem)
     try:
+        check_out_dir(out)
         result = train(config, out, resume=not args.no_resume)
-    except (ConfigError, VidurSetupError, CheckpointError) as exc:
+    except (ConfigError, VidurSetupError, CheckpointError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as exc:  # the out folder or a file in it could not be written (full disk, permissions)
+        print(f"error: {os_error(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"trained {result.updates} updates, {result.global_step} env steps; policy: {result.policy_path}")
     return 0
+
+
+def check_out_dir(out: str | Path, option: str = "--out") -> None:
+    """Refuse an output folder that cannot be one (a file in the way, an unwritable parent) before any
+    work; nothing is created here (a config error later leaves no empty folder behind)."""
+    path = Path(out)
+    if path.exists():
+        if not path.is_dir():
+            raise ValueError(f"{option} {path}: expected a folder for the results, got a file")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise ValueError(f"{option} {path}: expected a folder we may write in, got one without permission")
+        return
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"{option} {path}: expected a folder path, got one under the file {parent}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{option} {path}: expected a folder we may create, got one under {parent} without permission")
+
+
+def os_error(exc: OSError) -> str:
+    """A one-line message for a failed read or write: the file, then the reason (our own messages as they are)."""
+    return f"{exc.filename}: {exc.strerror or exc}" if exc.filename is not None and exc.strerror else str(exc)
 
 
 def evaluation_seeds(spec: str) -> list[int]:
@@ -197,10 +226,13 @@ def evaluate_command(args: argparse.Namespace) -> int:
             from .rl.ppo_router import PPORouter
 
             routers["warm_start"] = PPORouter.from_checkpoint(warm)
+        if not routers:
+            raise ValueError(f"--baselines: expected at least one heuristic name (or a --checkpoint), got {args.baselines!r}")
         out = Path(args.out) if args.out else Path("runs") / f"eval-{cfg.name}"
+        check_out_dir(out)
         results = evaluate_policies(cfg, routers, seeds, out_dir=out)
-    except (ConfigError, ValueError, FileNotFoundError, RuntimeError) as exc:  # RuntimeError: VidurSetupError
-        print(f"error: {exc}", file=sys.stderr)
+    except (ConfigError, ValueError, OSError, RuntimeError) as exc:  # RuntimeError: VidurSetupError; OSError: a write
+        print(f"error: {os_error(exc) if isinstance(exc, OSError) else exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(results.format_table())
     print(f"results and plots in {out}/")
