@@ -71,7 +71,8 @@ class StubEngine:
         prompt = payload.get("prompt")
         prompt_tokens = len(prompt) if isinstance(prompt, list) else max(1, len(str(prompt or "")) // 4)
         if payload.get("stream"):
-            return StreamingResponse(self._stream(tokens), media_type="text/event-stream")
+            usage = bool((payload.get("stream_options") or {}).get("include_usage"))
+            return StreamingResponse(self._stream(tokens, prompt_tokens if usage else None), media_type="text/event-stream")
         self.running += 1
         try:
             await asyncio.sleep(self.ttft_s + self.per_token_s * max(tokens - 1, 0))
@@ -83,7 +84,7 @@ class StubEngine:
                              "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": tokens,
                                        "total_tokens": prompt_tokens + tokens}, "served_by": self.name})
 
-    async def _stream(self, tokens: int) -> AsyncIterator[bytes]:
+    async def _stream(self, tokens: int, usage_prompt: int | None = None) -> AsyncIterator[bytes]:
         self.running += 1
         finished = False
         try:
@@ -94,6 +95,12 @@ class StubEngine:
                 chunk = {"id": "cmpl-s", "object": "text_completion", "choices": [{"index": 0, "text": "x"}],
                          "served_by": self.name}
                 yield f"data: {json.dumps(chunk)}\n\n".encode()
+            final = {"id": "cmpl-s", "object": "text_completion", "choices": [{"index": 0, "text": "",
+                                                                            "finish_reason": "length"}]}
+            yield f"data: {json.dumps(final)}\n\n".encode()
+            if usage_prompt is not None:  # as vLLM does with stream_options.include_usage
+                usage = {"prompt_tokens": usage_prompt, "completion_tokens": tokens, "total_tokens": usage_prompt + tokens}
+                yield f"data: {json.dumps({'id': 'cmpl-s', 'choices': [], 'usage': usage})}\n\n".encode()
             yield b"data: [DONE]\n\n"
             finished = True
             self.served += 1

@@ -218,9 +218,66 @@ def _prompt_of(payload: dict[str, Any], chat: bool) -> tuple[int, list[int]]:
     raise ValueError("prompt: expected a string or a non-empty list of token ids")
 
 
-def _count_tokens(chunk: bytes) -> int:
-    """Output tokens in a piece of an OpenAI server-sent-event stream (one per data event but [DONE])."""
-    return chunk.count(b"data: ") - chunk.count(b"data: [DONE]")
+class TokenCounter:
+    """Splits an OpenAI server-sent-event stream, fed chunk by chunk, into whole events and counts
+    output tokens: the engine's ``usage`` when it sends one (the gateway asks for it), else the
+    events that carry a token. A completion event is a token when one of its choices carries text
+    or is not finished (engines end with an event holding only the finish reason, and ``[DONE]``);
+    a chat event when its delta carries content or tool calls (the first holds only the role).
+    """
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self.counted = 0
+        self.usage: int | None = None
+
+    @property
+    def tokens(self) -> int:
+        return self.usage if self.usage is not None else self.counted
+
+    def feed(self, chunk: bytes) -> list[tuple[bytes, bool]]:
+        """The events completed by ``chunk``, each with whether it is a usage-only event."""
+        self._buffer += chunk
+        *events, self._buffer = self._buffer.split(b"\n\n")
+        out = []
+        for event in events:
+            parsed = _event_json(event)
+            usage = parsed.get("usage") if isinstance(parsed, dict) else None
+            usage_only = isinstance(usage, dict) and not parsed.get("choices")
+            if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+                self.usage = usage["completion_tokens"]
+            self.counted += _is_token(parsed)
+            out.append((event + b"\n\n", usage_only))
+        return out
+
+    def rest(self) -> bytes:
+        return self._buffer
+
+
+def _event_json(event: bytes) -> Any:
+    data = b"".join(line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:"))
+    if not data or data == b"[DONE]":
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def _is_token(parsed: Any) -> bool:
+    if not isinstance(parsed, dict):
+        return False
+    choices = parsed.get("choices") or []
+    for choice in choices:
+        if not isinstance(choice, dict):
+            continue
+        delta = choice.get("delta")
+        if isinstance(delta, dict):  # chat: the first event carries only the role
+            if delta.get("content") or delta.get("tool_calls"):
+                return True
+        elif choice.get("text") or choice.get("finish_reason") is None:
+            return True
+    return False
 
 
 class GatewayApp(Gateway):
@@ -274,6 +331,10 @@ class GatewayApp(Gateway):
             return read
         body, payload, prompt_tokens, prompt_ids = read
         path = "/v1/chat/completions" if chat else "/v1/completions"
+        options = payload.get("stream_options")
+        client_wants_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+        if payload.get("stream") and not client_wants_usage:  # the engine's own token count, for the record
+            body = json.dumps({**payload, "stream_options": {**(options or {}), "include_usage": True}}).encode()
         request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
         tried: set[int] = set()
         last_error = "none healthy"
@@ -298,7 +359,7 @@ class GatewayApp(Gateway):
                 last_error = type(exc).__name__
                 continue
             if payload.get("stream") and resp.status_code == 200:
-                return StreamingResponse(attempt.relay(resp), status_code=200,
+                return StreamingResponse(attempt.relay(resp, client_wants_usage), status_code=200,
                                          media_type=resp.headers.get("content-type", "text/event-stream"))
             try:
                 content = await resp.aread()
@@ -340,25 +401,32 @@ class Attempt:
             d.reward, d.reward_terms = gw.request_reward(d.ttft_s, e2e, d.prompt_tokens, output_tokens)
         gw.record(d)
 
-    async def relay(self, resp: httpx.Response) -> AsyncIterator[bytes]:
-        """Pass the engine's stream through chunk by chunk; when the client goes away the generator is
-        closed, and the finally clause closes the upstream stream (cancelling the engine's request)."""
-        tokens, status = 0, "cancelled"
+    async def relay(self, resp: httpx.Response, client_wants_usage: bool = True) -> AsyncIterator[bytes]:
+        """Pass the engine's stream through event by event (the usage event the gateway asked for is
+        kept only when the client asked too); when the client goes away the generator is closed,
+        and the finally clause closes the upstream stream (cancelling the engine's request)."""
+        status = "cancelled"
+        counter = TokenCounter()
         try:
             async for chunk in resp.aiter_raw():
-                count = _count_tokens(chunk)
-                if count and self.first is None:
-                    self.first = time.monotonic()
-                    self.gw.ttft.labels(self.label).observe(self.first - self.sent_at)
-                tokens += count
-                self.gw.view.token(self.key, count)
-                yield chunk
+                before = counter.counted
+                events = counter.feed(chunk)
+                if counter.counted > before:
+                    if self.first is None:
+                        self.first = time.monotonic()
+                        self.gw.ttft.labels(self.label).observe(self.first - self.sent_at)
+                    self.gw.view.token(self.key, counter.counted - before)
+                out = b"".join(event for event, usage_only in events if client_wants_usage or not usage_only)
+                if out:
+                    yield out
+            if counter.rest().strip():
+                yield counter.rest()
             status = "ok"
         except httpx.HTTPError:
             status = "error"
         finally:
             await resp.aclose()
-            self.close(status, tokens)
+            self.close(status, counter.tokens)
 
 
 def create_app(settings: GatewaySettings) -> Starlette:

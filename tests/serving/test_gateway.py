@@ -96,7 +96,7 @@ def test_streaming_passes_through_chunk_by_chunk_with_ttft_and_rewards(cluster_f
         for line in resp.iter_lines():
             if line.startswith("data: "):
                 arrivals.append((time.monotonic(), line))
-    assert len(arrivals) == 7 and arrivals[-1][1] == "data: [DONE]"
+    assert len(arrivals) == 8 and arrivals[-1][1] == "data: [DONE]"  # 6 tokens, the finish event, [DONE]
     assert arrivals[-1][0] - arrivals[0][0] > 0.2  # the first token came well before the last (not buffered)
     decision, = read_decision_log(log).decisions
     assert decision.output_tokens == 6 and 0.04 < decision.ttft_s < decision.e2e_s
@@ -192,3 +192,31 @@ def test_bad_gateway_flags_are_one_line_errors(capsys):
     assert "oracle needs true speeds" in capsys.readouterr().err
     assert main(["gateway", "--backend", "http://127.0.0.1:1", "--router", "ppo"]) == 2
     assert "expected --checkpoint" in capsys.readouterr().err
+
+
+def test_stream_tokens_are_counted_across_chunks_without_the_closing_events():
+    from schedulers.serve.gateway import TokenCounter
+
+    events = b"".join(b'data: {"choices": [{"text": "t", "finish_reason": null}]}\n\n' for _ in range(3))
+    events += b'data: {"choices": [{"text": "", "finish_reason": "length"}]}\n\ndata: [DONE]\n\n'
+    counter = TokenCounter()
+    relayed = b"".join(e for i in range(0, len(events), 7) for e, _ in counter.feed(events[i:i + 7]))
+    assert counter.tokens == 3 and relayed == events  # split mid-event, passed on whole
+    chat = TokenCounter()
+    chat.feed(b'data: {"choices": [{"delta": {"role": "assistant"}, "finish_reason": null}]}\n\n'
+              b'data: {"choices": [{"delta": {"content": "hi"}, "finish_reason": "stop"}]}\n\n')
+    assert chat.tokens == 1
+    usage = TokenCounter()
+    (_, usage_only), = usage.feed(b'data: {"choices": [], "usage": {"completion_tokens": 7}}\n\n')
+    assert usage_only and usage.tokens == 7  # the engine's count wins over counted events
+
+
+def test_the_usage_event_the_gateway_asks_for_reaches_only_clients_that_asked(cluster_factory, tmp_path):
+    c = cluster_factory([StubEngine("a")], router="jsq", decision_log=str(tmp_path / "d.jsonl"))
+    body = {"model": "stub-model", "prompt": [1, 2, 3], "max_tokens": 5, "stream": True}
+    plain = httpx.post(c.url + "/v1/completions", json=body, timeout=30).text
+    asked = httpx.post(c.url + "/v1/completions", json={**body, "stream_options": {"include_usage": True}},
+                       timeout=30).text
+    assert '"usage"' not in plain and plain.endswith("data: [DONE]\n\n")
+    assert '"completion_tokens": 5' in asked
+    assert [d.output_tokens for d in read_decision_log(tmp_path / "d.jsonl").decisions] == [5, 5]
