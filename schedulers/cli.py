@@ -62,7 +62,29 @@ def add_train_command(subparsers: Any) -> None:
     parser.add_argument("--config", dest="config_opt", default=None, help="training config YAML (same as CONFIG)")
     parser.add_argument("--out", default=None, help="output folder (default: runs/<config name>)")
     parser.add_argument("--no-resume", action="store_true", help="start over even if out has checkpoints")
+    parser.add_argument("--from-log", default=None,
+                        help="learn offline from a gateway's decision log instead of training in Vidur")
+    parser.add_argument("--mode", choices=("clone", "reward"), default="reward",
+                        help="with --from-log: clone the logged router, or fine-tune toward better-rewarded decisions")
+    parser.add_argument("--init", default=None, help="with --from-log: the checkpoint to fine-tune (policy.pt)")
+    parser.add_argument("--epochs", type=int, default=20, help="with --from-log: passes over the log")
     parser.set_defaults(func=reporting_missing_vidur(train_command))
+
+
+def offline_command(args: argparse.Namespace) -> int:
+    """``rewardkit train --from-log``: learn from live decisions; one-line errors, exit 2."""
+    from .rl.checkpoint_file import CheckpointError
+    from .train.offline import train_from_log
+
+    out = args.out or str(Path("runs") / f"offline-{Path(args.from_log).stem}")
+    try:
+        check_out_dir(out)
+        path = train_from_log(args.from_log, out, mode=args.mode, init=args.init, epochs=args.epochs)
+    except (ConfigError, CheckpointError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"learned from {args.from_log} ({args.mode}); policy: {path}")
+    return 0
 
 
 def train_command(args: argparse.Namespace) -> int:
@@ -71,6 +93,8 @@ def train_command(args: argparse.Namespace) -> int:
     from .sim.profiles import VidurSetupError
     from .train.trainer import train  # heavy (torch): imported when the command runs
 
+    if getattr(args, "from_log", None):
+        return offline_command(args)
     config = args.config_opt or args.config
     out = args.out or str(Path("runs") / Path(config).stem)
     try:
