@@ -156,12 +156,13 @@ class ClientRouting:
 # ---- one run ------------------------------------------------------------------------------------
 def run_router(cluster: EngineCluster, router: str, specs: list, args: argparse.Namespace, out: Path,
                warmup: list) -> dict[str, Any]:
-    """One router over the workload through a fresh gateway; the load generator's summary plus engine counters."""
+    """One router over the workload through a fresh gateway: records, wall time, routed counts, engine counters."""
     checkpoint = str(args.checkpoint) if router.startswith("ppo") else None
     if args.client_routing:
-        return run_client_side(cluster, router, checkpoint, specs, args, out, warmup)
-    gw = GatewayProcess(cluster.urls, router, checkpoint=checkpoint, extra=args.gateway_arg or [],
-                        log=out / f"gateway-{router}.log")
+        return run_client_side(cluster, router, checkpoint, specs, args, warmup)
+    declared = [args.slow_speed if "slow" in spec.model else 1.0 for spec in cluster.specs]
+    extra = ["--speeds", ",".join(f"{v:g}" for v in declared), *(args.gateway_arg or [])]
+    gw = GatewayProcess(cluster.urls, router, checkpoint=checkpoint, extra=extra, log=out / f"gateway-{router}.log")
     try:
         gw.start()
         asyncio.run(replay(gw.url, warmup, model="tiny-llama", timeout_s=args.timeout))  # connections, caches
@@ -172,20 +173,12 @@ def run_router(cluster: EngineCluster, router: str, specs: list, args: argparse.
         routed_after = gw.routed()
     finally:
         gw.stop()
-    summary = summarize(records, wall)
-    summary["router"] = router
-    summary["routed"] = {k: routed_after.get(k, 0.0) - routed_before.get(k, 0.0) for k in routed_after}
-    rates = [prefix_cache_hit_rate(b, a) for b, a in zip(before, after, strict=True)]
-    summary["prefix_cache"] = {"hits": sum(r[0] for r in rates), "queries": sum(r[1] for r in rates),
-                               "per_replica_hit_rate": [r[2] for r in rates]}
-    q = summary["prefix_cache"]["queries"]
-    summary["prefix_cache"]["hit_rate"] = summary["prefix_cache"]["hits"] / q if q else 0.0
-    (out / f"records-{router}.json").write_text(json.dumps([r.to_dict() for r in records]))
-    return summary
+    routed = {k: routed_after.get(k, 0.0) - routed_before.get(k, 0.0) for k in routed_after}
+    return {"records": records, "wall": wall, "routed": routed, "before": before, "after": after}
 
 
 def run_client_side(cluster: EngineCluster, router: str, checkpoint: str | None, specs: list,
-                    args: argparse.Namespace, out: Path, warmup: list) -> dict[str, Any]:
+                    args: argparse.Namespace, warmup: list) -> dict[str, Any]:
     """``run_router`` with the routing done in the load generator (``ClientRouting``) instead of a gateway."""
     declared = [args.slow_speed if "slow" in spec.model else 1.0 for spec in cluster.specs]
     asyncio.run(replay(cluster.urls[0], warmup, model="tiny-llama", timeout_s=args.timeout,
@@ -194,47 +187,70 @@ def run_client_side(cluster: EngineCluster, router: str, checkpoint: str | None,
     routing = ClientRouting(cluster.urls, router, checkpoint, declared, seed=args.seed, token_factor=args.length_scale)
     records, wall = asyncio.run(replay(cluster.urls[0], specs, model="tiny-llama", timeout_s=args.timeout, dispatch=routing))
     after = [scrape(u) for u in cluster.urls]
-    summary = summarize(records, wall)
+    routed: dict[str, float] = {str(i): 0.0 for i in range(len(cluster.urls))}
+    for r in records:
+        if r.replica is not None:
+            routed[r.replica] += 1
+    return {"records": records, "wall": wall, "routed": routed, "before": before, "after": after}
+
+
+def summarize_runs(router: str, runs: list[dict[str, Any]], out: Path, tag: str) -> dict[str, Any]:
+    """One router's summary over its repeated runs (latencies pooled), with routed counts and prefix-cache hit rates."""
+    records = [r for run in runs for r in run["records"]]
+    summary = summarize(records, sum(run["wall"] for run in runs))
     summary["router"] = router
-    summary["routed"] = {str(i): float(summary["per_replica"].get(str(i), 0)) for i in range(len(cluster.urls))}
-    rates = [prefix_cache_hit_rate(b, a) for b, a in zip(before, after, strict=True)]
-    summary["prefix_cache"] = {"hits": sum(r[0] for r in rates), "queries": sum(r[1] for r in rates),
-                               "per_replica_hit_rate": [r[2] for r in rates]}
-    q = summary["prefix_cache"]["queries"]
-    summary["prefix_cache"]["hit_rate"] = summary["prefix_cache"]["hits"] / q if q else 0.0
-    (out / f"records-{router}.json").write_text(json.dumps([r.to_dict() for r in records]))
+    summary["repeats"] = len(runs)
+    summary["routed"] = {}
+    for run in runs:
+        for k, v in run["routed"].items():
+            summary["routed"][k] = summary["routed"].get(k, 0.0) + v
+    n = len(runs[0]["before"])
+    per = [[prefix_cache_hit_rate(run["before"][i], run["after"][i]) for run in runs] for i in range(n)]
+    hits = [sum(x[0] for x in p) for p in per]
+    queries = [sum(x[1] for x in p) for p in per]
+    summary["prefix_cache"] = {"hits": sum(hits), "queries": sum(queries),
+                               "hit_rate": sum(hits) / sum(queries) if sum(queries) else 0.0,
+                               "per_replica_hit_rate": [h / q if q else 0.0 for h, q in zip(hits, queries, strict=True)]}
+    (out / f"records-{tag}-{router}.json").write_text(json.dumps([r.to_dict() for r in records]))
     return summary
 
 
 def live_part(args: argparse.Namespace, out: Path, routers: list[str], prefix: bool) -> list[dict[str, Any]]:
-    """Start the cluster, run every router, stop the cluster."""
-    lengths = lengths_from_env(args.env, args.seed, args.qps, args.requests)
-    budget = args.max_model_len - (args.prefix_tokens if prefix else 0)
-    lengths = lengths.fitted(args.length_scale, budget)
+    """Start the cluster; ``--repeats`` rounds, each a fresh workload seed with every router in a rotated order; stop it."""
     shared = SharedPrefix(args.prefix_groups, args.prefix_tokens, args.sessions) if prefix else None
-    specs = build_requests(lengths, args.seed, 2000, shared, args.max_model_len)
+    budget = args.max_model_len - (args.prefix_tokens if prefix else 0)
+    workloads: list[dict[str, list]] = []
+    for rep in range(args.repeats):
+        lengths = lengths_from_env(args.env, args.seed + rep, args.qps, args.requests).fitted(args.length_scale, budget)
+        # same arrivals and lengths for every router; with prefix caching each router gets prompts of its own
+        # (same shapes, other token ids), or it would hit what the previous router's run left in the caches
+        workloads.append({router: build_requests(lengths, args.seed + rep + (7919 * (k + 1) if prefix else 0), 2000,
+                                                 shared, args.max_model_len) for k, router in enumerate(routers)})
     warmup = build_requests(lengths_from_env(args.env, args.seed + 1000, args.qps, 8).fitted(args.length_scale, 256),
                             args.seed + 1000, 2000)
-    slow = 0 if prefix else args.slow
     replicas = args.prefix_replicas if prefix else args.replicas
+    slow = (replicas if args.prefix_model == "slow" else 0) if prefix else args.slow
     cluster = tiny_cluster(replicas, slow, prefix_caching=prefix, max_num_seqs=args.max_num_seqs,
                            max_model_len=args.max_model_len)
     cluster.log_dir = out / ("engines-prefix" if prefix else "engines")
     t0 = time.perf_counter()
-    results = []
+    runs: dict[str, list[dict[str, Any]]] = {r: [] for r in routers}
     with cluster:
         print(f"[serving] {replicas} replicas ({slow} slow, prefix caching {'on' if prefix else 'off'}) healthy in "
-              f"{time.perf_counter() - t0:.0f} s; {len(specs)} requests at {args.qps} req/s", file=sys.stderr, flush=True)
-        for router in routers:
-            t1 = time.perf_counter()
-            summary = run_router(cluster, router, specs, args, out, warmup)
-            results.append(summary)
-            print(f"[serving] {router}: {summary['completed']}/{summary['requests']} answered, TTFT p50 "
-                  f"{summary['ttft_ms']['p50']:.0f} ms p99 {summary['ttft_ms']['p99']:.0f} ms, e2e mean "
-                  f"{summary['e2e_ms']['mean']:.0f} ms, routed {summary['routed']}, prefix hits "
-                  f"{100 * summary['prefix_cache']['hit_rate']:.0f}% ({time.perf_counter() - t1:.0f} s)",
-                  file=sys.stderr, flush=True)
-    return results
+              f"{time.perf_counter() - t0:.0f} s; {args.repeats} x {args.requests} requests at {args.qps} req/s",
+              file=sys.stderr, flush=True)
+        for rep, specs in enumerate(workloads):
+            order = routers[rep % len(routers):] + routers[:rep % len(routers)]
+            for router in order:
+                t1 = time.perf_counter()
+                run = run_router(cluster, router, specs[router], args, out, warmup)
+                runs[router].append(run)
+                s = summarize(run["records"], run["wall"])
+                print(f"[serving] round {rep + 1}/{args.repeats} {router}: {s['completed']}/{s['requests']} answered, "
+                      f"TTFT p50 {s['ttft_ms']['p50']:.0f} ms p99 {s['ttft_ms']['p99']:.0f} ms, e2e mean "
+                      f"{s['e2e_ms']['mean']:.0f} ms, routed {run['routed']} ({time.perf_counter() - t1:.0f} s)",
+                      file=sys.stderr, flush=True)
+    return [summarize_runs(r, runs[r], out, "prefix" if prefix else "hetero") for r in routers]
 
 
 # ---- simulator side ------------------------------------------------------------------------------
@@ -376,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-model-len", type=int, default=512)
     p.add_argument("--max-num-seqs", type=int, default=16)
     p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--repeats", type=int, default=2, help="rounds (workload seeds seed, seed+1, ...), router order rotated")
     p.add_argument("--routers", default=LIVE_ROUTERS)
     p.add_argument("--checkpoint", default=str(DEFAULT_CHECKPOINT),
                    help="PPO checkpoint trained in Vidur on hetero "
@@ -388,8 +405,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sim-seeds", type=int, default=3)
     p.add_argument("--prefix-replicas", type=int, default=2)
     p.add_argument("--prefix-routers", default="prefix_aware,jsq,round_robin")
+    p.add_argument("--prefix-model", choices=("fast", "slow"), default="slow",
+                   help="tiny model of the shared-prefix run (slow: prefill costs enough for the cache to matter)")
     p.add_argument("--prefix-groups", type=int, default=8)
-    p.add_argument("--prefix-tokens", type=int, default=256)
+    p.add_argument("--prefix-tokens", type=int, default=128)
+    p.add_argument("--prefix-max-model-len", type=int, default=1024, help="model length of the shared-prefix run")
+    p.add_argument("--prefix-length-scale", type=float, default=0.1,
+                   help="length scale of the shared-prefix run (short turns, so conversations last several turns)")
     p.add_argument("--sessions", type=int, default=16)
     p.add_argument("--prefix-qps", type=float, default=None, help="rate of the shared-prefix run (default --qps)")
     p.add_argument("--skip", default="", help="comma-separated parts to skip: hetero, sim, prefix")
@@ -411,7 +433,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     data: dict[str, Any] = json.loads(saved.read_text()) if saved.is_file() else {}
     data["setup"] = (f"{args.replicas} replicas ({args.replicas - args.slow} fast tiny Llama 128x2, {args.slow} slow 384x4), "
-                     f"{args.env} seed {args.seed}: {args.requests} requests at {args.qps} req/s, lengths x{args.length_scale} "
+                     f"{args.env} seeds {args.seed}-{args.seed + args.repeats - 1}: {args.repeats} x {args.requests} requests "
+                     f"at {args.qps} req/s, lengths x{args.length_scale} "
                      f"fitted to {args.max_model_len} tokens, --max-num-seqs {args.max_num_seqs}")
     data["routing"] = "client-side (load generator; fallback)" if args.client_routing else "rewardkit gateway"
     if "sim" not in skip:
@@ -420,10 +443,13 @@ def main(argv: list[str] | None = None) -> int:
         data["hetero"] = live_part(args, out, routers, prefix=False)
         saved.write_text(json.dumps(data, indent=1))
     if "prefix" not in skip:
-        pargs = argparse.Namespace(**{**vars(args), "qps": args.prefix_qps or args.qps})
-        data["prefix_setup"] = (f"{args.prefix_replicas} fast replicas, {args.prefix_groups} system prompts of "
-                                f"{args.prefix_tokens} tokens, {args.sessions} multi-turn sessions, {args.requests} requests "
-                                f"at {pargs.qps} req/s")
+        pargs = argparse.Namespace(**{**vars(args), "qps": args.prefix_qps or args.qps,
+                                      "max_model_len": args.prefix_max_model_len, "length_scale": args.prefix_length_scale})
+        data["prefix_setup"] = (f"{args.prefix_replicas} replicas of the {args.prefix_model} tiny model (--max-model-len "
+                                f"{pargs.max_model_len}), lengths "
+                                f"x{pargs.length_scale}, {args.prefix_groups} system prompts of "
+                                f"{args.prefix_tokens} tokens, {args.sessions} multi-turn sessions, "
+                                f"{args.repeats} x {args.requests} requests at {pargs.qps} req/s")
         data["prefix"] = live_part(pargs, out, [r.strip() for r in args.prefix_routers.split(",") if r.strip()], prefix=True)
     saved.write_text(json.dumps(data, indent=1))
     print(report(data))

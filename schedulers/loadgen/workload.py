@@ -36,7 +36,7 @@ class SharedPrefix:
 
     groups: int = 4
     prefix_tokens: int = 128
-    #: conversations requests are spread over (request i continues conversation i % sessions); 0: single turns.
+    #: conversations requests are spread over (each request continues one drawn at random); 0: single turns.
     sessions: int = 0
 
     def __post_init__(self) -> None:
@@ -218,7 +218,7 @@ def build_requests(
     specs = []
     for i in range(len(lengths)):
         own, out = int(lengths.prompt_tokens[i]), int(lengths.output_tokens[i])
-        session = i % shared.sessions if shared.sessions else None
+        session = int(rng.integers(shared.sessions)) if shared.sessions else None
         if session is None:
             group = int(rng.integers(shared.groups))
             history: tuple[int, ...] = ()
