@@ -220,8 +220,8 @@ def add_evaluate_command(subparsers: Any) -> None:
 def evaluate_command(args: argparse.Namespace) -> int:
     """Run the comparison from parsed arguments; return an exit code."""
     from .evaluate.paired import evaluate_policies  # heavy (Vidur): imported when the command runs
+    from .environments import load_any_env_config
     from .routing.router import HeuristicRouter
-    from .sim.env_config import load_env_config
 
     overrides: dict[str, Any] = {}
     if args.qps is not None:
@@ -234,7 +234,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
         overrides["requests_per_episode"] = args.requests
     try:
         seeds = seeds_from_args(args)
-        cfg = load_env_config(args.env, overrides)
+        cfg = load_any_env_config(args.env, overrides)
         print(f"evaluation seeds: {describe_seeds(seeds)}", flush=True)
         routers: dict[str, Any] = {}
         for name in [b.strip() for b in args.baselines.split(",") if b.strip()]:

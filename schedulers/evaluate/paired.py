@@ -1,8 +1,9 @@
-"""Compare routers on the same simulated arrivals: every router on every seed, drained episodes.
+"""Compare routers on the same arrivals: every router on every seed, drained episodes.
 
-:func:`evaluate_policies` runs every router on every seed through one
-:class:`~schedulers.sim.env.VidurRoutingEnv` in ``evaluate`` mode (each episode drained to the
-end), so all routers see identical arrivals per seed, and returns
+:func:`evaluate_policies` runs every router on every seed through one routing env (a
+:class:`~schedulers.sim.env.VidurRoutingEnv` in ``evaluate`` mode, or a live
+:class:`~schedulers.live.env.LiveRoutingEnv` over real engines; each episode drained to the end),
+so all routers see identical arrivals per seed, and returns
 :class:`~schedulers.evaluate.results.EvaluationResults` (tables, ratios, paired wins, plots).
 """
 
@@ -18,12 +19,11 @@ import numpy as np
 
 from ..routing.heuristics import HEURISTIC_NAMES
 from ..routing.router import HeuristicRouter, Router
-from ..sim.env import VidurRoutingEnv
-from ..sim.env_config import EnvConfig, load_env_config
+from ..environments import AnyEnvConfig, load_any_env_config, make_env
 from .results import EvaluationResults
 
 def evaluate_policies(
-    env_config: EnvConfig | str | Path,
+    env_config: AnyEnvConfig | str | Path,
     routers: Mapping[str, Router],
     seeds: Sequence[int],
     *,
@@ -52,8 +52,8 @@ def evaluate_policies(
             raise ValueError(f"baseline {baseline!r} is neither among the routers nor a heuristic name")
         routers = {baseline: HeuristicRouter(baseline), **routers}
         log(f"[evaluate] added baseline router {baseline!r}")
-    cfg = env_config if isinstance(env_config, EnvConfig) else load_env_config(env_config)
-    env = VidurRoutingEnv(cfg, reward_composer, evaluate=True, compute_reward=compute_reward)
+    cfg = env_config if not isinstance(env_config, (str, Path)) else load_any_env_config(env_config)
+    env = make_env(cfg, reward_composer, evaluate=True, compute_reward=compute_reward)
     # the oracle knows hidden speeds: a reference ceiling, never the "best heuristic" to beat
     heuristics = [name for name, r in routers.items() if isinstance(r, HeuristicRouter) and r.name != "oracle"]
     results = EvaluationResults(cfg.name, [int(s) for s in seeds], list(routers), heuristics, baseline)

@@ -7,8 +7,10 @@ Which fields are live and which estimated (docs/serving.md has the table):
   ``decoded_tokens`` (tokens streamed so far), ``recent_completions``, ``since_completion``,
   ``tokens_per_s`` (prompt and output tokens of the recent window), ``busy``;
 - estimated: ``kv_blocks`` (in-flight tokens over the block size) out of ``kv_capacity`` (given);
-  ``measured_speed`` is the declared speed (no online estimate yet: ``adaptive`` then routes like
-  ``cap_least_prefill``); ``prefix_match`` from a :class:`~schedulers.routing.prefix_index.PrefixIndex`
+  ``measured_speed`` from live decode rates (each finished request's tokens per second after its
+  first, averaged per replica and compared with the other replicas' per unit of declared speed:
+  :meth:`LiveClusterView.measured_speeds`), so ``adaptive`` sees a replica that slows down;
+  ``prefix_match`` from a :class:`~schedulers.routing.prefix_index.PrefixIndex`
   mirror of what each replica was sent (token-id prompts only).
 
 Replicas marked unhealthy are left out of a decision: :meth:`choose` decides among the healthy ones
@@ -24,6 +26,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..limits import MIN_SPEED
+from ..routing.observation import MAX_SPEED  # the observation space's bound on speeds
 from ..routing.prefix_index import PrefixIndex
 from ..routing.snapshot import ReplicaSnapshot
 
@@ -37,6 +41,7 @@ class InFlight:
     sent_at: float
     decoded: int = 0
     first_token_at: float | None = None
+    last_token_at: float | None = None
 
 
 @dataclass
@@ -48,6 +53,10 @@ class LiveClusterView:
     block_size: int = 32
     kv_capacity: float = 1024.0
     window_s: float = 10.0
+    #: estimate ``measured_speed`` from decode rates (else it is the declared speed)
+    measure_speed: bool = True
+    #: weight of each finished request in its replica's decode-rate average
+    speed_weight: float = 0.2
     clock: Any = time.monotonic
     healthy: np.ndarray = field(init=False)
 
@@ -63,6 +72,7 @@ class LiveClusterView:
         self.start = self.clock()
         self.last_completion = np.full(n, self.start)
         self.prefix = PrefixIndex(n, self.block_size)
+        self.decode_rate = np.full(n, np.nan)
         self._keys = itertools.count()
         self.decisions = 0
 
@@ -84,6 +94,7 @@ class LiveClusterView:
         processed = count + (req.prompt_tokens if req.decoded == 0 else 0)
         if req.decoded == 0:
             req.first_token_at = now
+        req.last_token_at = now
         req.decoded += count
         self.tokens[req.replica].append((now, processed))
 
@@ -94,7 +105,38 @@ class LiveClusterView:
             now = self.clock()
             self.completions[req.replica].append(now)
             self.last_completion[req.replica] = now
+            self._measure(req)
         return req
+
+    def _measure(self, req: InFlight) -> None:
+        """Fold a finished request's decode rate (tokens/s after its first) into its replica's average."""
+        if req.decoded < 2 or req.first_token_at is None or req.last_token_at is None:
+            return
+        span = req.last_token_at - req.first_token_at
+        if span <= 0:
+            return
+        rate = (req.decoded - 1) / span
+        old = self.decode_rate[req.replica]
+        self.decode_rate[req.replica] = rate if np.isnan(old) else old + self.speed_weight * (rate - old)
+
+    def measured_speeds(self) -> np.ndarray:
+        """Each replica's speed estimated from live decode rates, in the declared speeds' units.
+
+        A replica's rate per unit of declared speed is compared with the median of all measured
+        replicas' (so a cluster running as declared reads its declared speeds, and one that runs at
+        half its peers' pace per declared unit reads half its declared speed); replicas not yet
+        measured read their declared speed. With ``measure_speed=False``: the declared speeds.
+        """
+        known = ~np.isnan(self.decode_rate)
+        if not self.measure_speed or not known.any():
+            return self.speeds.copy()
+        per_unit = self.decode_rate[known] / self.speeds[known]
+        reference = float(np.median(per_unit))
+        if reference <= 0:
+            return self.speeds.copy()
+        measured = self.speeds.copy()
+        measured[known] = np.clip(self.decode_rate[known] / reference, MIN_SPEED, MAX_SPEED)
+        return measured
 
     # ---- what routers see ----------------------------------------------------------------------
     def snapshot(self, prefix_match: np.ndarray | None = None) -> ReplicaSnapshot:
@@ -119,7 +161,8 @@ class LiveClusterView:
             waiting=waiting, running=running, kv_blocks=kv, kv_capacity=np.full(n, self.kv_capacity),
             prefill_tokens=prefill, decoded_tokens=decoded, waiting_prefill_tokens=prefill,
             recent_completions=np.array([len(c) for c in self.completions], dtype=float),
-            busy=((waiting + running) > 0).astype(float), declared_speed=self.speeds, measured_speed=self.speeds,
+            busy=((waiting + running) > 0).astype(float), declared_speed=self.speeds,
+            measured_speed=self.measured_speeds(),
             tokens_per_s=np.array([sum(k for _, k in t) for t in self.tokens], dtype=float) / span,
             since_completion=np.maximum(now - self.last_completion, 0.0),
             prefix_match=np.zeros(n) if prefix_match is None else prefix_match)

@@ -96,7 +96,7 @@ def _noop(kind: str) -> None:
     """Event hook that ignores events."""
 
 
-async def _send(client: httpx.AsyncClient, url: str, body: dict[str, Any], record: RequestRecord, start: float,
+async def send_request(client: httpx.AsyncClient, url: str, body: dict[str, Any], record: RequestRecord, start: float,
                 event: Event = _noop) -> None:
     """Send one request and fill ``record`` (errors recorded, never raised); ``event`` hears its progress."""
     try:
@@ -193,7 +193,7 @@ async def replay(
                 target = base_url(backend) + endpoint[len(base_url(url)):]
             body = request_body(spec, model, api, prompt_format, stream, ignore_eos)
             try:
-                await asyncio.wait_for(_send(client, target, body, record, start, event), timeout_s)
+                await asyncio.wait_for(send_request(client, target, body, record, start, event), timeout_s)
             except asyncio.TimeoutError:
                 record.error = f"timeout after {timeout_s:g} s"
             if on_done is not None:

@@ -118,7 +118,7 @@ class Lengths:
 
 def lengths_from_env(env_path: str, seed: int, qps: float | None = None, requests: int | None = None) -> Lengths:
     """The arrivals and lengths the simulator draws for ``seed`` from env YAML ``env_path``."""
-    from ..sim.arrivals import sample_arrivals  # needs the router extras (pandas, Vidur's package)
+    from ..live.config import is_live_env_file, load_live_env_config  # the router extras (pandas, Vidur's package)
     from ..sim.env_config import load_env_config
 
     overrides: dict[str, Any] = {}
@@ -126,10 +126,18 @@ def lengths_from_env(env_path: str, seed: int, qps: float | None = None, request
         overrides["qps"] = qps
     if requests is not None:
         overrides["requests_per_episode"] = requests
-    cfg = load_env_config(env_path, overrides)
+    if is_live_env_file(env_path):  # a live env's workload part
+        return lengths_from_config(load_live_env_config(env_path, overrides).env, seed)
+    return lengths_from_config(load_env_config(env_path, overrides), seed)
+
+
+def lengths_from_config(cfg: Any, seed: int) -> Lengths:
+    """The arrivals and lengths the simulator draws for ``seed`` from a loaded ``EnvConfig``."""
+    from ..sim.arrivals import sample_arrivals
+
     arrivals = sample_arrivals(cfg, seed)
     return Lengths(arrivals.arrived_at - arrivals.arrived_at[0], arrivals.prefill_tokens, arrivals.decode_tokens,
-                   source=str(env_path))
+                   source=str(cfg.source))
 
 
 def lengths_from_trace(path: str, seed: int, qps: float | None = None, requests: int | None = None) -> Lengths:

@@ -49,7 +49,7 @@ from ..rl.policy import ReplicaScorerPolicy
 from ..rl.ppo import EntropyController, RewardScaler, UpdateSettings, categorical_kl, explained_variance, ppo_update
 from ..rl.rollout import RolloutBuffer
 from .config import RESUMABLE_CHANGES, EnvFactory, added_at_default, diff_paths, load_config
-from .env_factory import vidur_env_factory
+from .env_factory import routing_env_factory
 
 
 @dataclass
@@ -538,7 +538,7 @@ def train(
     cfg, source = load_config(config)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    factory = env_factory if env_factory is not None else vidur_env_factory(cfg, source)
+    factory = env_factory if env_factory is not None else routing_env_factory(cfg, source)
 
     ckpt_path, ckpt = None, None
     found = latest_good_checkpoint(out, log=lambda msg: print(msg, file=sys.stderr, flush=True)) if resume else None

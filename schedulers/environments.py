@@ -1,0 +1,36 @@
+"""One way to open a routing env from an env YAML: simulated (Vidur) or live (real engines).
+
+An env YAML with a ``live`` section names real engines (:mod:`schedulers.live.config`) and opens
+a :class:`~schedulers.live.env.LiveRoutingEnv`; any other opens a
+:class:`~schedulers.sim.env.VidurRoutingEnv`. Both have the same observation, actions, per-request
+credit, ``heuristic_action`` and ``episode_metrics``, so training and evaluation run on either.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping, Union
+
+from .live.config import LiveEnvConfig, is_live_env_file, load_live_env_config
+from .sim.env_config import EnvConfig, load_env_config
+
+AnyEnvConfig = Union[EnvConfig, LiveEnvConfig]
+
+
+def load_any_env_config(path: str | os.PathLike[str], overrides: Mapping[str, Any] | None = None) -> AnyEnvConfig:
+    """The env YAML at ``path`` (with ``overrides``): a live config if it has a ``live`` section."""
+    if is_live_env_file(path):
+        return load_live_env_config(path, overrides)
+    return load_env_config(path, overrides)
+
+
+def make_env(config: AnyEnvConfig | str | os.PathLike[str], reward_composer: Any = None, **kwargs: Any) -> Any:
+    """A routing env for ``config`` (``evaluate``, ``compute_reward`` passed on); live envs need the serve extra."""
+    cfg = config if isinstance(config, (EnvConfig, LiveEnvConfig)) else load_any_env_config(config)
+    if isinstance(cfg, LiveEnvConfig):
+        from .live.env import LiveRoutingEnv  # httpx: the serve extra
+
+        return LiveRoutingEnv(cfg, reward_composer, **kwargs)
+    from .sim.env import VidurRoutingEnv  # Vidur
+
+    return VidurRoutingEnv(cfg, reward_composer, **kwargs)

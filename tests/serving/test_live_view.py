@@ -1,0 +1,70 @@
+"""``LiveClusterView``: measured speed from live decode rates, the same snapshot routers read in Vidur."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from schedulers.live.view import LiveClusterView
+from schedulers.routing.heuristics import choose
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def serve(view: LiveClusterView, clock: Clock, replica: int, tokens: int, per_token_s: float) -> None:
+    """One request on ``replica``: its first token now, then one every ``per_token_s``."""
+    key = view.sent(replica, prompt_tokens=10)
+    clock.now += 0.01
+    view.token(key)
+    for _ in range(tokens - 1):
+        clock.now += per_token_s
+        view.token(key)
+    view.finished(key)
+
+
+def test_a_replica_decoding_at_half_its_peers_pace_reads_half_its_declared_speed():
+    clock = Clock()
+    view = LiveClusterView(3, [1.0, 1.0, 2.0], clock=clock)
+    assert view.measured_speeds().tolist() == [1.0, 1.0, 2.0]  # nothing measured: declared
+    for _ in range(5):
+        serve(view, clock, 0, 20, 0.01)   # 100 tokens/s at declared 1
+        serve(view, clock, 1, 20, 0.02)   # 50 tokens/s at declared 1: slowed to half
+        serve(view, clock, 2, 20, 0.005)  # 200 tokens/s at declared 2: as declared
+    measured = view.measured_speeds()
+    assert measured == pytest.approx([1.0, 0.5, 2.0], rel=1e-6)
+    assert view.snapshot().measured_speed.tolist() == pytest.approx(measured.tolist())
+    # a slowed replica with an empty queue: cap_least_prefill (declared speeds) sends the next request
+    # there, adaptive (expected wait over the measured speeds) does not
+    same = LiveClusterView(3, clock=clock)
+    for _ in range(5):
+        serve(same, clock, 0, 20, 0.01)
+        serve(same, clock, 1, 20, 0.02)
+        serve(same, clock, 2, 20, 0.01)
+    same.sent(0, prompt_tokens=100)
+    same.sent(2, prompt_tokens=100)  # waiting: 100 prompt tokens queued on replicas 0 and 2
+    snap = same.snapshot()
+    rng = np.random.default_rng(0)
+    assert {choose("cap_least_prefill", snap, rng, prompt_tokens=500) for _ in range(10)} == {1}
+    assert {choose("adaptive", snap, rng, prompt_tokens=500) for _ in range(20)} == {0, 2}
+    assert LiveClusterView(3, [1.0, 1.0, 2.0], clock=clock, measure_speed=False).measured_speeds().tolist() == [1, 1, 2]
+
+
+def test_failed_or_single_token_requests_do_not_move_the_estimate():
+    clock = Clock()
+    view = LiveClusterView(2, clock=clock)
+    key = view.sent(0, 10)
+    view.token(key)
+    clock.now += 1.0
+    view.finished(key)  # one token: no decode rate
+    key = view.sent(1, 10)
+    view.token(key)
+    clock.now += 0.1
+    view.token(key)
+    view.finished(key, completed=False)  # cancelled: not a completion
+    assert np.isnan(view.decode_rate).all()
