@@ -2,23 +2,17 @@
 
 ``train(config, out_dir)`` reads a config like ``configs/ppo_vidur.yaml``, optionally clones
 heuristic routers from demonstrations, then runs PPO on ``n_envs`` environments stepped one
-after another. It writes per-update metrics (``metrics.csv``, TensorBoard when installed),
-atomic checkpoints that an interrupted run resumes from, ``policy.pt`` for
-:class:`schedulers.rl.ppo_router.PPORouter`, and ``learning_curves.png``. The config schema is in
-:mod:`schedulers.train.config`, logs and plots in :mod:`schedulers.train.metrics_log`, checkpoint files
-in :mod:`schedulers.train.checkpoints`, the cloning step in :mod:`schedulers.rl.behaviour_cloning`.
+after another (Vidur or live: :mod:`schedulers.environments`). It writes per-update metrics
+(``metrics.csv``, TensorBoard when installed), atomic checkpoints that an interrupted run resumes
+from, ``policy.pt`` for :class:`schedulers.rl.ppo_router.PPORouter`, and ``learning_curves.png``.
 
-Environment episodes are seeded ``seeds.train_start + env_index + n_envs * episode_index`` (with
-``ppo.envs_per_seed = k``, each group of k envs shares one seed: ``env_index // k`` and
-``n_envs // k``, so that ``ppo.advantage_baseline: paired`` can compare returns on the same
-arrivals), so training never meets the evaluation seeds, and a resumed run restarts each environment's
-interrupted episode with the next seed (or, if the checkpoint fell on an episode boundary, with
-exactly the seed the uninterrupted run would have used).
-
-Per-request credit: when the env credits its reward per routed request (``env.reward_credit ==
-"request"``, see :mod:`schedulers.sim.env`), each ``(decision, reward)`` pair of
-``info["credits"]`` is added to the rollout step that made that decision, and rollouts (and
-demonstrations) hold whole episodes, so every decision has its credit before GAE runs.
+Where each part lives: the config schema in :mod:`schedulers.train.config`; the envs, their
+seeded episodes, rollouts, demonstrations and per-request credit in
+:mod:`schedulers.train.experience`; logs and plots in :mod:`schedulers.train.metrics_log`;
+checkpoint files in :mod:`schedulers.train.checkpoints`; the cloning loss in
+:mod:`schedulers.rl.behaviour_cloning`, the PPO loss in :mod:`schedulers.rl.ppo`; learning from a
+gateway's decision log in :mod:`schedulers.train.offline`. This module holds the training state
+and the loop: BC, then rollout, advantages, update, checkpoint.
 """
 
 from __future__ import annotations
@@ -41,15 +35,15 @@ import yaml
 from rewardkit.errors import ConfigError
 from rewardkit.schedules import make_schedule
 
-from .checkpoints import (atomic_save, latest_checkpoint, latest_good_checkpoint, remove_checkpoints, save_checkpoint,
-                          to_plain)
+from .checkpoints import (atomic_save, latest_checkpoint, latest_good_checkpoint, remove_checkpoints, save_checkpoint)
 from .metrics_log import MetricsLog, format_duration, format_return, plot_learning_curves, progress, write_csv
-from ..rl.behaviour_cloning import Demos, fit_to_demonstrations
+from ..rl.behaviour_cloning import fit_to_demonstrations
 from ..rl.policy import ReplicaScorerPolicy
 from ..rl.ppo import EntropyController, RewardScaler, UpdateSettings, categorical_kl, explained_variance, ppo_update
 from ..rl.rollout import RolloutBuffer
 from .config import RESUMABLE_CHANGES, EnvFactory, added_at_default, diff_paths, load_config
 from .env_factory import routing_env_factory
+from .experience import LockstepEnvs, env_composer, env_spaces
 
 
 @dataclass
@@ -82,7 +76,7 @@ class Trainer:
         self.shuffle_gen = torch.Generator().manual_seed(cfg["seeds"]["torch"] + 1)
 
         self.envs = [env_factory() for _ in range(self.n_envs)]
-        self.num_replicas, self.n_features = self._check_spaces()
+        self.num_replicas, self.n_features = env_spaces(self.envs)
         self.policy = ReplicaScorerPolicy(self.n_features, **cfg["policy"])
         #: the env's observation settings, saved beside the weights so a router rebuilds the same rows
         obs_cfg = getattr(getattr(self.envs[0].unwrapped, "env_config", None), "observation", None)
@@ -106,21 +100,20 @@ class Trainer:
         self.request_credit = self._check_request_credit()
         self.scaler = RewardScaler(self.n_envs, ppo["gamma"]) if ppo["reward_scaling"] else None
         self.buffer = RolloutBuffer(self.n_steps, self.n_envs, (self.num_replicas, self.n_features))
+        #: the envs and their episodes: where experience comes from (schedulers.train.experience)
+        self.experience = LockstepEnvs(self.envs, cfg["seeds"]["train_start"], ppo["envs_per_seed"],
+                                       self.request_credit, self.scaler)
 
         self.update = 0
         self.global_step = 0
         self.bc_done = False
         self.wall_time = 0.0
-        self.episode_index = [0] * self.n_envs
-        self.episode_step = [0] * self.n_envs
-        self.obs: list[np.ndarray] = [np.zeros((self.num_replicas, self.n_features), np.float32)] * self.n_envs
-        self.ep_return = [0.0] * self.n_envs
         self.bc_metrics: list[dict[str, Any]] = []
 
     # ---- environments ---------------------------------------------------------------------
     def _reward_scales_returns(self) -> bool:
         """Whether the env's reward composer normalizes every top-level term with ``return_std``."""
-        composer = _env_composer(self.envs[0])
+        composer = env_composer(self.envs[0])
         to_dict = getattr(composer, "to_dict", None)
         if not callable(to_dict):
             return False
@@ -150,107 +143,8 @@ class Trainer:
         bc = self.cfg["bc"]
         return max(1, bc["demo_steps"] // len(bc["heuristics"]) // self.n_envs)
 
-    def _credit(self, rewards: torch.Tensor, t: int, i: int, episode_start: int, info: dict) -> None:
-        """Add env ``i``'s per-request credits to ``rewards[decision slot, i]`` (slots up to ``t``)."""
-        for decision, value in info.get("credits") or ():
-            slot = episode_start + int(decision)
-            if not episode_start <= slot <= t:
-                raise RuntimeError(f"credit for decision {decision} falls outside the rollout (slot {slot}, step {t})")
-            rewards[slot, i] += float(value)
-
     def _log(self, text: str) -> None:
         progress(text, self.progress_on)
-
-    def _check_spaces(self) -> tuple[int, int]:
-        import gymnasium as gym
-
-        env = self.envs[0]
-        obs_space, act_space = env.observation_space, env.action_space
-        if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 2:
-            raise TypeError(f"env observation_space must be a 2-D Box (replicas, features), got {obs_space}")
-        if not isinstance(act_space, gym.spaces.Discrete) or int(act_space.n) != obs_space.shape[0]:
-            raise TypeError(f"env action_space must be Discrete(num_replicas={obs_space.shape[0]}), got {act_space}")
-        for other in self.envs[1:]:
-            if other.observation_space.shape != obs_space.shape:
-                raise TypeError("all training envs must have the same observation shape")
-        return int(obs_space.shape[0]), int(obs_space.shape[1])
-
-    def _episode_seed(self, i: int) -> int:
-        """Env ``i``'s next episode seed; the ``ppo.envs_per_seed`` envs of a group share it."""
-        per_seed = self.cfg["ppo"]["envs_per_seed"]
-        return self.cfg["seeds"]["train_start"] + i // per_seed + self.n_envs // per_seed * self.episode_index[i]
-
-    def _start_episode(self, i: int) -> None:
-        obs, _ = self.envs[i].reset(seed=self._episode_seed(i))
-        self.obs[i] = np.asarray(obs, dtype=np.float32)
-        self.episode_step[i] = 0
-        self.ep_return[i] = 0.0
-
-    def _restart_all(self) -> None:
-        """Begin a fresh episode in every env, abandoning ones in progress (they take the next seed)."""
-        for i in range(self.n_envs):
-            if self.episode_step[i] > 0:
-                self.episode_index[i] += 1
-                if self.scaler is not None:
-                    self.scaler.returns[i] = 0.0  # the abandoned episode's discounted return
-            self._start_episode(i)
-
-    def _step_env(self, i: int, action: int) -> tuple[float, bool, bool, np.ndarray | None, dict]:
-        """Step env ``i``; on episode end start the next one. Returns (reward, term, trunc, final_obs, info)."""
-        obs, reward, terminated, truncated, info = self.envs[i].step(action)
-        reward = float(reward)
-        if not math.isfinite(reward):
-            raise FloatingPointError(f"env {i} returned a non-finite reward {reward} at PPO step {self.global_step}")
-        self.episode_step[i] += 1
-        self.ep_return[i] += reward
-        final = None
-        if terminated or truncated:
-            final = np.asarray(obs, dtype=np.float32)
-            self.episode_index[i] += 1
-            self._start_episode(i)
-        else:
-            self.obs[i] = np.asarray(obs, dtype=np.float32)
-        return reward, bool(terminated), bool(truncated), final, info
-
-    def _obs_tensor(self) -> torch.Tensor:
-        return self.policy.as_tensor(np.stack(self.obs))
-
-    # ---- behaviour cloning ------------------------------------------------------------------
-    def _collect_demos(self, heuristic: str, steps_per_env: int) -> Demos:
-        """Let ``heuristic`` route ``steps_per_env`` steps in every env; record what it chose."""
-        shape = (steps_per_env, self.n_envs)
-        obs = torch.zeros(shape + (self.num_replicas, self.n_features))
-        final_obs = torch.zeros_like(obs)
-        actions = torch.zeros(shape, dtype=torch.long)
-        rewards = torch.zeros(shape)
-        term = torch.zeros(shape, dtype=torch.bool)
-        trunc = torch.zeros(shape, dtype=torch.bool)
-        self._restart_all()
-        for t in range(steps_per_env):
-            obs[t] = self._obs_tensor()
-            for i, env in enumerate(self.envs):
-                try:
-                    a = int(env.unwrapped.heuristic_action(heuristic))
-                except (ValueError, KeyError) as exc:
-                    if t > 0:
-                        raise
-                    raise ConfigError(f"expected a heuristic the env knows, got {heuristic!r} ({exc})",
-                                      source=self.source, path="bc.heuristics") from None
-                actions[t, i] = a
-                episode_start = t - self.episode_step[i]
-                r, te, tr, final, info = self._step_env(i, a)
-                term[t, i], trunc[t, i] = te, tr
-                if self.request_credit:
-                    self._credit(rewards, t, i, episode_start, info)
-                else:
-                    rewards[t, i] = r
-                if final is not None:
-                    final_obs[t, i] = torch.from_numpy(final)
-            if self.scaler is not None and not self.request_credit:
-                rewards[t] = self.scaler(rewards[t], term[t] | trunc[t])
-        if self.scaler is not None and self.request_credit:  # credits are final once the episodes are
-            rewards = self.scaler.scale_rollout(rewards, term | trunc)
-        return Demos(obs, actions, rewards, term, trunc, final_obs, self._obs_tensor())
 
     def behaviour_cloning(self) -> None:
         """Clone the configured heuristics (cross-entropy), optionally fitting the critic too."""
@@ -260,7 +154,7 @@ class Trainer:
         blocks = []
         for h in bc["heuristics"]:
             progress(f"[bc] collecting {steps_per_env * self.n_envs} demonstration steps from {h!r}", self.progress_on)
-            blocks.append(self._collect_demos(h, steps_per_env))
+            blocks.append(self.experience.demonstrations(h, steps_per_env, self.policy, self.source))
         collect_time = time.perf_counter() - t0
         self.bc_metrics += fit_to_demonstrations(self.policy, blocks, bc, self.cfg["ppo"], self.shuffle_gen, self._log)
         self.reference = copy.deepcopy(self.policy).requires_grad_(False)
@@ -273,63 +167,10 @@ class Trainer:
 
     # ---- PPO ------------------------------------------------------------------------------
     def _collect_rollout(self) -> dict[str, Any]:
-        """Fill the buffer with ``n_steps`` lockstep steps; return rollout statistics."""
-        self.buffer.reset()
-        t_policy = t_env = 0.0
-        term_sums: dict[str, float] = {}
-        term_counts: dict[str, int] = {}
-        episode_returns: list[float] = []
-        episode_lengths: list[int] = []
-        raw_reward_sum = 0.0
-        for t in range(self.n_steps):
-            t0 = time.perf_counter()
-            obs = self._obs_tensor()
-            step = self.policy.act(obs)
-            t1 = time.perf_counter()
-            t_policy += t1 - t0
-            rewards = torch.zeros(self.n_envs)
-            term = torch.zeros(self.n_envs, dtype=torch.bool)
-            trunc = torch.zeros(self.n_envs, dtype=torch.bool)
-            finals: dict[int, np.ndarray] = {}
-            credited: list[tuple[int, int, dict]] = []
-            for i in range(self.n_envs):
-                ep_ret, ep_len = self.ep_return[i], self.episode_step[i]
-                r, te, tr, final, info = self._step_env(i, int(step.action[i]))
-                term[i], trunc[i] = te, tr
-                if self.request_credit:
-                    credited.append((i, t - ep_len, info))  # placed once step t is in the buffer
-                else:
-                    rewards[i] = r
-                raw_reward_sum += r
-                if final is not None:
-                    episode_returns.append(ep_ret + r)
-                    episode_lengths.append(ep_len + 1)
-                    if tr and not te:
-                        finals[i] = final
-                for key, value in (info.get("reward_terms") or {}).items():
-                    try:
-                        v = float(np.mean(value))
-                    except (TypeError, ValueError):
-                        continue  # not a number: nothing to average
-                    term_sums[key] = term_sums.get(key, 0.0) + v
-                    term_counts[key] = term_counts.get(key, 0) + 1
-            t2 = time.perf_counter()
-            t_env += t2 - t1
-            final_values = torch.zeros(self.n_envs)
-            if finals:
-                with torch.no_grad():
-                    idx = sorted(finals)
-                    final_values[idx] = self.policy.value(self.policy.as_tensor(np.stack([finals[i] for i in idx])))
-            if self.scaler is not None and not self.request_credit:
-                rewards = self.scaler(rewards, term | trunc)
-            self.buffer.add(obs, step.action, step.log_prob, step.value, rewards, term, trunc, final_values)
-            for i, episode_start, info in credited:
-                self._credit(self.buffer.rewards, t, i, episode_start, info)
-            self.global_step += self.n_envs
-            t_policy += time.perf_counter() - t2
+        """Fill the buffer with ``n_steps`` lockstep steps and compute advantages; return rollout statistics."""
+        stats = self.experience.rollout(self.policy, self.buffer, self.global_step)
+        self.global_step += self.batch_size
         t0 = time.perf_counter()
-        if self.scaler is not None and self.request_credit:  # credits are final once the episodes are
-            self.buffer.rewards = self.scaler.scale_rollout(self.buffer.rewards, self.buffer.terminated | self.buffer.truncated)
         ppo = self.cfg["ppo"]
         if ppo["advantage_baseline"] != "critic":
             try:
@@ -341,17 +182,10 @@ class Trainer:
                                   source=self.source, path="ppo.advantage_baseline") from None
         else:
             with torch.no_grad():
-                last_values = self.policy.value(self._obs_tensor())
+                last_values = self.policy.value(self.experience.obs_tensor(self.policy))
             self.buffer.compute_advantages(last_values, ppo["gamma"], ppo["gae_lambda"])
-        t_policy += time.perf_counter() - t0
-        return {
-            "t_policy": t_policy,
-            "t_env": t_env,
-            "episode_returns": episode_returns,
-            "episode_lengths": episode_lengths,
-            "reward_terms": {k: term_sums[k] / term_counts[k] for k in term_sums},
-            "reward_mean": raw_reward_sum / self.batch_size,
-        }
+        stats["t_policy"] += time.perf_counter() - t0
+        return stats
 
     def _coefficients(self) -> dict[str, float]:
         ppo = self.cfg["ppo"]
@@ -421,15 +255,6 @@ class Trainer:
         return row
 
     # ---- checkpoints ------------------------------------------------------------------------
-    def _composer_states(self) -> list[Any] | None:
-        states = []
-        for env in self.envs:
-            composer = _env_composer(env)
-            if composer is None or not hasattr(composer, "state_dict"):
-                return None
-            states.append(to_plain(composer.state_dict()))
-        return states
-
     def state(self) -> dict[str, Any]:
         """Everything needed to continue training exactly where it stopped."""
         return {
@@ -443,13 +268,13 @@ class Trainer:
             "global_step": self.global_step,
             "bc_done": self.bc_done,
             "wall_time": self.wall_time,
-            "episode_index": list(self.episode_index),
-            "episode_step": list(self.episode_step),
+            "episode_index": list(self.experience.episode_index),
+            "episode_step": list(self.experience.episode_step),
             "torch_rng": torch.get_rng_state(),
             "shuffle_rng": self.shuffle_gen.get_state(),
             "scaler": self.scaler.state_dict() if self.scaler is not None else None,
             "controller": self.controller.state_dict() if self.controller is not None else None,
-            "reward_composers": self._composer_states(),
+            "reward_composers": self.experience.composer_states(),
             "bc_metrics": self.bc_metrics,
         }
 
@@ -465,8 +290,8 @@ class Trainer:
             self.reference.load_state_dict(ckpt["reference_state"])
         self.update, self.global_step = int(ckpt["update"]), int(ckpt["global_step"])
         self.bc_done, self.wall_time = bool(ckpt["bc_done"]), float(ckpt["wall_time"])
-        self.episode_index = [int(x) for x in ckpt["episode_index"]]
-        self.episode_step = [int(x) for x in ckpt["episode_step"]]
+        self.experience.episode_index = [int(x) for x in ckpt["episode_index"]]
+        self.experience.episode_step = [int(x) for x in ckpt["episode_step"]]
         torch.set_rng_state(ckpt["torch_rng"])
         self.shuffle_gen.set_state(ckpt["shuffle_rng"])
         if self.scaler is not None and ckpt["scaler"] is not None:
@@ -474,10 +299,7 @@ class Trainer:
         if self.controller is not None and ckpt["controller"] is not None:
             self.controller.load_state_dict(ckpt["controller"])
         if ckpt.get("reward_composers") is not None:
-            for env, state in zip(self.envs, ckpt["reward_composers"], strict=True):
-                composer = _env_composer(env)
-                if composer is not None and hasattr(composer, "load_state_dict"):
-                    composer.load_state_dict(state)
+            self.experience.load_composer_states(ckpt["reward_composers"])
         self.bc_metrics = list(ckpt.get("bc_metrics") or [])
 
     # ---- main loop --------------------------------------------------------------------------
@@ -486,7 +308,7 @@ class Trainer:
         if self.cfg["bc"]["enabled"] and not self.bc_done:
             self.behaviour_cloning()
             self.save_checkpoint()
-        self._restart_all()
+        self.experience.restart_all()
         every = self.cfg["logging"]["checkpoint_every"]
         rows: list[dict[str, Any]] = []
         start_update, t_run = self.update, time.perf_counter()
@@ -511,14 +333,7 @@ class Trainer:
         return rows
 
     def close(self) -> None:
-        for env in self.envs:
-            env.close()
-
-
-def _env_composer(env: Any) -> Any:
-    """The env's reward composer (its ``composer`` attribute), if it has one."""
-    inner = env.unwrapped
-    return getattr(inner, "composer", None)
+        self.experience.close()
 
 
 def train(

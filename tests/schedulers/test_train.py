@@ -373,7 +373,7 @@ def test_request_credits_reach_the_decisions_that_earned_them(tmp_path) -> None:
 
     cfg, source = load_config(toy_config(ppo={"n_steps": 128, "total_timesteps": 256, "reward_scaling": False}))
     trainer = Trainer(cfg, source, tmp_path, request_env)
-    trainer._restart_all()
+    trainer.experience.restart_all()
     trainer._collect_rollout()
     # The toy env's credit for decision d is minus that request's sojourn, fixed when it was routed:
     # replay the same episodes with the recorded actions and compare step by step.
@@ -417,10 +417,10 @@ def test_envs_sharing_a_seed_see_the_same_arrivals(tmp_path) -> None:
     cfg, source = load_config(toy_config(ppo={"n_envs": 4, "envs_per_seed": 2, "n_steps": 64, "total_timesteps": 256,
                                               "reward_scaling": False, "advantage_baseline": "paired"}))
     trainer = Trainer(cfg, source, tmp_path, request_env)
-    seeds = [[trainer._episode_seed(i) for i in range(4)]]
-    trainer._restart_all()
+    seeds = [[trainer.experience.episode_seed(i) for i in range(4)]]
+    trainer.experience.restart_all()
     trainer._collect_rollout()  # one whole episode per env
-    seeds.append([trainer._episode_seed(i) for i in range(4)])
+    seeds.append([trainer.experience.episode_seed(i) for i in range(4)])
     assert seeds == [[1000, 1000, 1001, 1001], [1002, 1002, 1003, 1003]]
     # the arriving request's size (last feature) is the same at every step within a group only
     sizes = trainer.buffer.obs[:, :, 0, -1]
