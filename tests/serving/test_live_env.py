@@ -64,6 +64,8 @@ def test_a_live_yaml_opens_a_live_env_with_the_simulators_spaces(tmp_path, engin
     cfg = load_any_env_config(path)
     assert isinstance(cfg, LiveEnvConfig) and cfg.num_replicas == 2
     assert isinstance(load_any_env_config(ROOT / "configs/envs/tiny.yaml"), EnvConfig)
+    shipped = load_any_env_config(ROOT / "configs/envs/live_tiny.yaml")  # the documented example
+    assert isinstance(shipped, LiveEnvConfig) and shipped.live.declared_speeds == (1.0, 0.5)
     env = make_env(cfg)
     try:
         assert env.observation_space.shape == (2, len(env.feature_names)) and env.action_space.n == 2
