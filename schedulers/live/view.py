@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -67,8 +68,10 @@ class LiveClusterView:
             raise ValueError(f"expected {n} declared speeds, got {len(self.speeds)}")
         self.healthy = np.ones(n, dtype=bool)
         self.inflight: dict[int, InFlight] = {}
-        self.completions: list[list[float]] = [[] for _ in range(n)]
-        self.tokens: list[list[tuple[float, int]]] = [[] for _ in range(n)]
+        # recent events per replica, oldest first, dropped once older than the window (amortized O(1))
+        self.completions: list[deque[float]] = [deque() for _ in range(n)]
+        self.tokens: list[deque[tuple[float, int]]] = [deque() for _ in range(n)]
+        self.recent_tokens = np.zeros(n)  # the sum of each replica's ``tokens`` window
         self.start = self.clock()
         self.last_completion = np.full(n, self.start)
         self.prefix = PrefixIndex(n, self.block_size)
@@ -97,6 +100,7 @@ class LiveClusterView:
         req.last_token_at = now
         req.decoded += count
         self.tokens[req.replica].append((now, processed))
+        self.recent_tokens[req.replica] += processed
 
     def finished(self, key: int, completed: bool = True) -> InFlight | None:
         """Request ``key`` is over (``completed``: it finished; else it failed or was cancelled)."""
@@ -154,8 +158,11 @@ class LiveClusterView:
             decoded[i] += req.decoded
         horizon = now - self.window_s
         for i in range(n):
-            self.completions[i] = [t for t in self.completions[i] if t >= horizon]
-            self.tokens[i] = [(t, k) for t, k in self.tokens[i] if t >= horizon]
+            done, tokens = self.completions[i], self.tokens[i]
+            while done and done[0] < horizon:
+                done.popleft()
+            while tokens and tokens[0][0] < horizon:
+                self.recent_tokens[i] -= tokens.popleft()[1]
         span = min(self.window_s, max(now - self.start, 1e-3))
         return ReplicaSnapshot.build(
             waiting=waiting, running=running, kv_blocks=kv, kv_capacity=np.full(n, self.kv_capacity),
@@ -163,7 +170,7 @@ class LiveClusterView:
             recent_completions=np.array([len(c) for c in self.completions], dtype=float),
             busy=((waiting + running) > 0).astype(float), declared_speed=self.speeds,
             measured_speed=self.measured_speeds(),
-            tokens_per_s=np.array([sum(k for _, k in t) for t in self.tokens], dtype=float) / span,
+            tokens_per_s=self.recent_tokens / span,
             since_completion=np.maximum(now - self.last_completion, 0.0),
             prefix_match=np.zeros(n) if prefix_match is None else prefix_match)
 
