@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml Makefile constraints.txt
 	# vidur without its ~100 unused dependencies; the simulator's real imports are the extras.
 	$(PIP) install --quiet --no-deps -c constraints.txt vidur==0.0.26
 	# pyproject.toml gives compatible ranges; constraints.txt the exact versions CI tests.
-	$(PIP) install --quiet -c constraints.txt -e ".[dev,testing,gym,plot,torch,optuna,dashboard,vidur,sb3,trl,router,serve]"
+	$(PIP) install --quiet -c constraints.txt -e ".[dev,testing,gym,plot,torch,jax,optuna,dashboard,vidur,sb3,trl,router,serve]"
 	touch $(STAMP)
 
 test: $(STAMP)

@@ -1,17 +1,23 @@
-"""Which array library a batched context's values come from.
+"""Array libraries: which one a context's values come from, its array-API namespace, and helpers.
 
-A context's arrays must all come from one library (NumPy, PyTorch, JAX, CuPy ...): a context that
-mixes them raises an ``InvalidInputError`` naming one key of each library. Python numbers, lists
-and NumPy scalars belong to no library (they go with any). Libraries are recognised by the
-module of the value's type, so nothing here imports torch or jax.
+The batched path computes in the library its inputs come from, on their device, through the
+Python array API (``array-api-compat`` wraps NumPy, PyTorch, JAX and CuPy into one namespace).
+A context's arrays must all come from one library: a context that mixes them raises an
+``InvalidInputError`` naming one key of each. Python numbers, lists and NumPy scalars belong to
+no library (they go with any). Libraries are recognised by the module of the value's type, so
+nothing here imports torch or jax; ``array_api_compat`` imports them only for their own arrays.
 
-This is the first piece of issue 21's array-API backend; today every input is still converted to
-float64 NumPy on the host after this check (see docs/concepts.md, "Vectorized evaluation").
+Components write their maths once with :func:`array_namespace` (``xp = array_namespace(x)``) and
+the helpers below (:func:`saturate`, :func:`maybe_any`, :func:`to_numpy`); see
+docs/writing-components.md. Synchronisation: nothing here forces a device-to-host copy except
+:func:`to_numpy` and the ``bool(...)`` of an input check while :func:`checking` is true.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
@@ -20,6 +26,11 @@ from .errors import InvalidInputError
 #: The distribution a type's top-level module belongs to, where the two differ.
 _LIBRARY_OF_MODULE = {"jaxlib": "jax"}
 _NEUTRAL = (bool, int, float, list, tuple, np.generic)
+#: libraries whose arrays live in host memory (a ``bool(...)`` of one costs no device sync)
+_HOST = ("numpy",)
+_namespaces: dict[type, Any] = {}
+_float_max: dict[Any, float] = {}
+_checks: ContextVar[bool] = ContextVar("rewardkit_checks", default=True)
 
 
 def library_of(value: Any) -> str | None:
@@ -54,3 +65,133 @@ def check_one_library(ctx: Mapping[str, Any], keys: Iterable[str]) -> str | None
                 f"context mixes array libraries: key {first[0]!r} is a {first[1]} array but key {key!r} is a "
                 f"{lib} array; give every context value from one library (or Python numbers)")
     return None if first is None else first[1]
+
+
+def array_namespace(*arrays: Any) -> Any:
+    """The array-API namespace (``xp``) of ``arrays``: write a component's maths once with it.
+
+    NumPy arrays get ``numpy`` itself (NumPy 2 follows the standard), torch tensors
+    ``array_api_compat.torch``, JAX arrays ``jax.numpy``. Cached per array type (a dict lookup).
+    """
+    for a in arrays:
+        if a is None or isinstance(a, _NEUTRAL):
+            continue
+        xp = _namespaces.get(a.__class__)
+        if xp is None:
+            xp = _namespaces[a.__class__] = _find_namespace(a)
+        return xp
+    return _namespaces.get(np.ndarray) or _namespaces.setdefault(np.ndarray, _find_namespace(np.zeros(0)))
+
+
+def _find_namespace(a: Any) -> Any:
+    import array_api_compat
+
+    if isinstance(a, np.ndarray) and hasattr(np, "isdtype"):
+        return np  # NumPy >= 2 is an array-API namespace; its functions run without a wrapper
+    return array_api_compat.array_namespace(a)
+
+
+def device_of(a: Any) -> Any:
+    """The device ``a`` lives on (``"cpu"`` for NumPy arrays), as the array API names it."""
+    if isinstance(a, np.ndarray):
+        return "cpu"
+    import array_api_compat
+
+    return array_api_compat.device(a)
+
+
+def is_host(a: Any) -> bool:
+    """Whether reading ``a``'s values on the host costs no device synchronisation (NumPy, torch on CPU)."""
+    if isinstance(a, np.ndarray):
+        return True
+    device = getattr(a, "device", None)
+    return library_of(a) == "torch" and getattr(device, "type", None) == "cpu"
+
+
+def maybe_any(mask: Any) -> bool:
+    """``bool(any(mask))`` where that is free (host arrays); ``True`` on a device, where asking would
+    synchronise: callers then take the branch that is right either way (``where``)."""
+    if isinstance(mask, np.ndarray):
+        return bool(mask.any())
+    if is_host(mask):
+        return bool(mask.any())
+    return True
+
+
+def checking() -> bool:
+    """Whether input checks that need a device synchronisation run (``check_inputs=False`` turns them off)."""
+    return _checks.get()
+
+
+@contextmanager
+def checks(enabled: bool) -> Iterator[None]:
+    """Run the block with input checks on or off (the composer's ``check_inputs``)."""
+    token = _checks.set(enabled)
+    try:
+        yield
+    finally:
+        _checks.reset(token)
+
+
+def float_max(a: Any) -> float:
+    """The largest finite value of ``a``'s floating dtype (results saturate there instead of overflowing)."""
+    dtype = a.dtype
+    value = _float_max.get(dtype)
+    if value is None:
+        value = _float_max[dtype] = float(array_namespace(a).finfo(dtype).max)
+    return value
+
+
+def saturate(x: Any) -> Any:
+    """``x`` clamped to the finite range of its dtype (``+-inf`` become the largest finite float; NaN stays)."""
+    big = float_max(x)
+    return array_namespace(x).clip(x, -big, big)
+
+
+def wide_float(xp: Any) -> Any:
+    """float64 in ``xp``, or float32 where the library has no float64 enabled (JAX without x64)."""
+    if xp.__name__.startswith("jax"):
+        return xp.zeros(0).dtype  # float64 when jax_enable_x64 is on, else float32
+    return xp.float64
+
+
+def to_numpy(a: Any) -> np.ndarray:
+    """``a`` as a NumPy array on the host (a device-to-host copy for device arrays: error messages,
+    ``state_dict``; never the hot path)."""
+    if isinstance(a, np.ndarray):
+        return a
+    if library_of(a) == "torch":
+        return a.detach().cpu().numpy()
+    if library_of(a) == "cupy":
+        return a.get()
+    return np.asarray(a)
+
+
+def like(values: Any, ref: Any, dtype: Any = None) -> Any:
+    """``values`` (host data or another library's array) as an array of ``ref``'s library, on its
+    device, with ``dtype`` (default ``ref.dtype``)."""
+    xp = array_namespace(ref)
+    dtype = ref.dtype if dtype is None else dtype
+    if library_of(values) not in (None, library_of(ref)):
+        values = to_numpy(values)
+    if isinstance(ref, np.ndarray):
+        return np.asarray(values, dtype=dtype)
+    return xp.asarray(values, dtype=dtype, device=device_of(ref))
+
+
+def kind(a: Any) -> tuple[Any, Any, Any]:
+    """What an array's state must match: (type, dtype, device)."""
+    if a.__class__ is np.ndarray:
+        return (np.ndarray, a.dtype, None)
+    return (a.__class__, a.dtype, device_of(a))
+
+
+def copy_array(a: Any) -> Any:
+    """An independent copy of ``a`` (immutable JAX arrays are returned as they are)."""
+    if isinstance(a, np.ndarray):
+        return a.copy()
+    clone = getattr(a, "clone", None)
+    if clone is not None:
+        return clone()
+    copy = getattr(a, "copy", None)
+    return copy() if copy is not None and library_of(a) != "jax" else a

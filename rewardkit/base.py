@@ -15,6 +15,7 @@ from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 
+from .backend import array_namespace, checking, copy_array, kind, library_of, like as _like, to_numpy, wide_float
 from .errors import ConfigError, RewardKitError
 from .params import Param, describe, validate_params
 
@@ -25,24 +26,48 @@ class ComponentOutputError(RewardKitError, ValueError):
     """A component returned something other than one finite float per environment; names the term."""
 
 
-def checked_output(value: Any, n_envs: int, term: str, finite: bool = True) -> Array:
-    """A component's batched result as a float64 array of shape ``(n_envs,)``.
+def checked_output(value: Any, n_envs: int, term: str, finite: bool = True, like: Any = None) -> Array:
+    """A component's batched result as a float array of shape ``(n_envs,)`` in the inputs' library.
 
-    Raises :class:`ComponentOutputError` naming ``term`` when the shape is wrong, the values are
-    not real numbers, or (with ``finite``) any is NaN or infinite.
+    ``like`` is an input array (or the episode flags): the result must come from its library and
+    takes its float dtype (float64 for NumPy when ``like`` is not a float array). Raises
+    :class:`ComponentOutputError` naming ``term`` when the library or shape is wrong, the values
+    are not real numbers, or (with ``finite``) any is NaN or infinite; that last check reads the
+    values back from a device (see ``rewardkit.backend.checking``).
     """
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ComponentOutputError(f"{term}: compute returned {type(value).__name__} {describe(value)}, expected "
-                                   f"an array of {n_envs} floats (one per environment)") from None
-    if arr.shape != (n_envs,):
-        raise ComponentOutputError(f"{term}: compute returned shape {arr.shape} for {n_envs} environment(s), "
+    library = "numpy" if like is None else library_of(like) or "numpy"
+    if library == "numpy":
+        dtype = like.dtype if like is not None and like.dtype in (np.float32, np.float64) else np.float64
+        if library_of(value) not in (None, "numpy"):
+            raise ComponentOutputError(f"{term}: compute returned a {library_of(value)} array for NumPy inputs; "
+                                       "compute in the inputs' library (xp = rewardkit.array_namespace(x))")
+        try:
+            arr = np.asarray(value, dtype=dtype)
+        except (TypeError, ValueError):
+            raise ComponentOutputError(f"{term}: compute returned {type(value).__name__} {describe(value)}, expected "
+                                       f"an array of {n_envs} floats (one per environment)") from None
+    else:
+        if library_of(value) != library:
+            raise ComponentOutputError(
+                f"{term}: compute returned {type(value).__name__} {describe(value)} for {library} inputs, expected a "
+                f"{library} array of {n_envs} floats: compute in the inputs' library (xp = rewardkit.array_namespace(x))")
+        xp = array_namespace(value)
+        if not xp.isdtype(value.dtype, ("real floating", "integral")):
+            raise ComponentOutputError(f"{term}: compute returned an array of dtype {value.dtype}, expected floats")
+        arr = value if like is None or value.dtype == like.dtype or not xp.isdtype(like.dtype, "real floating") \
+            else xp.astype(value, like.dtype)
+        if not xp.isdtype(arr.dtype, "real floating"):
+            arr = xp.astype(arr, wide_float(xp))
+    if tuple(arr.shape) != (n_envs,):
+        raise ComponentOutputError(f"{term}: compute returned shape {tuple(arr.shape)} for {n_envs} environment(s), "
                                    f"expected ({n_envs},): one raw value per environment")
-    if finite and not np.isfinite(arr).all():
-        bad = int(np.flatnonzero(~np.isfinite(arr))[0])
-        raise ComponentOutputError(f"{term}: compute returned a non-finite value ({arr[bad]}) for environment "
-                                   f"{bad} from finite inputs")
+    if finite and (library == "numpy" or checking()):
+        ok = np.isfinite(arr) if library == "numpy" else array_namespace(arr).isfinite(arr)
+        if not bool(ok.all()):
+            host = to_numpy(arr)
+            bad = int(np.flatnonzero(~np.isfinite(host))[0])
+            raise ComponentOutputError(f"{term}: compute returned a non-finite value ({host[bad]}) for environment "
+                                       f"{bad} from finite inputs")
     return arr
 
 
@@ -209,42 +234,63 @@ class BaseReward:
 class PerEnvState:
     """Per-environment float slots, grown lazily to the batch size seen at the first call.
 
-    The batched path uses NumPy arrays (``ensure(n)``); the composer's scalar path uses a plain
-    list of floats for its single environment (``scalar_slots()``), which is several times faster
-    to read and write from Python. Both describe the same state and save to the same format.
+    The batched path holds one array per slot in the inputs' library, on their device and in
+    their float dtype (``ensure(n, like=x)``; state loaded or kept from another library moves
+    over at the first call that sees the new one). Updates assign new arrays
+    (``s["mean"] = xp.where(...)``), which works for immutable JAX arrays too. The composer's
+    scalar path uses a plain list of floats for its single environment (``scalar_slots()``),
+    several times faster to read and write from Python. Both describe the same state and save to
+    the same format: plain lists of Python floats.
     """
 
     def __init__(self, **initial: float) -> None:
         self._initial = dict(initial)
-        self.arrays: dict[str, Array] = {}
+        self.arrays: dict[str, Any] = {}
         self.slots: list[float] | None = None
+        self._kind: tuple[Any, Any, Any] = (np.ndarray, np.dtype(np.float64), None)
 
-    def ensure(self, n_envs: int) -> dict[str, Array]:
-        """Return the state arrays, allocating them for ``n_envs`` environments if needed."""
+    def ensure(self, n_envs: int, like: Any = None) -> dict[str, Any]:
+        """Return the state arrays, allocating them for ``n_envs`` environments if needed.
+
+        ``like`` (an input array) sets the library, device and float dtype of the state (NumPy
+        float64 without it); state of another kind is converted once, here.
+        """
         if self.slots is not None:
             if n_envs != 1:
                 raise ValueError(f"batch size changed from 1 to {n_envs}; call reset() before changing "
                                  "the number of environments")
             self.arrays = {k: np.array([v], dtype=np.float64) for k, v in zip(self._initial, self.slots, strict=True)}
+            self._kind = (np.ndarray, np.dtype(np.float64), None)
             self.slots = None
-        if not self.arrays or len(next(iter(self.arrays.values()))) != n_envs:
-            if self.arrays:
-                raise ValueError(
-                    f"batch size changed from {len(next(iter(self.arrays.values())))} to {n_envs}; "
-                    "call reset() before changing the number of environments"
-                )
-            self.arrays = {k: np.full(n_envs, v, dtype=np.float64) for k, v in self._initial.items()}
+        want = kind(like) if like is not None else (np.ndarray, np.dtype(np.float64), None)
+        if not self.arrays:
+            self._kind = want
+            if like is None:
+                self.arrays = {k: np.full(n_envs, v, dtype=np.float64) for k, v in self._initial.items()}
+            else:
+                xp = array_namespace(like)
+                device = None if want[2] is None else want[2]
+                self.arrays = {k: xp.full((n_envs,), v, dtype=like.dtype, device=device) if device is not None
+                               else xp.full((n_envs,), v, dtype=like.dtype) for k, v in self._initial.items()}
+            return self.arrays
+        held = self.arrays[next(iter(self._initial))].shape[0]
+        if held != n_envs:
+            raise ValueError(f"batch size changed from {held} to {n_envs}; call reset() before changing the "
+                             "number of environments")
+        if want != self._kind:
+            self.arrays = {k: _like(a, like) for k, a in self.arrays.items()}
+            self._kind = want
         return self.arrays
 
     def scalar_slots(self) -> list[float]:
         """The single environment's state as a list of floats, in declaration order."""
         if self.slots is None:
             if self.arrays:
-                n = len(next(iter(self.arrays.values())))
+                n = self.n_envs()
                 if n != 1:
                     raise ValueError(f"batch size changed from {n} to 1; call reset() before changing "
                                      "the number of environments")
-                self.slots = [float(a[0]) for a in self.arrays.values()]
+                self.slots = [float(to_numpy(a)[0]) for a in self.arrays.values()]
                 self.arrays = {}
             else:
                 self.slots = list(self._initial.values())
@@ -254,37 +300,45 @@ class PerEnvState:
         """Number of environments held (None before the first call or after a full reset)."""
         if self.slots is not None:
             return 1
-        return len(next(iter(self.arrays.values()))) if self.arrays else None
+        return int(next(iter(self.arrays.values())).shape[0]) if self.arrays else None
 
-    def reset(self, mask: Array | None = None) -> None:
+    def reset(self, mask: Any = None) -> None:
         """Back to the initial values where ``mask`` is true (everywhere when None).
 
-        A mask must have one entry per environment held (``ValueError`` otherwise).
+        A mask must have one entry per environment held (``ValueError`` otherwise); it may come
+        from any library (it is moved to the state's, which costs a copy only if they differ).
         """
         if mask is None:
             self.arrays, self.slots = {}, None
             return
-        mask = np.asarray(mask, dtype=bool)
+        if library_of(mask) is None:
+            mask = np.asarray(mask, dtype=bool)
         held = self.n_envs()
-        if held is not None and mask.shape != (held,):
-            raise ValueError(f"reset mask has shape {mask.shape}; the state holds {held} environment(s)")
+        if held is not None and tuple(mask.shape) != (held,):
+            raise ValueError(f"reset mask has shape {tuple(mask.shape)}; the state holds {held} environment(s)")
         if self.slots is not None:
-            if mask.any():
+            if bool(to_numpy(mask).any()):
                 self.slots = None
             return
         if not self.arrays:
             return
+        first = next(iter(self.arrays.values()))
+        if kind(mask)[0::2] != kind(first)[0::2]:
+            mask = _like(mask, first, dtype=array_namespace(first).bool)
+        xp = array_namespace(first)
         for key, value in self._initial.items():
-            self.arrays[key][mask] = value
+            self.arrays[key] = xp.where(mask, value, self.arrays[key])
 
     def state_dict(self) -> dict[str, Any]:
+        """Plain lists of Python floats (one per environment), whatever library holds the state."""
         if self.slots is not None:
             return {k: [float(v)] for k, v in zip(self._initial, self.slots, strict=True)}
-        return {k: v.tolist() for k, v in self.arrays.items()}
+        return {k: [float(v) for v in to_numpy(a).tolist()] for k, a in self.arrays.items()}
 
     def load_state_dict(self, state: Mapping[str, Any], path: str = "") -> None:
         """Restore :meth:`state_dict` output: every slot or none, one list of finite numbers per
-        slot, all of one length. Validated before anything is written."""
+        slot, all of one length. Validated before anything is written; the state moves to the
+        inputs' library and device at the next call."""
         if not isinstance(state, Mapping):
             raise ConfigError(f"expected a mapping of {', '.join(self._initial)} to lists, got {describe(state)}",
                               path=path or None)
@@ -312,16 +366,19 @@ class PerEnvState:
                               f"{sorted(lengths)}", path=path or None)
         self.slots = None
         self.arrays = arrays
+        self._kind = (np.ndarray, np.dtype(np.float64), None)
 
-    def snapshot(self) -> tuple[dict[str, Array], list[float] | None]:
+    def snapshot(self) -> tuple[dict[str, Any], list[float] | None, tuple[Any, Any, Any]]:
         """A copy of the state, for :meth:`restore` (cheap: a few floats or arrays)."""
-        return ({k: a.copy() for k, a in self.arrays.items()},
-                None if self.slots is None else list(self.slots))
+        return ({k: copy_array(a) for k, a in self.arrays.items()},
+                None if self.slots is None else list(self.slots), self._kind)
 
-    def restore(self, saved: tuple[dict[str, Array], list[float] | None]) -> None:
-        arrays, slots = saved
-        self.arrays = {k: a.copy() for k, a in arrays.items()}
+    def restore(self, saved: tuple[dict[str, Any], list[float] | None, tuple[Any, Any, Any]]) -> None:
+        """Put back what :meth:`snapshot` returned."""
+        arrays, slots, held_kind = saved
+        self.arrays = {k: copy_array(a) for k, a in arrays.items()}
         self.slots = None if slots is None else list(slots)
+        self._kind = held_kind
 
 
 def _finite(value: Any) -> bool:

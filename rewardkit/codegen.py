@@ -20,9 +20,10 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from .backend import array_namespace, device_of
 from .base import BaseReward, check_scalar_output, checked_output
 from .config import GroupNode, TermNode
-from .inputs import MAX_STEP, _ABSENT, Array, _check_step, _NotScalar, _plain_floats, _returned_float, _scalar_flag
+from .inputs import MAX_STEP, _ABSENT, _check_step, _NotScalar, _plain_floats, _returned_float, _scalar_flag
 from .outputs import RewardOutput
 
 #: Names the generated functions use for themselves; terms and context keys never take them.
@@ -283,11 +284,14 @@ class CodeEmitter:
     def _compile_vector(self, filename: str) -> Any:
         namer = self._new_namer()
         v = self._vars
-        env: dict[str, Any] = {"_self": self, "_arr": np.asarray, "_f64": np.float64,
-                               "_checked_output": checked_output}
+        env: dict[str, Any] = {"_self": self, "_checked_output": checked_output, "_like": None}
         namer.used.update(env)
         params = [v["ctx:" + key] for key, *_ in self._slot_info]
         lines = [f"def reward_batched({', '.join(params + ['step', 'terminated', 'truncated', 'done'])}):"]
+        if not all(_built_in(n.component) for n in self._leaves):
+            # third-party results are checked against the inputs' library, device and dtype
+            candidates = ", ".join(params + ["done"])
+            lines.append(f"    _like = next(_a for _a in ({candidates},) if _a is not None)")
         weight_of = self._emit_weights(lines, env, namer)
         raw_of: dict[str, str] = {}
         stateless = [n for n in self._leaves if not n.component.stateful]
@@ -308,24 +312,33 @@ class CodeEmitter:
                     x = "{" + ", ".join(f"{local!r}: {var}" for local, var in pairs) + "}"
                 raw = raw_of[node.name] = v[node.name + "_raw"]
                 call = f"{fn}({x}, terminated, truncated)"
-                if _built_in(comp):
-                    lines.append(f"    {raw} = _arr({call}, _f64)")
-                else:  # third-party components: shape, type and finiteness checked, the term named
+                if _built_in(comp):  # tested to return one float per environment in the inputs' library and dtype
+                    lines.append(f"    {raw} = {call}")
+                else:  # third-party components: library, shape, type and finiteness checked, the term named
                     finite = not self.allow_nonfinite
-                    lines.append(f"    {raw} = _checked_output({call}, len(done), {node.name!r}, {finite})")
+                    lines.append(f"    {raw} = _checked_output({call}, done.shape[0], {node.name!r}, {finite}, _like)")
         lines.append("    # ---- normalizers, transforms, weighted sums")
         flat = self._emit_combine(lines, env, namer, raw_of, weight_of, "__call__")
         lines.append(f"    return total, [{', '.join(flat)}]")
         self._vector_source = "\n".join(lines) + "\n"
         return _define(self._vector_source, env, "reward_batched", filename)
 
-    def _no_flags(self, n: int) -> Array:
-        """A read-only all-False flag array of length ``n``, shared between calls."""
-        flags = self._false_flags.get(n)
+    def _no_flags(self, n: int, ref: Any = None) -> Any:
+        """An all-False flag array of length ``n`` in ``ref``'s library and device, shared between
+        calls (read-only for NumPy; never written by rewardkit for the others)."""
+        if ref is None or isinstance(ref, np.ndarray):
+            key: Any = n
+        else:
+            key = (n, type(ref), device_of(ref))
+        flags = self._false_flags.get(key)
         if flags is None:
-            flags = np.zeros(n, dtype=bool)
-            flags.flags.writeable = False
-            self._false_flags[n] = flags
+            if key is n:
+                flags = np.zeros(n, dtype=bool)
+                flags.flags.writeable = False
+            else:
+                xp = array_namespace(ref)
+                flags = xp.zeros((n,), dtype=xp.bool, device=device_of(ref))
+            self._false_flags[key] = flags
         return flags
 
     def _on_weight_change(self) -> None:

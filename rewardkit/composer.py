@@ -58,10 +58,12 @@ class RewardComposer(CodeEmitter, InputChecks):
     as they were. ``copy.deepcopy`` and ``pickle`` give independent composers with the same state.
     """
 
-    def __init__(self, spec: RewardSpec, *, source: str | None = None, allow_nonfinite: bool = False) -> None:
+    def __init__(self, spec: RewardSpec, *, source: str | None = None, allow_nonfinite: bool = False,
+                 check_inputs: bool = True) -> None:
         self.spec = spec
         self.source = source
         self.allow_nonfinite = allow_nonfinite
+        self.check_inputs = check_inputs
         self.step = 0
         self.training = True
         self._order = list(_walk(spec.nodes))
@@ -178,7 +180,7 @@ class RewardComposer(CodeEmitter, InputChecks):
             mask = _bool_array(mask, "reset mask")
             if mask.ndim != 1:
                 raise InvalidInputError(f"reset mask: expected a 1-D array of booleans (one per environment), "
-                                        f"got shape {mask.shape}")
+                                        f"got shape {tuple(mask.shape)}")
         with self._transaction():
             for comp in self._stateful:
                 comp.reset(mask)

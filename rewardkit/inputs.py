@@ -12,12 +12,13 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .backend import check_one_library, library_of
+from .backend import array_namespace, check_one_library, checks, device_of, library_of, like, maybe_any, to_numpy, wide_float
 from .errors import ConfigError, InvalidInputError, MissingInputError, NonFiniteInputError
 from .params import describe
 
 Array = np.ndarray
 _F64 = np.dtype(np.float64)
+_F32 = np.dtype(np.float32)
 
 
 class _NotScalar(Exception):
@@ -110,8 +111,8 @@ class InputChecks:
         except (ValueError, TypeError, OverflowError):
             raise self._bad_input(key, value, "a number or a rectangular array of numbers") from None
         kind = arr.dtype.kind
-        if kind == "f":
-            return arr if arr.dtype == np.float64 else arr.astype(np.float64)
+        if kind == "f":  # float32 stays float32 (the dtype policy); other floats compute in float64
+            return arr if arr.dtype == _F64 or arr.dtype == _F32 else arr.astype(np.float64)
         if kind in "iu":
             return arr.astype(np.float64)
         if kind == "O":  # Python ints beyond int64, or mixed objects: each must be a real number
@@ -156,11 +157,12 @@ class InputChecks:
             raise InvalidInputError(f"expected a context mapping signal names to values, got {type(ctx).__name__}")
         inputs, batch = self._vector_inputs(ctx)
         n = batch if batch is not None else 1
+        ref = next((a for a in inputs if a is not None), None)
         if terminated is None and truncated is None:
-            term = trunc = done = self._no_flags(n)
+            term = trunc = done = self._no_flags(n, ref)
         else:
-            term = _flags(terminated, n, "terminated")
-            trunc = _flags(truncated, n, "truncated")
+            term = _flags(terminated, n, "terminated", ref)
+            trunc = _flags(truncated, n, "truncated", ref)
             done = term | trunc
         if self._guarded:
             with self._transaction(self._guarded):
@@ -168,55 +170,106 @@ class InputChecks:
         else:
             total, values = self._vector_step(inputs, step, term, trunc, done)
         if batch is None:
-            values = [float(v[0]) if isinstance(v, np.ndarray) else v for v in values]
-            return float(total[0]), values, None
+            values = [v if isinstance(v, (int, float)) else float(to_numpy(v)[0]) for v in values]
+            return float(to_numpy(total)[0]), values, None
         return total, values, n
 
-    def _vector_inputs(self, ctx: Mapping[str, Any]) -> tuple[list[Array | None], int | None]:
-        """Each context key as a checked float array with a leading environment axis, and the
-        batch size (``None`` when no input has an environment axis: one environment)."""
-        inputs: list[Array | None] = []
-        batch: int | None = None
+    def _vector_inputs(self, ctx: Mapping[str, Any]) -> tuple[list[Any], int | None]:
+        """Each context key as a checked float array of the context's library with a leading
+        environment axis, and the batch size (``None`` when no input has an environment axis).
+
+        Dtype policy: float32 if every array input is float32, else float64 (float32 in JAX
+        without x64); Python numbers and lists follow the arrays. The only checks that read
+        values (and so synchronise with a device) are the NaN/inf check (off with
+        ``allow_nonfinite``) and components' domain checks; ``check_inputs=False`` skips them.
+        """
         library = check_one_library(ctx, self._readers)
-        if library not in (None, "numpy"):
-            key = next(k for k in self._readers if k in ctx and library_of(ctx[k]) == library)
-            raise InvalidInputError(
-                f"context key {key!r} (read by {self._read_by(key)}) is a {library} array; the batched path "
-                f"computes in NumPy only so far: pass NumPy arrays (for example tensor.cpu().numpy())")
-        for key, nd, optional, (name, local, _, _) in self._slot_info:
+        host = library in (None, "numpy")
+        raw: list[Any] = []
+        for key, _, optional, _ in self._slot_info:
             if key not in ctx:
                 if not optional:
                     self._raise_missing(ctx, KeyError(key))
-                inputs.append(None)
-                continue
-            arr = self._as_float_array(ctx[key], key)
-            if arr.ndim < nd or arr.ndim > nd + 1:
-                raise InvalidInputError(
-                    f"context key {key!r} (read by {name}, input {local!r}): expected {nd} axes per "
-                    f"environment plus an optional leading environment axis, got shape {arr.shape}")
-            if not self.allow_nonfinite and not np.isfinite(arr).all():
-                self._nonfinite(key, arr)
-            if arr.ndim == nd + 1:
-                if arr.shape[0] == 0:
-                    raise InvalidInputError(f"context key {key!r}: expected at least one environment on the "
-                                            f"leading axis, got an empty batch (shape {arr.shape})")
-                if batch is None:
-                    batch = arr.shape[0]
-                elif arr.shape[0] != batch:
-                    raise InvalidInputError(f"context key {key!r}: expected {batch} environments on the leading "
-                                            f"axis like the other inputs, got shape {arr.shape}")
-            inputs.append(arr)
+                raw.append(None)
+            else:
+                raw.append(ctx[key])
+        if host:
+            inputs: list[Any] = [None if value is None else self._as_float_array(value, key)
+                                 for (key, *_), value in zip(self._slot_info, raw, strict=True)]
+            dtypes = {a.dtype for a, v in zip(inputs, raw, strict=True) if a is not None and library_of(v) is not None}
+            dtype = _F32 if dtypes == {_F32} else _F64
+            if _F32 in dtypes or dtype is _F32:
+                inputs = [a if a is None or a.dtype == dtype else a.astype(dtype) for a in inputs]
+            xp, device = np, None
+        else:
+            xp = array_namespace(*(v for v in raw if library_of(v) is not None))
+            ref = next(v for v in raw if library_of(v) == library)
+            device = device_of(ref)
+            inputs, dtype = self._library_inputs(raw, xp, device)
+        batch = self._check_shapes(inputs, xp)
         n = batch if batch is not None else 1
         for j, ((_, nd, _, _), arr) in enumerate(zip(self._slot_info, inputs, strict=True)):
             if arr is not None and arr.ndim == nd:
-                inputs[j] = np.broadcast_to(arr, (n,) + arr.shape)
+                inputs[j] = xp.broadcast_to(arr, (n,) + tuple(arr.shape))
         return inputs, batch
 
-    def _vector_step(self, inputs: list[Array | None], step: int, term: Array, trunc: Array, done: Array
-                     ) -> tuple[Array, list[Any]]:
+    def _library_inputs(self, raw: list[Any], xp: Any, device: Any) -> tuple[list[Any], Any]:
+        """The context's values as float arrays of a non-NumPy library on ``device``, and their dtype."""
+        wide = wide_float(xp)
+        floats = set()
+        for (key, *_), value in zip(self._slot_info, raw, strict=True):
+            if value is None or library_of(value) is None:
+                continue
+            if xp.isdtype(value.dtype, "real floating"):
+                floats.add(value.dtype)
+            elif not xp.isdtype(value.dtype, "integral"):
+                raise self._bad_input(key, value, f"an array of real numbers, not of dtype {value.dtype}")
+        dtype = xp.float32 if floats == {xp.float32} else wide
+        inputs: list[Any] = []
+        for (key, *_), value in zip(self._slot_info, raw, strict=True):
+            if value is None:
+                inputs.append(None)
+            elif library_of(value) is None:  # Python numbers and lists: copied to the device each call
+                inputs.append(xp.asarray(self._as_float_array(value, key), dtype=dtype, device=device))
+            else:
+                inputs.append(value if value.dtype == dtype else xp.astype(value, dtype))
+        return inputs, dtype
+
+    def _check_shapes(self, inputs: list[Any], xp: Any) -> int | None:
+        """Check each input's axes, the batch size they agree on and (unless allowed) finiteness."""
+        batch: int | None = None
+        check_values = not self.allow_nonfinite and (xp is np or self.check_inputs)
+        for (key, nd, _, (name, local, _, _)), arr in zip(self._slot_info, inputs, strict=True):
+            if arr is None:
+                continue
+            shape = tuple(arr.shape)
+            if len(shape) < nd or len(shape) > nd + 1:
+                raise InvalidInputError(
+                    f"context key {key!r} (read by {name}, input {local!r}): expected {nd} axes per "
+                    f"environment plus an optional leading environment axis, got shape {shape}")
+            if check_values:  # reads one boolean back from a device: the call's one synchronisation
+                finite = np.isfinite(arr).all() if xp is np else xp.all(xp.isfinite(arr))
+                if not bool(finite):
+                    self._nonfinite(key, to_numpy(arr))
+            if len(shape) == nd + 1:
+                if shape[0] == 0:
+                    raise InvalidInputError(f"context key {key!r}: expected at least one environment on the "
+                                            f"leading axis, got an empty batch (shape {shape})")
+                if batch is None:
+                    batch = shape[0]
+                elif shape[0] != batch:
+                    raise InvalidInputError(f"context key {key!r}: expected {batch} environments on the leading "
+                                            f"axis like the other inputs, got shape {shape}")
+        return batch
+
+    def _vector_step(self, inputs: list[Any], step: int, term: Any, trunc: Any, done: Any) -> tuple[Any, list[Any]]:
         """The compiled batched function, then episode ends clear the state of those environments."""
-        total, values = self._vector_fn(*inputs, step, term, trunc, done)
-        if done is not term or done.any():
+        if self.check_inputs:
+            total, values = self._vector_fn(*inputs, step, term, trunc, done)
+        else:
+            with checks(False):
+                total, values = self._vector_fn(*inputs, step, term, trunc, done)
+        if self._stateful and maybe_any(done):  # on a device: a where() per state array, no sync
             for comp in self._stateful:
                 comp.reset(done)
         return total, values
@@ -252,8 +305,15 @@ def _returned_float(value: Any, term: str) -> float:
                     "expected a float")
 
 
-def _bool_array(value: Any, what: str) -> Array:
-    """``value`` as a boolean array; anything but booleans raises ``InvalidInputError``."""
+def _bool_array(value: Any, what: str) -> Any:
+    """``value`` as a boolean array (NumPy, or the library it comes from); anything but booleans
+    raises ``InvalidInputError``."""
+    library = library_of(value)
+    if library not in (None, "numpy"):
+        if not array_namespace(value).isdtype(value.dtype, "bool"):
+            raise InvalidInputError(f"{what}: expected a boolean or an array of booleans, got "
+                                    f"{type(value).__name__} of dtype {value.dtype}")
+        return value
     arr = np.asarray(value) if not isinstance(value, np.ndarray) else value
     if arr.dtype.kind != "b":
         raise InvalidInputError(f"{what}: expected a boolean or an array of booleans, got "
@@ -267,15 +327,31 @@ def _scalar_flag(value: Any, what: str) -> bool:
         return bool(value)
     if isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim > 0):
         raise _NotScalar
+    if library_of(value) not in (None, "numpy"):
+        raise _NotScalar  # a torch/JAX flag: the batched path (which checks its dtype)
     return bool(_bool_array(value, what))
 
 
-def _flags(value: Any, n: int, what: str) -> Array:
+def _flags(value: Any, n: int, what: str, ref: Any = None) -> Any:
+    """Episode flags as a boolean array of ``n`` environments in the library and on the device of
+    ``ref`` (an input array; NumPy when ``None``). Flags from elsewhere are copied there."""
+    numpy_ref = ref is None or isinstance(ref, np.ndarray)
     if value is None:
-        return np.zeros(n, dtype=bool)
+        if numpy_ref:
+            return np.zeros(n, dtype=bool)
+        xp = array_namespace(ref)
+        return xp.zeros((n,), dtype=xp.bool, device=device_of(ref))
     arr = _bool_array(value, what)
     if arr.ndim == 0:
-        return np.full(n, bool(arr))
-    if arr.shape != (n,):
-        raise InvalidInputError(f"{what}: expected shape ({n},) like the context, got {arr.shape}")
+        full = bool(to_numpy(arr))
+        if numpy_ref:
+            return np.full(n, full)
+        xp = array_namespace(ref)
+        return xp.full((n,), full, dtype=xp.bool, device=device_of(ref))
+    if tuple(arr.shape) != (n,):
+        raise InvalidInputError(f"{what}: expected shape ({n},) like the context, got {tuple(arr.shape)}")
+    if numpy_ref:
+        return arr if isinstance(arr, np.ndarray) else to_numpy(arr)
+    if library_of(arr) != library_of(ref) or device_of(arr) != device_of(ref):
+        arr = like(arr, ref, dtype=array_namespace(ref).bool)
     return arr

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
+from .backend import array_namespace, copy_array, kind, library_of, like, to_numpy
 from .errors import ConfigError
 from .params import Param, describe, is_finite_number, validate_params
 
@@ -43,16 +44,34 @@ class RunningMeanStd:
         self.count = float(epsilon)
 
     def update(self, batch: Any) -> None:
-        """Fold in every value of ``batch`` (any array-like; flattened). An empty batch changes nothing."""
-        x = np.asarray(batch, dtype=np.float64).reshape(-1)
-        n = x.size
-        if n == 0:
-            return
-        if n == 1:
-            self.update_scalar(float(x[0]))
-            return
-        batch_mean = float(x.mean())
-        batch_var = float(x.var())
+        """Fold in every value of ``batch`` (flattened). An empty batch changes nothing.
+
+        NumPy arrays and array-likes keep ``mean`` and ``var`` as Python floats; another
+        library's array (torch, JAX) keeps them as 0-d arrays of its dtype on its device, so the
+        update never reads values back to the host. ``count`` is always a Python float.
+        """
+        if library_of(batch) in (None, "numpy"):
+            x = np.asarray(batch, dtype=np.float64).reshape(-1)
+            n = x.size
+            if n == 0:
+                return
+            if n == 1 and self.mean.__class__ is float:
+                self.update_scalar(float(x[0]))
+                return
+            batch_mean = float(x.mean())
+            batch_var = float(x.var())
+            if self.mean.__class__ is not float:
+                self.mean, self.var = float(to_numpy(self.mean)), float(to_numpy(self.var))
+        else:
+            xp = array_namespace(batch)
+            x = xp.reshape(batch, (-1,))
+            n = int(x.shape[0])
+            if n == 0:
+                return
+            if self.mean.__class__ is not float and kind(self.mean) != kind(x):
+                self.mean, self.var = float(to_numpy(self.mean)), float(to_numpy(self.var))  # another library's
+            batch_mean = xp.mean(x)
+            batch_var = xp.var(x)
         total = self.count + n
         delta = batch_mean - self.mean
         m2 = self.var * self.count + batch_var * n + delta * delta * self.count * n / total
@@ -62,6 +81,8 @@ class RunningMeanStd:
 
     def update_scalar(self, value: float) -> None:
         """Fold in one float (the composer's single-environment path; same numbers as ``update``)."""
+        if self.mean.__class__ is not float:  # statistics held on a device by batched calls
+            self.mean, self.var = float(to_numpy(self.mean)), float(to_numpy(self.var))
         total = self.count + 1.0
         delta = value - self.mean
         self.mean += delta / total
@@ -69,8 +90,8 @@ class RunningMeanStd:
         self.count = total
 
     def state_dict(self) -> dict[str, float]:
-        """``{"mean", "var", "count"}`` as plain floats."""
-        return {"mean": self.mean, "var": self.var, "count": self.count}
+        """``{"mean", "var", "count"}`` as plain floats (read back from a device if held there)."""
+        return {"mean": float(to_numpy(self.mean)), "var": float(to_numpy(self.var)), "count": float(self.count)}
 
     def load_state_dict(self, state: Mapping[str, Any], path: str = "") -> None:
         """Restore :meth:`state_dict` output; validated first (``ConfigError`` naming the key)."""
@@ -158,8 +179,8 @@ class RunningZScore(Normalizer):
     def __call__(self, x: Array, done: Array | None, training: bool) -> Array:
         if training:
             self.moments.update(x)
-        out = (x - self.moments.mean) / math.sqrt(self.moments.var + self.eps)
-        return np.clip(out, -self.clip, self.clip) if self.clip is not None else out
+        out = (x - self.moments.mean) / (self.moments.var + self.eps) ** 0.5
+        return array_namespace(out).clip(out, -self.clip, self.clip) if self.clip is not None else out
 
     def scalar(self, x: float, done: bool, training: bool) -> float:
         m = self.moments
@@ -194,15 +215,27 @@ class RunningMinMax(Normalizer):
         self.low, self.high = math.inf, -math.inf
 
     def __call__(self, x: Array, done: Array | None, training: bool) -> Array:
-        if training and x.size:
-            self.low = min(self.low, float(x.min()))
-            self.high = max(self.high, float(x.max()))
-        span = self.high - self.low
-        if not span > 0:
-            return np.zeros_like(x)
-        return (x - self.low) / span
+        if isinstance(x, np.ndarray):
+            if training and x.size:
+                self.low = min(_host(self.low), float(x.min()))
+                self.high = max(_host(self.high), float(x.max()))
+            span = _host(self.high) - _host(self.low)
+            if not span > 0:
+                return np.zeros_like(x)
+            return (x - self.low) / span
+        # another library: the bounds stay 0-d arrays on the inputs' device (no read-back)
+        xp = array_namespace(x)
+        low, high = _on(self.low, x), _on(self.high, x)
+        if training and x.shape[0]:
+            low, high = xp.minimum(low, xp.min(x)), xp.maximum(high, xp.max(x))
+            self.low, self.high = low, high
+        span = high - low
+        positive = span > 0
+        return xp.where(positive, (x - low) / xp.where(positive, span, 1.0), 0.0)
 
     def scalar(self, x: float, done: bool, training: bool) -> float:
+        if self.low.__class__ is not float or self.high.__class__ is not float:
+            self.low, self.high = _host(self.low), _host(self.high)
         if training:
             if x < self.low:
                 self.low = x
@@ -212,7 +245,7 @@ class RunningMinMax(Normalizer):
         return (x - self.low) / span if span > 0 else 0.0
 
     def state_dict(self) -> dict[str, Any]:
-        return {"low": _enc(self.low), "high": _enc(self.high)}
+        return {"low": _enc(_host(self.low)), "high": _enc(_host(self.high))}
 
     def load_state_dict(self, state: Mapping[str, Any], path: str = "") -> None:
         values = _check_mapping(state, ("low", "high"), path)
@@ -249,22 +282,27 @@ class ReturnStd(Normalizer):
         self.returns: Array | None = None
 
     def __call__(self, x: Array, done: Array | None, training: bool) -> Array:
+        xp = array_namespace(x)
         if training:
-            if self.returns is None or self.returns.shape != x.shape:
-                if self.returns is not None:
-                    raise ValueError(f"batch size changed from {self.returns.shape[0]} to {x.shape[0]}; "
+            returns = self.returns
+            if returns is None or tuple(returns.shape) != tuple(x.shape):
+                if returns is not None:
+                    raise ValueError(f"batch size changed from {returns.shape[0]} to {x.shape[0]}; "
                                      "call reset() before changing the number of environments")
-                self.returns = np.zeros_like(x)
-            self.returns = self.returns * self.gamma + x
-            self.moments.update(self.returns)
-            if done is not None:
-                self.returns[done] = 0.0
-        out = x / math.sqrt(self.moments.var + self.eps)
-        return np.clip(out, -self.clip, self.clip) if self.clip is not None else out
+                returns = xp.zeros_like(x)
+            elif kind(returns) != kind(x):
+                returns = like(returns, x)  # loaded or kept from another library or device
+            returns = returns * self.gamma + x
+            self.moments.update(returns)
+            self.returns = returns if done is None else xp.where(done, 0.0, returns)
+        out = x / (self.moments.var + self.eps) ** 0.5
+        return xp.clip(out, -self.clip, self.clip) if self.clip is not None else out
 
     def scalar(self, x: float, done: bool, training: bool) -> float:
         if training:
             returns = self.returns
+            if returns is not None and not isinstance(returns, np.ndarray):
+                returns = self.returns = to_numpy(returns).astype(np.float64)
             if returns is None or returns.shape != (1,):
                 if returns is not None:
                     raise ValueError(f"batch size changed from {returns.shape[0]} to 1; "
@@ -281,8 +319,10 @@ class ReturnStd(Normalizer):
     def reset(self, mask: Array | None = None) -> None:
         if mask is None or self.returns is None:
             self.returns = None
-        elif self.returns.shape == mask.shape:
-            self.returns[mask] = 0.0
+        elif tuple(self.returns.shape) == tuple(mask.shape):
+            if library_of(mask) != library_of(self.returns) or kind(mask)[2] != kind(self.returns)[2]:
+                mask = like(mask, self.returns, dtype=array_namespace(self.returns).bool)
+            self.returns = array_namespace(self.returns).where(mask, 0.0, self.returns)
         else:
             raise ValueError(f"reset mask has {mask.shape[0]} environments; the running returns have "
                              f"{self.returns.shape[0]}")
@@ -292,7 +332,7 @@ class ReturnStd(Normalizer):
 
     def state_dict(self) -> dict[str, Any]:
         return {"moments": self.moments.state_dict(),
-                "returns": None if self.returns is None else self.returns.tolist()}
+                "returns": None if self.returns is None else [float(v) for v in to_numpy(self.returns).tolist()]}
 
     def load_state_dict(self, state: Mapping[str, Any], path: str = "") -> None:
         values = _check_mapping(state, ("moments", "returns"), path)
@@ -303,7 +343,7 @@ class ReturnStd(Normalizer):
         self.moments, self.returns = moments, returns
 
     def snapshot(self) -> Any:
-        return self.moments.snapshot(), None if self.returns is None else self.returns.copy()
+        return self.moments.snapshot(), None if self.returns is None else copy_array(self.returns)
 
     def restore(self, saved: Any) -> None:
         moments, returns = saved
@@ -340,6 +380,18 @@ def _finite_list(value: Any, path: str) -> Array:
     if not isinstance(value, (list, tuple)) or not value:
         raise ConfigError(f"expected a non-empty list of finite numbers, got {describe(value)}", path=path)
     return np.array([_finite(v, f"{path}[{i}]") for i, v in enumerate(value)], dtype=np.float64)
+
+
+def _host(v: Any) -> float:
+    """A statistic as a Python float (read back from a device when a batched call left it there)."""
+    return v if v.__class__ is float else float(to_numpy(v))
+
+
+def _on(v: Any, ref: Any) -> Any:
+    """A statistic as a 0-d array of ``ref``'s library, device and dtype."""
+    if v.__class__ is not float and kind(v) == kind(ref):
+        return v
+    return like(_host(v), ref)
 
 
 def _enc(v: float) -> float | str:

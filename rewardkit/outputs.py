@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from .backend import array_namespace, device_of
+
 
 class TermOutput:
     """One term's ``raw``, ``normalized``, ``weight`` and ``contribution`` (floats or arrays)."""
@@ -41,8 +43,12 @@ class RewardOutput:
     def _weight(self, i: int) -> Any:
         w = self._values[4 * i + 2]
         n_envs = getattr(self, "_n_envs", None)
-        if n_envs is not None and not isinstance(w, np.ndarray):
-            return np.full(n_envs, w)
+        if n_envs is not None and isinstance(w, (int, float)):
+            total = self.total
+            if isinstance(total, np.ndarray):
+                return np.full(n_envs, w, dtype=total.dtype)
+            xp = array_namespace(total)  # the total's library, device and dtype
+            return xp.full((n_envs,), w, dtype=total.dtype, device=device_of(total))
         return w
 
     @property

@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any, ClassVar
 
-import numpy as np
 
+from .backend import array_namespace
 from .errors import ConfigError
 from .params import Param, describe
 
@@ -52,8 +52,8 @@ class Clip(Transform):
         self.low, self.high = low, high
 
     def __call__(self, x: Any) -> Any:
-        if isinstance(x, np.ndarray):
-            return np.clip(x, self.low, self.high)
+        if not isinstance(x, (int, float)):  # an array of any library
+            return array_namespace(x).clip(x, self.low, self.high)
         if x != x:  # NaN passes through, as with np.clip (min/max would turn it into a bound)
             return x
         return min(self.high, max(self.low, x))
@@ -68,7 +68,7 @@ class Tanh(Transform):
     name = "tanh"
 
     def __call__(self, x: Any) -> Any:
-        return np.tanh(x) if isinstance(x, np.ndarray) else math.tanh(x)
+        return math.tanh(x) if isinstance(x, (int, float)) else array_namespace(x).tanh(x)
 
     def to_spec(self) -> Any:
         return "tanh"

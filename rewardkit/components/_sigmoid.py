@@ -10,8 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, ClassVar, Mapping
 
-import numpy as np
-
+from ..backend import array_namespace
 from ..base import Array, BaseReward
 from ._numeric import overflow_ok
 
@@ -28,9 +27,17 @@ class ScaledSigmoid(BaseReward):
         return next(iter(self.inputs))
 
     def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
-        with overflow_ok():  # a huge (x - center) / width becomes +-inf, clipped below
-            z = (x[self._input] - getattr(self, self.center_param)) / getattr(self, self.width_param)
-        return 1.0 / (1.0 + np.exp(-np.clip(z, -700.0, 700.0)))
+        value = x[self._input]
+        xp = array_namespace(value)
+        with overflow_ok():  # a huge (x - center) / width becomes +-inf, clipped below; exp may overflow to inf
+            width = getattr(self, self.width_param)
+            # a width beyond 2**512: numerator and width halved by 2**512 alike (exact), as XLA divides
+            # through the reciprocal, which would be subnormal and flushed to zero
+            if width > 2.0 ** 512:
+                z = ((value - getattr(self, self.center_param)) * 2.0 ** -512) / (width * 2.0 ** -512)
+            else:
+                z = (value - getattr(self, self.center_param)) / width
+            return 1.0 / (1.0 + xp.exp(-xp.clip(z, -700.0, 700.0)))
 
     def scalar_fn(self) -> Callable[..., float]:
         """Plain-float version of :meth:`compute` for the composer's scalar path."""

@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Mapping
 
-import numpy as np
-
+from ..backend import array_namespace
 from ..base import Array, BaseReward, PerEnvState
 from ..params import Param
 from ..registry import register
@@ -49,29 +48,20 @@ class EmaDelta(BaseReward):
 
     def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
         value = x["signal"]
-        s = self._state.ensure(len(value))
+        xp = array_namespace(value)
+        s = self._state.ensure(value.shape[0], like=value)
         first = s["started"] == 0.0
-        a = self.ema_alpha
+        a, eps = self.ema_alpha, self.eps
         mean, var = s["mean"], s["var"]
-        with overflow_ok():
-            d = value - mean
-            std = np.sqrt(var)
-            scored = (std > self.eps) & ~first
-            delta = np.where(scored, d / (std + self.eps), 0.0)
-            new_mean = (1.0 - a) * mean + a * value
-            new_var = (1.0 - a) * var + a * (d * d)
-            # A sum is finite iff every term is (or it overflowed: the exact path is then merely redundant).
-            finite = math.isfinite(float(delta.sum()) + float(new_mean.sum()) + float(new_var.sum()))
-        if not finite:
-            # Values beyond the float64 range: the same steps with every result saturated.
-            d = saturate(d)
-            with overflow_ok():
-                delta = np.where(scored, saturate(d / (std + self.eps)), 0.0)
-                new_mean = saturate((1.0 - a) * mean + a * value)
-                new_var = saturate((1.0 - a) * var + a * (d * d))
-        mean[...] = np.where(first, value, new_mean)
-        var[...] = np.where(first, 0.0, new_var)
-        s["started"].fill(1.0)
+        with overflow_ok():  # values beyond the dtype's range saturate at its largest finite float
+            d = saturate(value - mean)
+            std = xp.sqrt(var)
+            delta = xp.where((std > eps) & ~first, saturate(d / (std + eps)), 0.0)
+            new_mean = saturate((1.0 - a) * mean + a * value)
+            new_var = saturate((1.0 - a) * var + a * (d * d))
+        s["mean"] = xp.where(first, value, new_mean)
+        s["var"] = xp.where(first, 0.0, new_var)
+        s["started"] = xp.ones_like(value)
         return delta
 
     def reset(self, mask: Array | None = None) -> None:

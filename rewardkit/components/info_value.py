@@ -7,6 +7,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ..backend import array_namespace, device_of, wide_float
 from ..base import Array, BaseReward
 from ..params import Param
 from ..registry import register
@@ -35,9 +36,12 @@ class InfoValue(BaseReward):
 
     def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
         if "value" in x:
-            return np.array(x["value"], dtype=np.float64)  # a copy: callers may modify the result
-        # Without the input the batch size comes from the (n_envs,) episode flags.
-        return np.full(len(terminated), self.default, dtype=np.float64)
+            return x["value"] * 1.0  # a new array: callers may modify the result
+        # Without the input the batch size and library come from the (n_envs,) episode flags.
+        xp = array_namespace(terminated)
+        if isinstance(terminated, np.ndarray):
+            return np.full(terminated.shape[0], self.default, dtype=np.float64)
+        return xp.full((terminated.shape[0],), self.default, dtype=wide_float(xp), device=device_of(terminated))
 
     def scalar_fn(self) -> Callable[..., float]:
         """Plain-float version of :meth:`compute` for the composer's scalar path."""

@@ -7,6 +7,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ..backend import array_namespace, checking, float_max, maybe_any, to_numpy
 from ..base import Array, BaseReward
 from ..params import Param
 from ..registry import register
@@ -38,63 +39,67 @@ class LoadImbalance(BaseReward):
 
     def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
         loads = x["replica_loads"]
+        xp = array_namespace(loads)
         if loads.shape[-1] == 0:
             raise ValueError(f"{self.name} (load_imbalance): input 'replica_loads' needs at least one replica")
         low, high = row_min_max(loads)
-        if self.statistic in ("cv", "max_over_mean") and np.any(low < 0):
+        # an input check: reads one boolean back from a device (skipped with check_inputs=False)
+        if self.statistic in ("cv", "max_over_mean") and (isinstance(loads, np.ndarray) or checking()) \
+                and bool(xp.any(low < 0)):
+            host = to_numpy(low)
             raise ValueError(
                 f"{self.name} (load_imbalance): statistic {self.statistic!r} needs non-negative "
-                f"'replica_loads', got {float(low[low < 0][0])!r}"
+                f"'replica_loads', got {float(host[host < 0][0])!r}"
             )
-        if self.statistic == "range":
-            with overflow_ok():
+        with overflow_ok():
+            if self.statistic == "range":
                 return saturate(high - low)
-        # Rows with loads beyond _MODERATE are computed on rescaled loads (squares would overflow);
-        # the choice is per row, so a row's value never depends on the other environments.
-        huge = np.maximum(-low, high) > _MODERATE
-        if huge.any():
-            out = np.empty(len(loads))
-            ok = ~huge
-            out[ok] = self._compute_direct(loads[ok], low[ok], high[ok])
-            out[huge] = self._compute_rescaled(loads[huge], low[huge], high[huge])
-            return out
-        return self._compute_direct(loads, low, high)
+            # Rows with loads beyond _moderate are computed on rescaled loads (squares would overflow);
+            # the choice is per row, so a row's value never depends on the other environments.
+            huge = xp.maximum(-low, high) > _moderate(loads)
+            if maybe_any(huge):  # on a device both are computed and where() picks, with no sync
+                return xp.where(huge, self._compute_rescaled(xp, loads, low, high),
+                                self._compute_direct(xp, loads, low, high))
+            return self._compute_direct(xp, loads, low, high)
 
-    def _compute_direct(self, loads: Array, low: Array, high: Array) -> Array:
+    def _compute_direct(self, xp: Any, loads: Array, low: Array, high: Array) -> Array:
         """The statistics on loads of moderate magnitude (no overflow possible)."""
         n = loads.shape[-1]
         mean = row_sum(loads) / n
+        positive = mean > 0
         if self.statistic == "max_over_mean":
-            out = np.where(mean > 0, high / np.where(mean > 0, mean, 1.0) - 1.0, 0.0)
+            out = xp.where(positive, high / xp.where(positive, mean, 1.0) - 1.0, 0.0)
         else:
             dev = loads - mean[:, None]
             var = row_sum(dev * dev) / n
             if self.statistic == "var":
                 out = var
             elif self.statistic == "std":
-                out = np.sqrt(var)
+                out = xp.sqrt(var)
             else:
-                out = np.where(mean > 0, np.sqrt(var) / np.where(mean > 0, mean, 1.0), 0.0)
+                out = xp.where(positive, xp.sqrt(var) / xp.where(positive, mean, 1.0), 0.0)
         # Equal loads give exactly 0 (rounding in the mean could leave a trace); never below 0.
-        return np.where(low == high, 0.0, np.maximum(out, 0.0))
+        return xp.where(low == high, 0.0, xp.clip(out, 0.0, None))
 
-    def _compute_rescaled(self, loads: Array, low: Array, high: Array) -> Array:
+    def _compute_rescaled(self, xp: Any, loads: Array, low: Array, high: Array) -> Array:
         """The same statistics on loads divided by their largest magnitude (no overflow)."""
-        scale = np.maximum(np.abs(low), np.abs(high))
-        scale = np.where(scale > 0, scale, 1.0)
-        unit = loads / scale[:, None]
-        mean_u = unit.mean(axis=-1)
-        std_u = np.sqrt(np.mean((unit - mean_u[:, None]) ** 2, axis=-1))
-        with overflow_ok():
-            if self.statistic == "std":
-                out = saturate(scale * std_u)
-            elif self.statistic == "var":
-                out = saturate(scale * std_u * std_u * scale)
-            else:
-                safe_mean = np.where(mean_u > 0, mean_u, 1.0)
-                ratio = std_u / safe_mean if self.statistic == "cv" else high / scale / safe_mean - 1.0
-                out = np.where(mean_u > 0, ratio, 0.0)
-        return np.where(low == high, 0.0, np.maximum(out, 0.0))
+        scale = xp.maximum(xp.abs(low), xp.abs(high))
+        scale = xp.where(scale > 0, scale, 1.0)
+        # Both scaled by a power of two first (exact): XLA divides through the reciprocal, and
+        # 1/scale of a load near the largest float would be subnormal, which it flushes to zero.
+        pre = 2.0 ** -512 if float_max(loads) > 1e300 else 2.0 ** -64
+        unit = (loads * pre) / (scale * pre)[:, None]
+        mean_u = xp.mean(unit, axis=-1)
+        std_u = xp.sqrt(xp.mean((unit - mean_u[:, None]) ** 2, axis=-1))
+        if self.statistic == "std":
+            out = saturate(scale * std_u)
+        elif self.statistic == "var":
+            out = saturate(scale * std_u * std_u * scale)
+        else:
+            safe_mean = xp.where(mean_u > 0, mean_u, 1.0)
+            ratio = std_u / safe_mean if self.statistic == "cv" else high / scale / safe_mean - 1.0
+            out = xp.where(mean_u > 0, ratio, 0.0)
+        return xp.where(low == high, 0.0, xp.clip(out, 0.0, None))
 
     def scalar_fn(self) -> Callable[..., float]:
         """Plain-float version of :meth:`compute` for the scalar path (same order of additions)."""
@@ -168,5 +173,12 @@ class LoadImbalance(BaseReward):
         ], r
 
 
-#: loads up to this magnitude are reduced directly; beyond it they are rescaled first.
+#: loads up to this magnitude are reduced directly; beyond it they are rescaled first (float64;
+#: float32 squares overflow far sooner, see :func:`_moderate`).
 _MODERATE = 1e150
+_MODERATE_32 = 1e15
+
+
+def _moderate(loads: Array) -> float:
+    """The load magnitude up to which squares cannot overflow in ``loads``' dtype."""
+    return _MODERATE if float_max(loads) > 1e300 else _MODERATE_32

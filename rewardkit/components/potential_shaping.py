@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Mapping
 
-import numpy as np
-
+from ..backend import array_namespace
 from ..base import Array, BaseReward, PerEnvState
 from ..params import Param
 from ..registry import register
@@ -40,14 +39,15 @@ class PotentialShaping(BaseReward):
 
     def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
         potential = x["potential"]
-        s = self._state.ensure(len(potential))
+        xp = array_namespace(potential)
+        s = self._state.ensure(potential.shape[0], like=potential)
         started = s["started"] != 0.0
-        phi_next = np.where(terminated, 0.0, potential)
+        phi_next = xp.where(terminated, 0.0, potential)
         with overflow_ok():
             shaped = saturate(self.gamma * phi_next - s["phi"])
-        out = np.where(started, shaped, 0.0)
-        s["phi"][...] = np.where(started, phi_next, potential)
-        s["started"][...] = 1.0
+        out = xp.where(started, shaped, 0.0)
+        s["phi"] = xp.where(started, phi_next, potential)
+        s["started"] = xp.ones_like(potential)
         return out
 
     def reset(self, mask: Array | None = None) -> None:

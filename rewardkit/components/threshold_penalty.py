@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Mapping
 
-import numpy as np
-
+from ..backend import array_namespace, float_max
 from ..base import Array, BaseReward
 from ..params import Param
 from ..registry import register
@@ -30,14 +29,11 @@ class ThresholdPenalty(BaseReward):
     monotone = {"latency": "increasing"}
 
     def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
-        with np.errstate(over="ignore", invalid="ignore"):  # inf or 0 * inf: redone below
-            out = self.slope * np.maximum(x["latency"] - self.threshold, 0.0)
-            finite = math.isfinite(float(out.sum()))  # every term finite (an overflowing sum: exact path)
-        if finite:
-            return out
+        latency = x["latency"]
+        xp = array_namespace(latency)
         with overflow_ok():
-            # beyond the float64 range: clip first so that slope == 0 gives 0, not 0 * inf
-            excess = np.clip(x["latency"] - self.threshold, 0.0, FLOAT_MAX)
+            # clip first so that slope == 0 gives 0, not 0 * inf, beyond the dtype's range
+            excess = xp.clip(latency - self.threshold, 0.0, float_max(latency))
             return saturate(self.slope * excess)
 
     def scalar_fn(self) -> Callable[..., float]:

@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import numpy as np
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import HealthCheck, Phase, Verbosity, assume, given, settings
 from hypothesis import strategies as st
+from hypothesis.errors import UnsatisfiedAssumption
 
+from ..backend import library_of, to_numpy
 from ..base import BaseReward
 from .strategies import Bounds, component_inputs, params_strategy
 
@@ -328,6 +330,80 @@ def _deepcopy(ex: _Example) -> None:
             ex.fail(f"calls on a deep copy changed the original: call {t} gives {_fmt(a)} instead of {_fmt(b)}")
 
 
+# ---- the same maths in another array library ---------------------------------------------------
+#: Libraries ``check_component(..., libraries=...)`` can compare with NumPy (imported only when asked).
+LIBRARIES = ("torch", "jax")
+
+
+def _library(name: str) -> tuple[Callable[[np.ndarray], Any], Any]:
+    """A converter of NumPy arrays to ``name``'s arrays (float64 kept) and a context to run in."""
+    import contextlib
+
+    if name == "torch":
+        import torch
+
+        return (lambda a: torch.from_numpy(np.array(a))), contextlib.nullcontext()
+    if name == "jax":
+        import jax
+        import jax.numpy as jnp
+
+        return jnp.asarray, jax.enable_x64(True)  # float64 inputs stay float64
+    raise ValueError(f"libraries: expected names among {', '.join(LIBRARIES)}, got {name!r}")
+
+
+def _in_library(name: str) -> Callable[[_Example], None]:
+    def check(ex: _Example) -> None:
+        convert, context = _library(name)
+        params = ex.params()
+        reference, subject = ex.subject.build(params), ex.subject.build(params)
+        steps = ex.episode(reference, "episode", max_steps=8)
+        if name == "jax":  # XLA on CPU flushes subnormal numbers to zero: compare the others only
+            assume(not any(_subnormal(v) for v in params.values())
+                   and not any(_subnormal(v) for s in steps for v in s.inputs.values()))
+        expected = _play(ex, reference, steps)
+        with context:
+            for t, (step, e) in enumerate(zip(steps, expected, strict=True)):
+                inputs = {k: convert(v) for k, v in step.inputs.items()}
+                term, trunc = convert(step.terminated), convert(step.truncated)
+                out = subject.compute(inputs, term, trunc)
+                if library_of(out) != name or str(out.dtype).rpartition(".")[2] != "float64" \
+                        or tuple(out.shape) != e.shape:
+                    ex.fail(f"compute on {name} float64 inputs returned {type(out).__name__} "
+                            f"{getattr(out, 'dtype', '')} {tuple(getattr(out, 'shape', ()))} at call {t}, "
+                            f"expected a {name} float64 array of shape {e.shape}")
+                got = to_numpy(out)
+                if not all(_close(float(g), float(w)) for g, w in zip(got, e, strict=True)):
+                    ex.fail(f"{name} gives {_fmt(got)} at call {t}; NumPy gives {_fmt(e)}")
+                done = step.terminated | step.truncated
+                if done.any():
+                    subject.reset(term | trunc)
+        a, b = reference.state_dict(), subject.state_dict()
+        if json.dumps(a) != json.dumps(b) and not _close_state(a, b):
+            ex.fail(f"state_dict after the episode differs: {name} {b}, NumPy {a}")
+
+    return check
+
+
+def _subnormal(value: Any) -> bool:
+    """Whether ``value`` (a number, sequence or array) holds a nonzero float below the normal range."""
+    if isinstance(value, (list, tuple)):
+        return any(_subnormal(v) for v in value)
+    if isinstance(value, (int, float, np.ndarray)) and not isinstance(value, bool):
+        a = np.abs(np.asarray(value, dtype=np.float64))
+        return bool(np.any((a > 0) & (a < np.finfo(np.float64).tiny)))
+    return False
+
+
+def _close_state(a: Any, b: Any) -> bool:
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_close_state(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_close_state(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and isinstance(b, float):
+        return _close(a, b)
+    return a == b
+
+
 #: promise name -> check, in the order they run.
 PROMISES: dict[str, Callable[[_Example], None]] = {
     "finite outputs within output_range": _outputs,
@@ -344,7 +420,7 @@ PROMISES: dict[str, Callable[[_Example], None]] = {
 
 def check_component(component: type[BaseReward] | BaseReward, *, params: Mapping[str, Any] | None = None,
                     examples: int = 200, inputs: Mapping[str, Bounds] | None = None,
-                    shrink: bool = True, derandomize: bool = True) -> list[str]:
+                    shrink: bool = True, derandomize: bool = True, libraries: tuple[str, ...] = ()) -> list[str]:
     """Check every promise of a component class (parameters drawn) or instance (parameters fixed).
 
     ``params`` fixes some parameters of a class (a value) or sets how they are drawn (a
@@ -353,8 +429,11 @@ def check_component(component: type[BaseReward] | BaseReward, *, params: Mapping
     first failing example as found (shrinking a failure can take many seconds). ``derandomize``
     (the default) draws the same examples on every run, so a check that passes in CI passes again
     and a component breaking two promises is always reported under the same one; ``False`` draws
-    fresh examples each run (wider search over repeated runs). Returns the names of the promises
-    checked; raises :class:`ComponentCheckError` on the first broken one.
+    fresh examples each run (wider search over repeated runs). ``libraries`` (``("torch", "jax")``
+    or a part) adds one promise per library: ``compute`` on that library's float64 arrays (CPU)
+    returns its arrays with NumPy's numbers, over episodes with resets, and leaves the same
+    ``state_dict``. Returns the names of the promises checked; raises :class:`ComponentCheckError`
+    on the first broken one.
     """
     subject = _Subject(component, params, inputs)
     probe = subject.build(_first_params(subject, derandomize))
@@ -367,6 +446,11 @@ def check_component(component: type[BaseReward] | BaseReward, *, params: Mapping
         if promise.startswith("scalar_block") and type(probe).scalar_block is BaseReward.scalar_block:
             continue
         _run(subject, promise, check, examples, shrink, derandomize)
+        checked.append(promise)
+    for name in libraries:
+        promise = f"same numbers in {name}"
+        _library(name)  # an unknown name or a missing library fails here, before any example
+        _run(subject, promise, _in_library(name), examples, shrink, derandomize)
         checked.append(promise)
     return checked
 
@@ -398,7 +482,7 @@ def _run(subject: _Subject, promise: str, check: Callable[[_Example], None], exa
             with warnings.catch_warnings():
                 warnings.simplefilter("error", RuntimeWarning)
                 check(ex)
-        except _Broken:
+        except (_Broken, UnsatisfiedAssumption):
             raise
         except Exception as exc:  # noqa: BLE001 - any error on valid inputs breaks the promise
             try:

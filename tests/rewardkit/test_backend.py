@@ -44,8 +44,15 @@ def test_a_mixed_library_context_names_a_key_of_each_library(order: str) -> None
     assert composer.state_dict() == before
 
 
-def test_a_torch_context_is_refused_with_the_key_until_the_backend_computes_in_torch() -> None:
+def test_a_torch_context_computes_in_torch_and_says_so_in_its_output_types() -> None:
     composer = RewardComposer.from_yaml(HYBRID)
-    with pytest.raises(InvalidInputError, match="'throughput'.*is a torch array"):
-        composer({"throughput": torch.rand(4), "latency": torch.rand(4), "replica_loads": torch.rand(4, 3)})
+    out = composer({"throughput": torch.rand(4), "latency": torch.rand(4), "replica_loads": torch.rand(4, 3)})
+    assert isinstance(out.total, torch.Tensor) and out.total.dtype == torch.float32 and out.total.shape == (4,)
     assert library_of(torch.ones(2)) == "torch"
+
+
+def test_a_torch_and_jax_context_is_a_located_error() -> None:
+    jnp = pytest.importorskip("jax.numpy")
+    composer = RewardComposer.from_yaml(HYBRID)
+    with pytest.raises(InvalidInputError, match="key 'throughput' is a torch array but key 'latency' is a jax array"):
+        composer({"throughput": torch.rand(4), "latency": jnp.ones(4), "replica_loads": torch.rand(4, 3)})
