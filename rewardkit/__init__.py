@@ -7,6 +7,7 @@ Importing rewardkit never imports torch, optuna, gymnasium or vidur.
 from __future__ import annotations
 
 from . import components as _components  # noqa: F401  (registers the built-in components)
+from .backend import array_namespace
 from .base import BaseReward, PerEnvState
 from .composer import RewardComposer, RewardOutput, TermOutput
 from .errors import ConfigError, MissingInputError, NonFiniteInputError, RewardKitError
@@ -23,5 +24,5 @@ __all__ = [
     "BaseReward", "PerEnvState", "RewardComposer", "RewardOutput", "TermOutput", "ConfigError",
     "MissingInputError", "NonFiniteInputError", "RewardKitError", "Normalizer", "NORMALIZERS",
     "Param", "register", "registered", "get_component_class", "Schedule", "SCHEDULES",
-    "make_schedule", "RewardShaper", "Transform", "__version__",
+    "make_schedule", "RewardShaper", "Transform", "array_namespace", "__version__",
 ]

@@ -30,7 +30,8 @@ _NEUTRAL = (bool, int, float, list, tuple, np.generic)
 _HOST = ("numpy",)
 _namespaces: dict[type, Any] = {}
 _float_max: dict[Any, float] = {}
-_checks: ContextVar[bool] = ContextVar("rewardkit_checks", default=True)
+#: (input checks on, the float dtype of the batched call being evaluated)
+_call: ContextVar[tuple[bool, Any]] = ContextVar("rewardkit_call", default=(True, None))
 
 
 def library_of(value: Any) -> str | None:
@@ -120,17 +121,24 @@ def maybe_any(mask: Any) -> bool:
 
 def checking() -> bool:
     """Whether input checks that need a device synchronisation run (``check_inputs=False`` turns them off)."""
-    return _checks.get()
+    return _call.get()[0]
+
+
+def call_dtype(default: Any = None) -> Any:
+    """The float dtype the composer's current batched call computes in (``default`` outside a call);
+    a component that makes values from nothing (a constant) uses it to keep the dtype policy."""
+    dtype = _call.get()[1]
+    return default if dtype is None else dtype
 
 
 @contextmanager
-def checks(enabled: bool) -> Iterator[None]:
-    """Run the block with input checks on or off (the composer's ``check_inputs``)."""
-    token = _checks.set(enabled)
+def evaluating(check_inputs: bool, dtype: Any) -> Iterator[None]:
+    """Run the block as one batched call: input checks on or off, computing in ``dtype``."""
+    token = _call.set((check_inputs, dtype))
     try:
         yield
     finally:
-        _checks.reset(token)
+        _call.reset(token)
 
 
 def float_max(a: Any) -> float:

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .backend import array_namespace, check_one_library, checks, device_of, library_of, like, maybe_any, to_numpy, wide_float
+from .backend import array_namespace, check_one_library, device_of, evaluating, library_of, like, maybe_any, to_numpy, wide_float
 from .errors import ConfigError, InvalidInputError, MissingInputError, NonFiniteInputError
 from .params import describe
 
@@ -155,7 +155,7 @@ class InputChecks:
                      ) -> tuple[Any, list[Any], int | None]:
         if not isinstance(ctx, Mapping):
             raise InvalidInputError(f"expected a context mapping signal names to values, got {type(ctx).__name__}")
-        inputs, batch = self._vector_inputs(ctx)
+        inputs, batch, dtype = self._vector_inputs(ctx)
         n = batch if batch is not None else 1
         ref = next((a for a in inputs if a is not None), None)
         if terminated is None and truncated is None:
@@ -166,17 +166,18 @@ class InputChecks:
             done = term | trunc
         if self._guarded:
             with self._transaction(self._guarded):
-                total, values = self._vector_step(inputs, step, term, trunc, done)
+                total, values = self._vector_step(inputs, step, term, trunc, done, dtype)
         else:
-            total, values = self._vector_step(inputs, step, term, trunc, done)
+            total, values = self._vector_step(inputs, step, term, trunc, done, dtype)
         if batch is None:
             values = [v if isinstance(v, (int, float)) else float(to_numpy(v)[0]) for v in values]
             return float(to_numpy(total)[0]), values, None
         return total, values, n
 
-    def _vector_inputs(self, ctx: Mapping[str, Any]) -> tuple[list[Any], int | None]:
+    def _vector_inputs(self, ctx: Mapping[str, Any]) -> tuple[list[Any], int | None, Any]:
         """Each context key as a checked float array of the context's library with a leading
-        environment axis, and the batch size (``None`` when no input has an environment axis).
+        environment axis, the batch size (``None`` when no input has an environment axis) and
+        the float dtype of the call.
 
         Dtype policy: float32 if every array input is float32, else float64 (float32 in JAX
         without x64); Python numbers and lists follow the arrays. The only checks that read
@@ -211,7 +212,7 @@ class InputChecks:
         for j, ((_, nd, _, _), arr) in enumerate(zip(self._slot_info, inputs, strict=True)):
             if arr is not None and arr.ndim == nd:
                 inputs[j] = xp.broadcast_to(arr, (n,) + tuple(arr.shape))
-        return inputs, batch
+        return inputs, batch, dtype
 
     def _library_inputs(self, raw: list[Any], xp: Any, device: Any) -> tuple[list[Any], Any]:
         """The context's values as float arrays of a non-NumPy library on ``device``, and their dtype."""
@@ -262,13 +263,11 @@ class InputChecks:
                                             f"axis like the other inputs, got shape {shape}")
         return batch
 
-    def _vector_step(self, inputs: list[Any], step: int, term: Any, trunc: Any, done: Any) -> tuple[Any, list[Any]]:
+    def _vector_step(self, inputs: list[Any], step: int, term: Any, trunc: Any, done: Any, dtype: Any = None
+                     ) -> tuple[Any, list[Any]]:
         """The compiled batched function, then episode ends clear the state of those environments."""
-        if self.check_inputs:
+        with evaluating(self.check_inputs, dtype):
             total, values = self._vector_fn(*inputs, step, term, trunc, done)
-        else:
-            with checks(False):
-                total, values = self._vector_fn(*inputs, step, term, trunc, done)
         if self._stateful and maybe_any(done):  # on a device: a where() per state array, no sync
             for comp in self._stateful:
                 comp.reset(done)

@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..backend import array_namespace, device_of, wide_float
+from ..backend import array_namespace, call_dtype, device_of, wide_float
 from ..base import Array, BaseReward
 from ..params import Param
 from ..registry import register
@@ -40,8 +40,9 @@ class InfoValue(BaseReward):
         # Without the input the batch size and library come from the (n_envs,) episode flags.
         xp = array_namespace(terminated)
         if isinstance(terminated, np.ndarray):
-            return np.full(terminated.shape[0], self.default, dtype=np.float64)
-        return xp.full((terminated.shape[0],), self.default, dtype=wide_float(xp), device=device_of(terminated))
+            return np.full(terminated.shape[0], self.default, dtype=call_dtype(np.float64))
+        dtype = call_dtype(wide_float(xp))  # the call's dtype: float32 contexts stay float32
+        return xp.full((terminated.shape[0],), self.default, dtype=dtype, device=device_of(terminated))
 
     def scalar_fn(self) -> Callable[..., float]:
         """Plain-float version of :meth:`compute` for the composer's scalar path."""
