@@ -126,13 +126,18 @@ class Gateway:
                                          observation=dataclasses.asdict(self.obs_config),
                                          features=list(feature_names(self.obs_config)), reward=settings.reward)
         self.client: httpx.AsyncClient | None = None
+        self.upstream: list[httpx.AsyncClient] = []
         self._health_task: asyncio.Task | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------------
     async def startup(self) -> None:
         timeout = httpx.Timeout(self.settings.request_timeout_s, connect=self.settings.connect_timeout_s)
-        self.client = httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=None,
-                                                                               max_keepalive_connections=256))
+        self.client = httpx.AsyncClient(timeout=timeout)  # health checks and /v1/models
+        # one connection pool per backend: httpx's pool scans its connections for every queued request,
+        # so one shared pool costs O(connections x requests in flight) per request
+        self.upstream = [httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=None,
+                                                                                max_keepalive_connections=64))
+                         for _ in self.urls]
         self._health_task = asyncio.create_task(self._health_loop())
 
     async def shutdown(self) -> None:
@@ -140,6 +145,8 @@ class Gateway:
             self._health_task.cancel()
         if self.client is not None:
             await self.client.aclose()
+            for client in self.upstream:
+                await client.aclose()
         if self.log is not None:
             self.log.close()
 
@@ -346,10 +353,11 @@ class GatewayApp(Gateway):
             attempt = Attempt(self, replica, Decision(request_id, self.settings.router, replica,
                                                       rows.round(6).tolist(), prompt_tokens),
                               self.view.sent(replica, prompt_tokens, prompt_ids))
-            upstream = self.client.build_request("POST", self.urls[replica] + path, content=body,
+            client = self.upstream[replica]
+            upstream = client.build_request("POST", self.urls[replica] + path, content=body,
                                                  headers={"content-type": "application/json"})
             try:
-                resp = await self.client.send(upstream, stream=True)
+                resp = await client.send(upstream, stream=True)
             except (httpx.ConnectError, httpx.ConnectTimeout, httpx.ReadTimeout, httpx.RemoteProtocolError,
                     httpx.ReadError) as exc:
                 self.set_healthy(replica, False)
