@@ -59,6 +59,7 @@ except ImportError as exc:  # the optional extra is missing: say which one to in
     raise ImportError(f"rewardkit.gym needs Gymnasium >= 1.1: pip install 'rewardkit[gym]' ({exc})",
                       name=exc.name) from exc
 
+from .backend import array_namespace, copy_array, device_of, library_of, like, maybe_any, to_numpy
 from .composer import RewardComposer
 
 TERMS_KEY = "reward_terms"
@@ -177,19 +178,22 @@ class VectorComposedReward(VectorWrapper):
               options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Reset all environments (or those in ``options["reset_mask"]``) and their reward state."""
         mask = None if options is None else options.get("reset_mask")
-        mask = None if mask is None else np.array(mask, dtype=bool)  # the env pops it from options
+        if mask is not None and library_of(mask) in (None, "numpy"):
+            mask = np.array(mask, dtype=bool)  # a copy: the env pops it from options
+        elif mask is not None:
+            mask = copy_array(mask)  # a torch/JAX mask stays in its library and on its device
         obs, info = self.env.reset(seed=seed, options=options)
         self._last_obs = obs
         if mask is None:
             self.composer.reset()
-            self._autoreset[:] = False
+            self._autoreset = np.zeros(self.num_envs, dtype=bool)
             if self.prime_on_reset:
                 flags = np.zeros(self.num_envs, dtype=bool)
                 ctx = self.context_fn(Transition(None, None, obs, np.zeros(self.num_envs), flags, flags, info))
                 _prime(self.composer, ctx, flags, flags)
         else:
             self.composer.reset(mask)
-            self._autoreset[mask] = False
+            self._autoreset = _where(mask, False, self._autoreset)
         return obs, info
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
@@ -205,18 +209,20 @@ class VectorComposedReward(VectorWrapper):
                              self.num_envs)
         self._last_obs = obs
         out = self.composer(ctx, terminated=terminations, truncated=truncations)
-        total = np.array(out.total, dtype=np.float64)
-        if total.shape != (self.num_envs,):
+        # the composer's arrays pass through: a torch/JAX env gets rewards in its library, on its device
+        total = out.total if library_of(out.total) not in (None, "numpy") else np.array(out.total)
+        if tuple(total.shape) != (self.num_envs,):
             raise ValueError(f"context_fn must return arrays with a leading axis of {self.num_envs} environments; "
-                             f"the composed total has shape {total.shape} from {_shapes(ctx)}")
+                             f"the composed total has shape {tuple(total.shape)} from {_shapes(ctx)}")
         terms = out.as_dict()
         if self.autoreset_mode == AutoresetMode.NEXT_STEP:
             fresh = self._autoreset
-            if fresh.any():
-                total[fresh] = 0.0
-                terms = {k: _zero_where(v, fresh) if (k == "total" or k.endswith("/contribution")) else v
+            if maybe_any(fresh):  # on a device: where() without asking which
+                total = _where(fresh, 0.0, total)
+                terms = {k: _where(fresh, 0.0, v) if (k == "total" or k.endswith("/contribution")) else v
                          for k, v in terms.items()}
-            self._autoreset = np.logical_or(terminations, truncations)
+            self._autoreset = terminations | truncations if library_of(terminations) not in (None, "numpy") \
+                else np.logical_or(terminations, truncations)
         info = dict(info)
         info[self.info_key] = terms
         info[ENV_REWARD_KEY] = rewards
@@ -298,7 +304,14 @@ def _shape(value: Any) -> str:
         return f"unreadable ({type(value).__name__})"
 
 
-def _zero_where(values: Any, mask: np.ndarray) -> np.ndarray:
-    out = np.array(values, dtype=np.float64)
-    out[mask] = 0.0
-    return out
+def _where(mask: Any, value: float, values: Any) -> Any:
+    """``values`` with ``value`` where ``mask`` is true, in ``values``' library and device (the mask is
+    moved there if it comes from elsewhere)."""
+    if library_of(values) in (None, "numpy"):
+        out = np.array(values, dtype=np.result_type(np.asarray(values).dtype, np.float32)
+                       if not isinstance(values, np.ndarray) or values.dtype != bool else bool)
+        out[to_numpy(mask) if library_of(mask) not in (None, "numpy") else np.asarray(mask, dtype=bool)] = value
+        return out
+    if library_of(mask) != library_of(values) or device_of(mask) != device_of(values):
+        mask = like(mask, values, dtype=array_namespace(values).bool)
+    return array_namespace(values).where(mask, value, values)
