@@ -30,6 +30,9 @@ class StubEngine:
     ttft_s: float = 0.0
     per_token_s: float = 0.0
     mode: str = "ok"                  # ok | fail | hang
+    #: load the stub reports on /metrics besides its own requests (other clients'), and its KV use
+    extra_waiting: int = 0
+    kv_usage: float = 0.0
     served: int = 0
     cancelled: int = 0
     running: int = 0
@@ -57,8 +60,8 @@ class StubEngine:
 
     async def metrics(self, request: Request) -> Response:
         text = (f"vllm:num_requests_running{{model_name=\"stub\"}} {self.running}\n"
-                f"vllm:num_requests_waiting{{model_name=\"stub\"}} 0\n"
-                f"vllm:kv_cache_usage_perc{{model_name=\"stub\"}} 0.0\n")
+                f"vllm:num_requests_waiting{{model_name=\"stub\"}} {self.extra_waiting}\n"
+                f"vllm:kv_cache_usage_perc{{model_name=\"stub\"}} {self.kv_usage}\n")
         return PlainTextResponse(text)
 
     async def complete(self, request: Request) -> Response:

@@ -6,7 +6,10 @@ Which fields are live and which estimated (docs/serving.md has the table):
   (streaming), ``prefill_tokens`` and ``waiting_prefill_tokens`` (prompts of waiting requests),
   ``decoded_tokens`` (tokens streamed so far), ``recent_completions``, ``since_completion``,
   ``tokens_per_s`` (prompt and output tokens of the recent window), ``busy``;
-- estimated: ``kv_blocks`` (in-flight tokens over the block size) out of ``kv_capacity`` (given);
+- from the engines' scraped ``/metrics`` when fresh (:meth:`LiveClusterView.engine_reported`):
+  ``waiting`` and ``running`` are at least the engine's counts (which include other clients'
+  requests), ``kv_blocks`` is the engine's KV-cache use times ``kv_capacity``;
+- estimated: ``kv_blocks`` without a scrape (in-flight tokens over the block size) out of ``kv_capacity`` (given);
   ``measured_speed`` from live decode rates (each finished request's tokens per second after its
   first, averaged per replica and compared with the other replicas' per unit of declared speed:
   :meth:`LiveClusterView.measured_speeds`), so ``adaptive`` sees a replica that slows down;
@@ -58,6 +61,8 @@ class LiveClusterView:
     measure_speed: bool = True
     #: weight of each finished request in its replica's decode-rate average
     speed_weight: float = 0.2
+    #: an engine's scraped metrics older than this (s) are ignored
+    engine_stale_s: float = 5.0
     clock: Any = time.monotonic
     healthy: np.ndarray = field(init=False)
 
@@ -76,6 +81,9 @@ class LiveClusterView:
         self.last_completion = np.full(n, self.start)
         self.prefix = PrefixIndex(n, self.block_size)
         self.decode_rate = np.full(n, np.nan)
+        # what each engine last reported on /metrics (NaN: nothing yet) and when
+        self.engine_waiting, self.engine_running, self.engine_kv = (np.full(n, np.nan) for _ in range(3))
+        self.engine_at = np.full(n, -np.inf)
         self._keys = itertools.count()
         self.decisions = 0
 
@@ -142,6 +150,14 @@ class LiveClusterView:
         measured[known] = np.clip(self.decode_rate[known] / reference, MIN_SPEED, MAX_SPEED)
         return measured
 
+    def engine_reported(self, replica: int, metrics: dict[str, float]) -> None:
+        """Fold an engine's scraped ``/metrics`` (vLLM's names, :func:`schedulers.engines.metrics.parse_metrics`) in."""
+        i = int(replica)
+        self.engine_waiting[i] = metrics.get("vllm:num_requests_waiting", np.nan)
+        self.engine_running[i] = metrics.get("vllm:num_requests_running", np.nan)
+        self.engine_kv[i] = metrics.get("vllm:kv_cache_usage_perc", np.nan)
+        self.engine_at[i] = self.clock()
+
     # ---- what routers see ----------------------------------------------------------------------
     def snapshot(self, prefix_match: np.ndarray | None = None) -> ReplicaSnapshot:
         """The replicas' load now, as a :class:`ReplicaSnapshot`."""
@@ -156,6 +172,13 @@ class LiveClusterView:
                 waiting[i] += 1
                 prefill[i] += req.prompt_tokens
             decoded[i] += req.decoded
+        fresh = now - self.engine_at <= self.engine_stale_s
+        if fresh.any():  # the engines' own counts also hold other clients' requests; their KV use is exact
+            for own, reported in ((waiting, self.engine_waiting), (running, self.engine_running)):
+                known = fresh & ~np.isnan(reported)
+                own[known] = np.maximum(own[known], reported[known])
+            known = fresh & ~np.isnan(self.engine_kv)
+            kv[known] = np.clip(self.engine_kv[known], 0.0, 1.0) * self.kv_capacity
         horizon = now - self.window_s
         for i in range(n):
             done, tokens = self.completions[i], self.tokens[i]

@@ -24,6 +24,8 @@ def add_gateway_command(subparsers: Any) -> None:
     parser.add_argument("--max-body-bytes", type=int, default=None, help="larger request bodies get 413")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds a backend may take for one request")
     parser.add_argument("--health-interval", type=float, default=1.0, help="seconds between health checks")
+    parser.add_argument("--scrape-interval", type=float, default=0.25,
+                        help="seconds between scrapes of each backend's /metrics (vLLM load and KV use); 0: none")
     parser.add_argument("--drain", type=float, default=30.0, help="seconds in-flight requests get after SIGTERM")
     parser.set_defaults(func=gateway_command)
 
@@ -40,10 +42,13 @@ def gateway_command(args: argparse.Namespace) -> int:
         if not 0 < args.port < 65536 or args.timeout <= 0 or args.health_interval <= 0 or args.drain < 0:
             raise ValueError(f"--port, --timeout, --health-interval, --drain: expected a port 1-65535 and positive "
                              f"seconds, got {args.port}, {args.timeout}, {args.health_interval}, {args.drain}")
+        if not args.scrape_interval >= 0:
+            raise ValueError(f"--scrape-interval: expected seconds >= 0 (0: no scraping), got {args.scrape_interval}")
         settings = GatewaySettings(args.backend, router=args.router, checkpoint=args.checkpoint,
                                    decision_log=args.decision_log, reward=args.reward, declared_speeds=speeds,
                                    max_body_bytes=args.max_body_bytes or MAX_BODY_BYTES,
-                                   request_timeout_s=args.timeout, health_interval_s=args.health_interval)
+                                   request_timeout_s=args.timeout, health_interval_s=args.health_interval,
+                                   scrape_interval_s=args.scrape_interval)
         if settings.reward:
             from rewardkit import RewardComposer
 

@@ -30,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from ..engines.metrics import parse_metrics
 from ..live.decision_log import Decision, DecisionLogWriter
 from ..live.view import LiveClusterView, restrict
 from ..routing.heuristics import HEURISTIC_NAMES, choose
@@ -54,6 +55,8 @@ class GatewaySettings:
     connect_timeout_s: float = 2.0
     request_timeout_s: float = 300.0
     health_interval_s: float = 1.0
+    #: seconds between scrapes of every backend's /metrics (load and KV use of vLLM engines); 0: none
+    scrape_interval_s: float = 0.25
     kv_capacity_blocks: float = 1024.0
     seed: int = 0
     extra_headers: dict[str, str] = field(default_factory=dict)
@@ -128,6 +131,7 @@ class Gateway:
         self.client: httpx.AsyncClient | None = None
         self.upstream: list[httpx.AsyncClient] = []
         self._health_task: asyncio.Task | None = None
+        self._scrape_task: asyncio.Task | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------------
     async def startup(self) -> None:
@@ -139,10 +143,13 @@ class Gateway:
                                                                                 max_keepalive_connections=64))
                          for _ in self.urls]
         self._health_task = asyncio.create_task(self._health_loop())
+        if self.settings.scrape_interval_s > 0:
+            self._scrape_task = asyncio.create_task(self._scrape_loop())
 
     async def shutdown(self) -> None:
-        if self._health_task is not None:
-            self._health_task.cancel()
+        for task in (self._health_task, self._scrape_task):
+            if task is not None:
+                task.cancel()
         if self.client is not None:
             await self.client.aclose()
             for client in self.upstream:
@@ -162,6 +169,22 @@ class Gateway:
         except httpx.HTTPError:
             ok = False
         self.set_healthy(i, ok)
+
+    async def _scrape_loop(self) -> None:
+        while True:
+            await asyncio.gather(*(self._scrape(i) for i in np.flatnonzero(self.view.healthy)))
+            await asyncio.sleep(self.settings.scrape_interval_s)
+
+    async def _scrape(self, i: int) -> None:
+        """Fold backend ``i``'s ``/metrics`` into the view; an engine without them is just not read."""
+        try:
+            resp = await self.client.get(self.urls[i] + "/metrics", timeout=max(self.settings.scrape_interval_s, 1.0))
+        except httpx.HTTPError:
+            return
+        if resp.status_code == 200:
+            metrics = parse_metrics(resp.text)
+            if metrics:
+                self.view.engine_reported(int(i), metrics)
 
     def set_healthy(self, i: int, ok: bool) -> None:
         self.view.healthy[i] = ok

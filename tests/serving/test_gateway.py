@@ -86,6 +86,25 @@ def test_a_load_aware_router_spreads_a_burst_and_logs_every_decision(cluster_fac
     assert all(d.status == "ok" and d.output_tokens == 4 and d.e2e_s > 0 for d in read.decisions)
 
 
+def test_load_the_engines_report_on_their_metrics_steers_routing(cluster_factory, tmp_path):
+    """Other clients' requests queue on engine a (its /metrics says 12 waiting, KV 90% used): a load-aware
+    gateway that scrapes /metrics sends its own requests to b; the logged rows show the engine's numbers."""
+    busy, idle = StubEngine("a", extra_waiting=12, kv_usage=0.9), StubEngine("b")
+    log = tmp_path / "d.jsonl"
+    c = cluster_factory([busy, idle], router="jsq", decision_log=str(log), scrape_interval_s=0.05)
+    time.sleep(0.5)  # a few scrapes
+    answers = [completion(c.url) for _ in range(6)]
+    assert {r.json()["served_by"] for r in answers} == {"b"}
+    rows = read_decision_log(log).decisions[0].observation
+    waiting, kv = FEATURE_NAMES.index("waiting"), FEATURE_NAMES.index("kv_used_frac")
+    assert rows[0][waiting] == pytest.approx(12 / 16) and rows[0][kv] == pytest.approx(0.9)  # count_scale 16
+    assert rows[1][waiting] == 0 and rows[1][kv] == 0
+    # without scraping the gateway sees only its own requests and spreads them
+    blind = cluster_factory([StubEngine("a", extra_waiting=12), StubEngine("b")], router="jsq", scrape_interval_s=0)
+    time.sleep(0.3)
+    assert {completion(blind.url).json()["served_by"] for _ in range(12)} == {"a", "b"}
+
+
 def test_streaming_passes_through_chunk_by_chunk_with_ttft_and_rewards(cluster_factory, tmp_path):
     log = tmp_path / "d.jsonl"
     c = cluster_factory([StubEngine("a", ttft_s=0.05, per_token_s=0.05)], router="least_prefill",
@@ -192,6 +211,8 @@ def test_bad_gateway_flags_are_one_line_errors(capsys):
     assert "oracle needs true speeds" in capsys.readouterr().err
     assert main(["gateway", "--backend", "http://127.0.0.1:1", "--router", "ppo"]) == 2
     assert "expected --checkpoint" in capsys.readouterr().err
+    assert main(["gateway", "--backend", "http://127.0.0.1:1", "--scrape-interval", "-1"]) == 2
+    assert "--scrape-interval: expected seconds >= 0" in capsys.readouterr().err
 
 
 def test_stream_tokens_are_counted_across_chunks_without_the_closing_events():
