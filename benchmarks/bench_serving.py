@@ -84,7 +84,7 @@ class ClientRouting:
         self.prefix = PrefixIndex(n, block_size)
         self.ppo = None
         self.obs_config = ObservationConfig()
-        if router.startswith("ppo"):
+        if checkpoint is not None:
             import dataclasses
 
             import torch
@@ -154,15 +154,26 @@ class ClientRouting:
 
 
 # ---- one run ------------------------------------------------------------------------------------
+def router_checkpoint(router: str, args: argparse.Namespace) -> str | None:
+    """The checkpoint a PPO router name stands for (``--policy NAME=PATH``, else ``--checkpoint`` for ppo*)."""
+    if router in args.policies:
+        return args.policies[router]
+    return str(args.checkpoint) if router.startswith("ppo") else None
+
+
 def run_router(cluster: EngineCluster, router: str, specs: list, args: argparse.Namespace, out: Path,
-               warmup: list) -> dict[str, Any]:
+               warmup: list, tag: str = "") -> dict[str, Any]:
     """One router over the workload through a fresh gateway: records, wall time, routed counts, engine counters."""
-    checkpoint = str(args.checkpoint) if router.startswith("ppo") else None
+    checkpoint = router_checkpoint(router, args)
     if args.client_routing:
         return run_client_side(cluster, router, checkpoint, specs, args, warmup)
     declared = [args.slow_speed if "slow" in spec.model else 1.0 for spec in cluster.specs]
     extra = ["--speeds", ",".join(f"{v:g}" for v in declared), *(args.gateway_arg or [])]
-    gw = GatewayProcess(cluster.urls, router, checkpoint=checkpoint, extra=extra, log=out / f"gateway-{router}.log")
+    if args.log_decisions:  # every decision and its request's reward, for rewardkit train --from-log
+        (out / "decisions").mkdir(exist_ok=True)
+        extra += ["--decision-log", str(out / "decisions" / f"{router}{tag}.jsonl"), "--reward", args.log_decisions]
+    gw = GatewayProcess(cluster.urls, "ppo" if checkpoint else router, checkpoint=checkpoint, extra=extra,
+                        log=out / f"gateway-{router}.log")
     try:
         gw.start()
         asyncio.run(replay(gw.url, warmup, model="tiny-llama", timeout_s=args.timeout))  # connections, caches
@@ -243,7 +254,7 @@ def live_part(args: argparse.Namespace, out: Path, routers: list[str], prefix: b
             order = routers[rep % len(routers):] + routers[:rep % len(routers)]
             for router in order:
                 t1 = time.perf_counter()
-                run = run_router(cluster, router, specs[router], args, out, warmup)
+                run = run_router(cluster, router, specs[router], args, out, warmup, tag=f"-round{rep + 1}")
                 runs[router].append(run)
                 s = summarize(run["records"], run["wall"])
                 print(f"[serving] round {rep + 1}/{args.repeats} {router}: {s['completed']}/{s['requests']} answered, "
@@ -260,7 +271,7 @@ def sim_ranking(args: argparse.Namespace, routers: list[str]) -> dict[str, dict[
     if not path.is_file():
         cmd = [str(Path(sys.executable).with_name("rewardkit")), "evaluate", "--env", args.env, "--n-seeds",
                str(args.sim_seeds), "--out", str(args.sim_out),
-               "--baselines", ",".join(r for r in routers if r != "ppo")]
+               "--baselines", ",".join(r for r in routers if r != "ppo" and r not in args.policies)]
         if "ppo" in routers:
             cmd += ["--checkpoint", str(args.checkpoint)]
         print("[serving] simulator side: " + " ".join(cmd), file=sys.stderr, flush=True)
@@ -398,6 +409,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="PPO checkpoint trained in Vidur on hetero "
                         "(rewardkit train configs/ppo_hetero.yaml --out runs/ppo_hetero)")
     p.add_argument("--gateway-arg", action="append", help="extra argument for rewardkit gateway (repeatable)")
+    p.add_argument("--policy", action="append", default=[], metavar="NAME=PATH",
+                   help="another PPO checkpoint to route with as router NAME (repeatable; live only, no sim rank)")
+    p.add_argument("--log-decisions", default=None, metavar="REWARD_YAML",
+                   help="each gateway writes its decisions with this per-request reward to --out/decisions/")
     p.add_argument("--client-routing", action="store_true",
                    help="route in the load generator instead of through rewardkit gateway (fallback)")
     p.add_argument("--slow-speed", type=float, default=0.5, help="declared speed of the slow replicas (client routing)")
@@ -426,6 +441,13 @@ def main(argv: list[str] | None = None) -> int:
         print(report(data))
         return 0
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    args.policies = {}
+    for item in args.policy:
+        name, _, path = item.partition("=")
+        if not name or not Path(path).is_file():
+            print(f"error: --policy: expected NAME=PATH of an existing checkpoint, got {item!r}", file=sys.stderr)
+            return 2
+        args.policies[name] = path
     routers = [r.strip() for r in args.routers.split(",") if r.strip()]
     if "ppo" in routers and not Path(args.checkpoint).is_file():
         print(f"error: --checkpoint {args.checkpoint}: no such file; train it with "

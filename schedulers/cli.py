@@ -62,8 +62,8 @@ def add_train_command(subparsers: Any) -> None:
     parser.add_argument("--config", dest="config_opt", default=None, help="training config YAML (same as CONFIG)")
     parser.add_argument("--out", default=None, help="output folder (default: runs/<config name>)")
     parser.add_argument("--no-resume", action="store_true", help="start over even if out has checkpoints")
-    parser.add_argument("--from-log", default=None,
-                        help="learn offline from a gateway's decision log instead of training in Vidur")
+    parser.add_argument("--from-log", action="append", default=None, metavar="FILE",
+                        help="learn offline from a gateway's decision log instead of training (repeat for several logs)")
     parser.add_argument("--mode", choices=("clone", "reward"), default="reward",
                         help="with --from-log: clone the logged router, or fine-tune toward better-rewarded decisions")
     parser.add_argument("--init", default=None, help="with --from-log: the checkpoint to fine-tune (policy.pt)")
@@ -76,14 +76,14 @@ def offline_command(args: argparse.Namespace) -> int:
     from .rl.checkpoint_file import CheckpointError
     from .train.offline import train_from_log
 
-    out = args.out or str(Path("runs") / f"offline-{Path(args.from_log).stem}")
+    out = args.out or str(Path("runs") / f"offline-{Path(args.from_log[0]).stem}")
     try:
         check_out_dir(out)
         path = train_from_log(args.from_log, out, mode=args.mode, init=args.init, epochs=args.epochs)
     except (ConfigError, CheckpointError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(f"learned from {args.from_log} ({args.mode}); policy: {path}")
+    print(f"learned from {', '.join(args.from_log)} ({args.mode}); policy: {path}")
     return 0
 
 

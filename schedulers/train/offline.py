@@ -50,28 +50,47 @@ class LoggedBatch:
     skipped: int
 
 
-def load_logged(path: str | Path, mode: str) -> LoggedBatch:
-    """The decisions of ``path`` that ``mode`` can learn from (located errors for anything unusable)."""
+def load_logged(paths: str | Path | list[str | Path], mode: str) -> LoggedBatch:
+    """The decisions of one log or several (same observation settings) that ``mode`` can learn from.
+
+    Logs of several gateways (routers, rounds) together give the reward mode what it needs most:
+    different actions in similar states, each with its request's outcome.
+    """
     if mode not in MODES:
         raise ConfigError(f"expected one of {', '.join(MODES)}, got {mode!r}", path="--mode")
-    log = read_decision_log(path)
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if not paths:
+        raise ConfigError("expected at least one decision log", path="--from-log")
     known = {f.name for f in dataclasses.fields(ObservationConfig)}
-    saved = log.header.get("observation") or {}
-    if not isinstance(saved, dict) or set(saved) - known:
-        raise ConfigError(f"{path}:1: observation: expected the observation settings of a gateway header")
-    observation = ObservationConfig(**saved)
-    if list(log.header.get("features") or []) != list(feature_names(observation)):
-        raise ConfigError(f"{path}:1: features: expected {list(feature_names(observation))}, got {log.header.get('features')}")
-    usable = [d for d in log.decisions if d.status == "ok" and (mode == "clone" or d.reward is not None)]
+    observation: ObservationConfig | None = None
+    usable, total = [], 0
+    for path in paths:
+        log = read_decision_log(path)
+        saved = log.header.get("observation") or {}
+        if not isinstance(saved, dict) or set(saved) - known:
+            raise ConfigError(f"{path}:1: observation: expected the observation settings of a gateway header")
+        this = ObservationConfig(**saved)
+        if observation is not None and this != observation:
+            raise ConfigError(f"{path}:1: observation: expected the settings of {paths[0]} ({dataclasses.asdict(observation)}), "
+                              f"got {saved}")
+        observation = this
+        if list(log.header.get("features") or []) != list(feature_names(this)):
+            raise ConfigError(f"{path}:1: features: expected {list(feature_names(this))}, got {log.header.get('features')}")
+        usable += [d for d in log.decisions if d.status == "ok" and (mode == "clone" or d.reward is not None)]
+        total += len(log.decisions)
     if not usable:
-        raise ConfigError(f"{path}: expected decisions to learn from (status ok{' with a reward' if mode == 'reward' else ''}), "
-                          f"got none of {len(log.decisions)}")
+        where = paths[0] if len(paths) == 1 else f"{len(paths)} logs"
+        raise ConfigError(f"{where}: expected decisions to learn from (status ok{' with a reward' if mode == 'reward' else ''}), "
+                          f"got none of {total}")
+    widths = {len(d.observation) for d in usable}
+    if len(widths) != 1:
+        raise ConfigError(f"expected one replica count in every decision, got {sorted(widths)}", path="--from-log")
     obs = torch.tensor([d.observation for d in usable], dtype=torch.float32)
     if not torch.isfinite(obs).all():
-        raise ConfigError(f"{path}: expected finite observation values")
+        raise ConfigError(f"{paths[0]}: expected finite observation values")
     actions = torch.tensor([d.action for d in usable], dtype=torch.long)
     rewards = torch.tensor([float(d.reward) for d in usable], dtype=torch.float32) if mode == "reward" else None
-    return LoggedBatch(obs, actions, rewards, observation, len(log.decisions) - len(usable))
+    return LoggedBatch(obs, actions, rewards, observation, total - len(usable))
 
 
 def fit_offline(policy: ReplicaScorerPolicy, batch: LoggedBatch, mode: str, *, epochs: int = 20, lr: float = 1e-3,
@@ -109,9 +128,10 @@ def fit_offline(policy: ReplicaScorerPolicy, batch: LoggedBatch, mode: str, *, e
     return rows
 
 
-def train_from_log(log_path: str | Path, out_dir: str | Path, *, mode: str = "reward", init: str | None = None,
+def train_from_log(log_path: str | Path | list[str | Path], out_dir: str | Path, *, mode: str = "reward",
+                   init: str | None = None,
                    hidden_sizes: tuple[int, ...] = (64, 64), **fit: Any) -> Path:
-    """Learn from a decision log into ``out_dir/policy.pt`` (a checkpoint :class:`PPORouter` loads).
+    """Learn from one decision log or several into ``out_dir/policy.pt`` (a checkpoint :class:`PPORouter` loads).
 
     ``init``: a checkpoint to fine-tune (its observation settings must match the log's); without it
     a new policy of ``hidden_sizes`` is trained (``clone`` is the usual mode then).
@@ -133,12 +153,13 @@ def train_from_log(log_path: str | Path, out_dir: str | Path, *, mode: str = "re
     def progress(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    progress(f"[offline] {len(batch.actions)} decisions from {log_path} ({batch.skipped} left out), mode {mode}")
+    logs = [str(p) for p in ([log_path] if isinstance(log_path, (str, Path)) else log_path)]
+    progress(f"[offline] {len(batch.actions)} decisions from {', '.join(logs)} ({batch.skipped} left out), mode {mode}")
     rows = fit_offline(policy, batch, mode, log=progress, **fit)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "policy.pt"
     atomic_save({**policy.eval().to_checkpoint(), "observation": dataclasses.asdict(batch.observation),
-                 "kind": f"offline_{mode}", "decision_log": str(log_path),
+                 "kind": f"offline_{mode}", "decision_logs": logs,
                  "final_agreement": rows[-1]["agreement"] if rows else math.nan}, path)
     return path

@@ -74,6 +74,26 @@ def test_reward_weighted_fine_tuning_moves_toward_better_rewarded_actions(tmp_pa
     assert torch.load(tuned, weights_only=True)["kind"] == "offline_reward"
 
 
+def test_several_logs_are_learned_from_together(tmp_path):
+    """Two gateways' logs: one router always chose replica 0, the other the least first feature; only the
+    second's requests fared well. Fine-tuning on both logs together picks the second router's rule."""
+    always_zero, smart = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write_log(always_zero, 1500, lambda obs, rng: 0,
+              reward=lambda obs, a, rng: (0.0 if a == least_first_feature(obs) else -1.0), seed=1)
+    write_log(smart, 1500, lambda obs, rng: least_first_feature(obs), reward=lambda obs, a, rng: 0.0, seed=2)
+    init = train_from_log([always_zero, smart], tmp_path / "start", mode="clone", epochs=1, lr=1e-6)
+    tuned = train_from_log([always_zero, smart], tmp_path / "tuned", mode="reward", init=str(init), epochs=30, lr=3e-3)
+    assert agreement(tuned, least_first_feature) > 0.8
+    assert torch.load(tuned, weights_only=True)["decision_logs"] == [str(always_zero), str(smart)]
+    other = tmp_path / "other.jsonl"
+    writer = DecisionLogWriter(other, router="t", replicas=["http://r"] * REPLICAS,
+                               observation={**dataclasses.asdict(ObservationConfig()), "token_scale": 1.0},
+                               features=FEATURES, reward=None)
+    writer.close()
+    with pytest.raises(ConfigError, match=r"other\.jsonl:1: observation: expected the settings of"):
+        train_from_log([smart, other], tmp_path / "o", mode="clone")
+
+
 def test_bad_logs_are_located_errors(tmp_path):
     other = tmp_path / "other.jsonl"
     write_log(other, 5, lambda obs, rng: 0, features=["a", "b"])
