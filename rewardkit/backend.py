@@ -15,7 +15,8 @@ docs/writing-components.md. Synchronisation: nothing here forces a device-to-hos
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+import math
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -30,8 +31,9 @@ _NEUTRAL = (bool, int, float, list, tuple, np.generic)
 _HOST = ("numpy",)
 _namespaces: dict[type, Any] = {}
 _float_max: dict[Any, float] = {}
-#: (input checks on, the float dtype of the batched call being evaluated)
-_call: ContextVar[tuple[bool, Any]] = ContextVar("rewardkit_call", default=(True, None))
+#: (input checks on, the float dtype of the batched call being evaluated, NumPy warnings silenced)
+_call: ContextVar[tuple[bool, Any, bool]] = ContextVar("rewardkit_call", default=(True, None, False))
+_NULL = nullcontext()
 
 
 def library_of(value: Any) -> str | None:
@@ -133,12 +135,23 @@ def call_dtype(default: Any = None) -> Any:
 
 @contextmanager
 def evaluating(check_inputs: bool, dtype: Any) -> Iterator[None]:
-    """Run the block as one batched call: input checks on or off, computing in ``dtype``."""
-    token = _call.set((check_inputs, dtype))
+    """Run the block as one batched call: input checks on or off, computing in ``dtype``, NumPy's
+    overflow/invalid warnings silenced once for every component (see :func:`quiet`)."""
+    token = _call.set((check_inputs, dtype, True))
     try:
-        yield
+        with np.errstate(over="ignore", invalid="ignore"):
+            yield
     finally:
         _call.reset(token)
+
+
+def quiet() -> Any:
+    """Context that silences NumPy's overflow/invalid warnings for arithmetic whose result is then
+    saturated or discarded (other libraries do not warn); free inside a composer call, which
+    silences them once for all components."""
+    if _call.get()[2]:
+        return _NULL
+    return np.errstate(over="ignore", invalid="ignore")
 
 
 def float_max(a: Any) -> float:
@@ -154,6 +167,23 @@ def saturate(x: Any) -> Any:
     """``x`` clamped to the finite range of its dtype (``+-inf`` become the largest finite float; NaN stays)."""
     big = float_max(x)
     return array_namespace(x).clip(x, -big, big)
+
+
+def all_finite(*arrays: Any) -> bool:
+    """Whether every value of ``arrays`` is finite, read on the host (a synchronisation on a device).
+
+    One read of one number for all arrays: a finite sum of their sums means finite values; an
+    infinite or NaN one (possibly an overflow of finite values) is settled array by array.
+    """
+    if not arrays:
+        return True
+    xp = array_namespace(arrays[0])
+    total = xp.sum(arrays[0])
+    for a in arrays[1:]:
+        total = total + xp.sum(a)
+    if math.isfinite(float(total)):
+        return True
+    return all(bool(xp.all(xp.isfinite(a))) for a in arrays)
 
 
 def wide_float(xp: Any) -> Any:

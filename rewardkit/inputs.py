@@ -12,7 +12,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from .backend import array_namespace, check_one_library, device_of, evaluating, library_of, like, maybe_any, to_numpy, wide_float
+from .backend import (all_finite, array_namespace, check_one_library, device_of, evaluating, library_of, like, maybe_any,
+                      to_numpy, wide_float)
 from .errors import ConfigError, InvalidInputError, MissingInputError, NonFiniteInputError
 from .params import describe
 
@@ -248,10 +249,6 @@ class InputChecks:
                 raise InvalidInputError(
                     f"context key {key!r} (read by {name}, input {local!r}): expected {nd} axes per "
                     f"environment plus an optional leading environment axis, got shape {shape}")
-            if check_values:  # reads one boolean back from a device: the call's one synchronisation
-                finite = np.isfinite(arr).all() if xp is np else xp.all(xp.isfinite(arr))
-                if not bool(finite):
-                    self._nonfinite(key, to_numpy(arr))
             if len(shape) == nd + 1:
                 if shape[0] == 0:
                     raise InvalidInputError(f"context key {key!r}: expected at least one environment on the "
@@ -261,6 +258,12 @@ class InputChecks:
                 elif shape[0] != batch:
                     raise InvalidInputError(f"context key {key!r}: expected {batch} environments on the leading "
                                             f"axis like the other inputs, got shape {shape}")
+        if check_values:  # reads one number back from a device: the call's one synchronisation
+            present = [a for a in inputs if a is not None]
+            if not all_finite(*present):
+                for (key, *_), arr in zip(self._slot_info, inputs, strict=True):
+                    if arr is not None and not all_finite(arr):
+                        self._nonfinite(key, to_numpy(arr))
         return batch
 
     def _vector_step(self, inputs: list[Any], step: int, term: Any, trunc: Any, done: Any, dtype: Any = None

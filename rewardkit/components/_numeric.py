@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import array_namespace, saturate
+from ..backend import array_namespace, quiet, saturate
 
 __all__ = ["FLOAT_MAX", "FEW_COLUMNS", "saturate", "overflow_ok", "row_sum", "row_min_max"]
 
@@ -20,10 +20,9 @@ __all__ = ["FLOAT_MAX", "FEW_COLUMNS", "saturate", "overflow_ok", "row_sum", "ro
 FLOAT_MAX = float(np.finfo(np.float64).max)
 
 
-def overflow_ok() -> np.errstate:
-    """Context that silences NumPy's overflow/invalid warnings for arithmetic whose result is then
-    saturated or discarded (other libraries do not warn)."""
-    return np.errstate(over="ignore", invalid="ignore")
+#: silences NumPy's overflow/invalid warnings around arithmetic that is then saturated (free inside
+#: a composer call, which silences them once)
+overflow_ok = quiet
 
 
 #: Up to this many columns, row reductions run as a loop over columns (libraries reduce short rows

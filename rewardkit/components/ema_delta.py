@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Mapping
 
-from ..backend import array_namespace
+from ..backend import all_finite, array_namespace, is_host
 from ..base import Array, BaseReward, PerEnvState
 from ..params import Param
 from ..registry import register
@@ -53,12 +53,24 @@ class EmaDelta(BaseReward):
         first = s["started"] == 0.0
         a, eps = self.ema_alpha, self.eps
         mean, var = s["mean"], s["var"]
-        with overflow_ok():  # values beyond the dtype's range saturate at its largest finite float
-            d = saturate(value - mean)
+        with overflow_ok():
             std = xp.sqrt(var)
-            delta = xp.where((std > eps) & ~first, saturate(d / (std + eps)), 0.0)
-            new_mean = saturate((1.0 - a) * mean + a * value)
-            new_var = saturate((1.0 - a) * var + a * (d * d))
+            scored = (std > eps) & ~first
+            # On the host the plain steps run first and are kept when every result is finite (a
+            # cheap check there); otherwise, and always on a device, each result saturates at the
+            # dtype's largest finite float. Both give the same numbers for finite results.
+            exact = is_host(value)
+            if exact:
+                d = value - mean
+                delta = xp.where(scored, d / (std + eps), 0.0)
+                new_mean = (1.0 - a) * mean + a * value
+                new_var = (1.0 - a) * var + a * (d * d)
+                exact = all_finite(delta, new_mean, new_var)
+            if not exact:
+                d = saturate(value - mean)
+                delta = xp.where(scored, saturate(d / (std + eps)), 0.0)
+                new_mean = saturate((1.0 - a) * mean + a * value)
+                new_var = saturate((1.0 - a) * var + a * (d * d))
         s["mean"] = xp.where(first, value, new_mean)
         s["var"] = xp.where(first, 0.0, new_var)
         s["started"] = xp.ones_like(value)

@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..backend import array_namespace, checking, float_max, maybe_any, to_numpy
+from ..backend import array_namespace, checking, float_max, is_host, to_numpy
 from ..base import Array, BaseReward
 from ..params import Param
 from ..registry import register
@@ -43,24 +43,29 @@ class LoadImbalance(BaseReward):
         if loads.shape[-1] == 0:
             raise ValueError(f"{self.name} (load_imbalance): input 'replica_loads' needs at least one replica")
         low, high = row_min_max(loads)
+        ratio = self.statistic in ("cv", "max_over_mean")
+        host = is_host(loads)
+        if host:  # two reductions read on the host settle both questions below
+            least, most = float(xp.min(low)), float(xp.max(high))
         # an input check: reads one boolean back from a device (skipped with check_inputs=False)
-        if self.statistic in ("cv", "max_over_mean") and (isinstance(loads, np.ndarray) or checking()) \
-                and bool(xp.any(low < 0)):
-            host = to_numpy(low)
+        if ratio and (least < 0 if host else checking() and bool(xp.any(low < 0))):
+            values = to_numpy(low)
             raise ValueError(
                 f"{self.name} (load_imbalance): statistic {self.statistic!r} needs non-negative "
-                f"'replica_loads', got {float(host[host < 0][0])!r}"
+                f"'replica_loads', got {float(values[values < 0][0])!r}"
             )
         with overflow_ok():
             if self.statistic == "range":
                 return saturate(high - low)
             # Rows with loads beyond _moderate are computed on rescaled loads (squares would overflow);
-            # the choice is per row, so a row's value never depends on the other environments.
-            huge = xp.maximum(-low, high) > _moderate(loads)
-            if maybe_any(huge):  # on a device both are computed and where() picks, with no sync
-                return xp.where(huge, self._compute_rescaled(xp, loads, low, high),
-                                self._compute_direct(xp, loads, low, high))
-            return self._compute_direct(xp, loads, low, high)
+            # the choice is per row, so a row's value never depends on the other environments. On
+            # a device both are computed and where() picks, with no synchronisation.
+            moderate = _moderate(loads)
+            if host and max(-least, most) <= moderate:
+                return self._compute_direct(xp, loads, low, high)
+            huge = (high if ratio else xp.maximum(-low, high)) > moderate
+            return xp.where(huge, self._compute_rescaled(xp, loads, low, high),
+                            self._compute_direct(xp, loads, low, high))
 
     def _compute_direct(self, xp: Any, loads: Array, low: Array, high: Array) -> Array:
         """The statistics on loads of moderate magnitude (no overflow possible)."""

@@ -49,10 +49,3 @@ def test_a_torch_context_computes_in_torch_and_says_so_in_its_output_types() -> 
     out = composer({"throughput": torch.rand(4), "latency": torch.rand(4), "replica_loads": torch.rand(4, 3)})
     assert isinstance(out.total, torch.Tensor) and out.total.dtype == torch.float32 and out.total.shape == (4,)
     assert library_of(torch.ones(2)) == "torch"
-
-
-def test_a_torch_and_jax_context_is_a_located_error() -> None:
-    jnp = pytest.importorskip("jax.numpy")
-    composer = RewardComposer.from_yaml(HYBRID)
-    with pytest.raises(InvalidInputError, match="key 'throughput' is a torch array but key 'latency' is a jax array"):
-        composer({"throughput": torch.rand(4), "latency": jnp.ones(4), "replica_loads": torch.rand(4, 3)})
