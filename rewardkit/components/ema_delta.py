@@ -121,13 +121,13 @@ class EmaDelta(BaseReward):
         """:meth:`scalar_fn` as inline statements (same operations) for the compiled scalar path."""
         st, s, d, r = "_state", f"{tag}_slots", f"{tag}_d", f"{tag}_delta"
         std, m, v = f"{tag}_std", f"{tag}_mean", f"{tag}_var"
-        env[st], env["_FLOAT_MAX"], env["_sqrt"], env["_float"] = self._state, FLOAT_MAX, math.sqrt, float
+        env[st], env["_FLOAT_MAX"], env["_sqrt"] = self._state, FLOAT_MAX, math.sqrt
         x, a, eps = args[0], self.ema_alpha, self.eps
         return [
             f"{s} = {st}.slots",
             f"if {s} is None: {s} = {st}.scalar_slots()",
             f"if {s}[2] == 0.0:",
-            f"    {s}[0] = _float({x}); {s}[1] = 0.0; {s}[2] = 1.0; {r} = 0.0",
+            f"    {s}[0] = {x}; {s}[1] = 0.0; {s}[2] = 1.0; {r} = 0.0",  # inputs arrive as floats
             "else:",
             f"    {d} = {x} - {s}[0]",
             f"    {d} = _FLOAT_MAX if {d} > _FLOAT_MAX else (-_FLOAT_MAX if {d} < -_FLOAT_MAX else {d})",

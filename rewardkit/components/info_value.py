@@ -55,5 +55,5 @@ class InfoValue(BaseReward):
 
     def scalar_source(self, args: list[str], env: dict[str, Any], tag: str) -> str | None:
         """Inlined form of :meth:`scalar_fn` for the composer's compiled scalar path."""
-        env["_float"] = float
-        return f"({self.default!r} if {args[0]} is None else _float({args[0]}))"
+        # the composer's scalar path hands inputs over as Python floats already
+        return f"({self.default!r} if {args[0]} is None else {args[0]})"
