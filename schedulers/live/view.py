@@ -134,16 +134,19 @@ class LiveClusterView:
     def measured_speeds(self) -> np.ndarray:
         """Each replica's speed estimated from live decode rates, in the declared speeds' units.
 
-        A replica's rate per unit of declared speed is compared with the median of all measured
-        replicas' (so a cluster running as declared reads its declared speeds, and one that runs at
-        half its peers' pace per declared unit reads half its declared speed); replicas not yet
-        measured read their declared speed. With ``measure_speed=False``: the declared speeds.
+        A replica's rate per unit of declared speed is compared with the median of the measured
+        replicas of the fastest declared class (so a cluster running as declared reads its declared
+        speeds, and one that runs at half its peers' pace per declared unit reads half its declared
+        speed); replicas not yet measured read their declared speed. With ``measure_speed=False``: the declared speeds.
         """
         known = ~np.isnan(self.decode_rate)
         if not self.measure_speed or not known.any():
             return self.speeds.copy()
         per_unit = self.decode_rate[known] / self.speeds[known]
-        reference = float(np.median(per_unit))
+        # the reference: replicas of the fastest declared class (they read their declared speed when
+        # they run as declared; a median over every class would let slow replicas drag it down)
+        top = self.speeds[known] >= self.speeds[known].max()
+        reference = float(np.median(per_unit[top]))
         if reference <= 0:
             return self.speeds.copy()
         measured = self.speeds.copy()

@@ -55,6 +55,17 @@ def test_a_replica_decoding_at_half_its_peers_pace_reads_half_its_declared_speed
     assert LiveClusterView(3, [1.0, 1.0, 2.0], clock=clock, measure_speed=False).measured_speeds().tolist() == [1, 1, 2]
 
 
+def test_slow_replicas_do_not_drag_the_reference_down():
+    """Two fast replicas (declared 1) decode at 100 tokens/s, two slow ones (declared 0.5) at 10: the fast ones
+    read 1 (not 1.8, as a median over all four would make them), the slow ones their true 0.1."""
+    clock = Clock()
+    view = LiveClusterView(4, [1.0, 1.0, 0.5, 0.5], clock=clock)
+    for _ in range(5):
+        for replica, per_token in ((0, 0.01), (1, 0.01), (2, 0.1), (3, 0.1)):
+            serve(view, clock, replica, 20, per_token)
+    assert view.measured_speeds() == pytest.approx([1.0, 1.0, 0.1, 0.1], rel=1e-6)
+
+
 def test_failed_or_single_token_requests_do_not_move_the_estimate():
     clock = Clock()
     view = LiveClusterView(2, clock=clock)
