@@ -248,6 +248,10 @@ class PerEnvState:
         self.arrays: dict[str, Any] = {}
         self.slots: list[float] | None = None
         self._kind: tuple[Any, Any, Any] = (np.ndarray, np.dtype(np.float64), None)
+        #: set by a component once every environment's slots hold a written value (no first
+        #: step pending anywhere); cleared by any reset that may touch one. A host-side flag: a
+        #: component may skip its first-step handling without reading a device.
+        self.started_everywhere = False
 
     def ensure(self, n_envs: int, like: Any = None) -> dict[str, Any]:
         """Return the state arrays, allocating them for ``n_envs`` environments if needed.
@@ -262,9 +266,11 @@ class PerEnvState:
             self.arrays = {k: np.array([v], dtype=np.float64) for k, v in zip(self._initial, self.slots, strict=True)}
             self._kind = (np.ndarray, np.dtype(np.float64), None)
             self.slots = None
+            self.started_everywhere = False
         want = kind(like) if like is not None else (np.ndarray, np.dtype(np.float64), None)
         if not self.arrays:
             self._kind = want
+            self.started_everywhere = False
             if like is None:
                 self.arrays = {k: np.full(n_envs, v, dtype=np.float64) for k, v in self._initial.items()}
             else:
@@ -310,7 +316,9 @@ class PerEnvState:
         """
         if mask is None:
             self.arrays, self.slots = {}, None
+            self.started_everywhere = False
             return
+        self.started_everywhere = False
         if library_of(mask) is None:
             mask = np.asarray(mask, dtype=bool)
         held = self.n_envs()
@@ -348,6 +356,7 @@ class PerEnvState:
                 raise ConfigError(f"unknown key; expected one of: {', '.join(self._initial)}", path=where(str(key)))
         if not state:
             self.arrays, self.slots = {}, None
+            self.started_everywhere = False
             return
         arrays: dict[str, Array] = {}
         for key in self._initial:
@@ -367,18 +376,20 @@ class PerEnvState:
         self.slots = None
         self.arrays = arrays
         self._kind = (np.ndarray, np.dtype(np.float64), None)
+        self.started_everywhere = False
 
     def snapshot(self) -> tuple[dict[str, Any], list[float] | None, tuple[Any, Any, Any]]:
         """A copy of the state, for :meth:`restore` (cheap: a few floats or arrays)."""
         return ({k: copy_array(a) for k, a in self.arrays.items()},
-                None if self.slots is None else list(self.slots), self._kind)
+                None if self.slots is None else list(self.slots), self._kind, self.started_everywhere)
 
-    def restore(self, saved: tuple[dict[str, Any], list[float] | None, tuple[Any, Any, Any]]) -> None:
+    def restore(self, saved: tuple[dict[str, Any], list[float] | None, tuple[Any, Any, Any], bool]) -> None:
         """Put back what :meth:`snapshot` returned."""
-        arrays, slots, held_kind = saved
+        arrays, slots, held_kind, started = saved
         self.arrays = {k: copy_array(a) for k, a in arrays.items()}
         self.slots = None if slots is None else list(slots)
         self._kind = held_kind
+        self.started_everywhere = started
 
 
 def _finite(value: Any) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, ClassVar, Mapping
 
-from ..backend import array_namespace
+from ..backend import array_namespace, clip
 from ..base import Array, BaseReward
 from ._numeric import overflow_ok
 
@@ -37,7 +37,8 @@ class ScaledSigmoid(BaseReward):
                 z = ((value - getattr(self, self.center_param)) * 2.0 ** -512) / (width * 2.0 ** -512)
             else:
                 z = (value - getattr(self, self.center_param)) / width
-            return 1.0 / (1.0 + xp.exp(-xp.clip(z, -700.0, 700.0)))
+            # clipped at -700 as the scalar path clips (exp(700) is finite); above +700 both give 1.0
+            return 1.0 / (1.0 + xp.exp(-clip(z, -700.0, None)))
 
     def scalar_fn(self) -> Callable[..., float]:
         """Plain-float version of :meth:`compute` for the composer's scalar path."""

@@ -49,13 +49,16 @@ class EmaDelta(BaseReward):
     def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
         value = x["signal"]
         xp = array_namespace(value)
-        s = self._state.ensure(value.shape[0], like=value)
-        first = s["started"] == 0.0
+        state = self._state
+        s = state.ensure(value.shape[0], like=value)
+        # every environment past its first step (a host-side flag): no first-step selection needed
+        started = state.started_everywhere
+        first = None if started else s["started"] == 0.0
         a, eps = self.ema_alpha, self.eps
         mean, var = s["mean"], s["var"]
         with overflow_ok():
             std = xp.sqrt(var)
-            scored = (std > eps) & ~first
+            scored = std > eps if started else (std > eps) & ~first
             # On the host the plain steps run first and are kept when every result is finite (a
             # cheap check there); otherwise, and always on a device, each result saturates at the
             # dtype's largest finite float. Both give the same numbers for finite results.
@@ -71,9 +74,13 @@ class EmaDelta(BaseReward):
                 delta = xp.where(scored, saturate(d / (std + eps)), 0.0)
                 new_mean = saturate((1.0 - a) * mean + a * value)
                 new_var = saturate((1.0 - a) * var + a * (d * d))
-        s["mean"] = xp.where(first, value, new_mean)
-        s["var"] = xp.where(first, 0.0, new_var)
-        s["started"] = xp.ones_like(value)
+        if started:
+            s["mean"], s["var"] = new_mean, new_var
+        else:
+            s["mean"] = xp.where(first, value, new_mean)
+            s["var"] = xp.where(first, 0.0, new_var)
+            s["started"] = xp.ones_like(value)
+            state.started_everywhere = True
         return delta
 
     def reset(self, mask: Array | None = None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Mapping
 
-from ..backend import array_namespace
+from ..backend import clip
 from ..base import Array, BaseReward
 from ..params import Param
 from ..registry import register
@@ -38,7 +38,7 @@ class Linear(BaseReward):
         with overflow_ok():
             out = saturate(self.scale * x["value"])
         if self.clip is not None:
-            out = array_namespace(out).clip(out, self.clip[0], self.clip[1])
+            out = clip(out, self.clip[0], self.clip[1])
         return out
 
     def scalar_fn(self) -> Callable[..., float]:

@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..backend import array_namespace, checking, float_max, is_host, to_numpy
+from ..backend import array_namespace, checking, clip, float_max, is_host, to_numpy
 from ..base import Array, BaseReward
 from ..params import Param
 from ..registry import register
@@ -46,7 +46,7 @@ class LoadImbalance(BaseReward):
         ratio = self.statistic in ("cv", "max_over_mean")
         host = is_host(loads)
         if host:  # two reductions read on the host settle both questions below
-            least, most = float(xp.min(low)), float(xp.max(high))
+            least, most = float(low.min()), float(high.max())
         # an input check: reads one boolean back from a device (skipped with check_inputs=False)
         if ratio and (least < 0 if host else checking() and bool(xp.any(low < 0))):
             values = to_numpy(low)
@@ -62,29 +62,33 @@ class LoadImbalance(BaseReward):
             # a device both are computed and where() picks, with no synchronisation.
             moderate = _moderate(loads)
             if host and max(-least, most) <= moderate:
-                return self._compute_direct(xp, loads, low, high)
+                return self._compute_direct(xp, loads, low, high, positive_mean=least > 0)
             huge = (high if ratio else xp.maximum(-low, high)) > moderate
             return xp.where(huge, self._compute_rescaled(xp, loads, low, high),
                             self._compute_direct(xp, loads, low, high))
 
-    def _compute_direct(self, xp: Any, loads: Array, low: Array, high: Array) -> Array:
-        """The statistics on loads of moderate magnitude (no overflow possible)."""
+    def _compute_direct(self, xp: Any, loads: Array, low: Array, high: Array, positive_mean: bool = False) -> Array:
+        """The statistics on loads of moderate magnitude (no overflow possible); ``positive_mean``:
+        every load is known positive, so no mean needs guarding."""
         n = loads.shape[-1]
         mean = row_sum(loads) / n
-        positive = mean > 0
+        positive = None if positive_mean else mean > 0
         if self.statistic == "max_over_mean":
-            out = xp.where(positive, high / xp.where(positive, mean, 1.0) - 1.0, 0.0)
+            ratio = high / mean if positive_mean else xp.where(positive, high / xp.where(positive, mean, 1.0), 1.0)
+            out = clip(ratio - 1.0, 0.0, None)  # high >= mean, but rounding may leave a trace below
         else:
             dev = loads - mean[:, None]
-            var = row_sum(dev * dev) / n
+            var = row_sum(dev * dev) / n  # a sum of squares: never below 0
             if self.statistic == "var":
                 out = var
             elif self.statistic == "std":
                 out = xp.sqrt(var)
+            elif positive_mean:
+                out = xp.sqrt(var) / mean
             else:
                 out = xp.where(positive, xp.sqrt(var) / xp.where(positive, mean, 1.0), 0.0)
-        # Equal loads give exactly 0 (rounding in the mean could leave a trace); never below 0.
-        return xp.where(low == high, 0.0, xp.clip(out, 0.0, None))
+        # Equal loads give exactly 0 (rounding in the mean could leave a trace).
+        return xp.where(low == high, 0.0, out)
 
     def _compute_rescaled(self, xp: Any, loads: Array, low: Array, high: Array) -> Array:
         """The same statistics on loads divided by their largest magnitude (no overflow)."""
@@ -104,7 +108,7 @@ class LoadImbalance(BaseReward):
             safe_mean = xp.where(mean_u > 0, mean_u, 1.0)
             ratio = std_u / safe_mean if self.statistic == "cv" else high / scale / safe_mean - 1.0
             out = xp.where(mean_u > 0, ratio, 0.0)
-        return xp.where(low == high, 0.0, xp.clip(out, 0.0, None))
+        return xp.where(low == high, 0.0, clip(out, 0.0, None))
 
     def scalar_fn(self) -> Callable[..., float]:
         """Plain-float version of :meth:`compute` for the scalar path (same order of additions)."""

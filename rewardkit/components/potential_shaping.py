@@ -40,14 +40,19 @@ class PotentialShaping(BaseReward):
     def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
         potential = x["potential"]
         xp = array_namespace(potential)
-        s = self._state.ensure(potential.shape[0], like=potential)
-        started = s["started"] != 0.0
+        state = self._state
+        s = state.ensure(potential.shape[0], like=potential)
         phi_next = xp.where(terminated, 0.0, potential)
         with overflow_ok():
             shaped = saturate(self.gamma * phi_next - s["phi"])
+        if state.started_everywhere:  # a host-side flag: no environment is on its first call
+            s["phi"] = phi_next
+            return shaped
+        started = s["started"] != 0.0
         out = xp.where(started, shaped, 0.0)
         s["phi"] = xp.where(started, phi_next, potential)
         s["started"] = xp.ones_like(potential)
+        state.started_everywhere = True
         return out
 
     def reset(self, mask: Array | None = None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Mapping
 
-from ..backend import array_namespace, float_max
+from ..backend import clip, float_max
 from ..base import Array, BaseReward
 from ..params import Param
 from ..registry import register
@@ -30,15 +30,14 @@ class ThresholdPenalty(BaseReward):
 
     def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
         latency = x["latency"]
-        xp = array_namespace(latency)
         with overflow_ok():
             if self.threshold >= 0 and self.slope <= 1.0:
                 # the excess of a finite latency over a non-negative threshold cannot overflow, nor
                 # can its product with a slope up to 1 (the same rule as scalar_source)
-                excess = xp.clip(latency - self.threshold, 0.0, None)
+                excess = clip(latency - self.threshold, 0.0, None)
                 return excess if self.slope == 1.0 else self.slope * excess
             # clip first so that slope == 0 gives 0, not 0 * inf, beyond the dtype's range
-            excess = xp.clip(latency - self.threshold, 0.0, float_max(latency))
+            excess = clip(latency - self.threshold, 0.0, float_max(latency))
             return saturate(self.slope * excess)
 
     def scalar_fn(self) -> Callable[..., float]:

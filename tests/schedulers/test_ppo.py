@@ -181,10 +181,15 @@ def test_running_mean_std_matches_batch_statistics() -> None:
     g = torch.Generator().manual_seed(0)
     data = torch.randn(1000, generator=g) * 3 + 5
     rms = RunningMeanStd(epsilon=0.0)
-    for chunk in data.split(37):
+    for chunk in data.double().split(37):  # float64 in: statistics exact to float64 rounding
         rms.update(chunk)
-    assert rms.mean == pytest.approx(data.double().mean().item(), rel=1e-9)
-    assert rms.var == pytest.approx(data.double().var(unbiased=False).item(), rel=1e-9)
+    assert float(rms.mean) == pytest.approx(data.double().mean().item(), rel=1e-9)
+    assert float(rms.var) == pytest.approx(data.double().var(unbiased=False).item(), rel=1e-9)
+    single = RunningMeanStd(epsilon=0.0)
+    for chunk in data.split(37):  # float32 in: statistics held in float32 (the dtype policy)
+        single.update(chunk)
+    assert single.var.dtype == torch.float32
+    assert float(single.var) == pytest.approx(data.double().var(unbiased=False).item(), rel=1e-5)
 
 
 def test_reward_scaler_divides_by_return_std_without_centring() -> None:
