@@ -24,7 +24,7 @@ from .backend import array_namespace, device_of
 from .base import BaseReward, check_scalar_output, checked_output
 from .config import GroupNode, TermNode
 from .inputs import MAX_STEP, _ABSENT, _check_step, _NotScalar, _plain_floats, _returned_float, _scalar_flag
-from .outputs import RewardOutput
+from .outputs import CompiledRewardOutput
 
 #: Names the generated functions use for themselves; terms and context keys never take them.
 _RESERVED = frozenset({"ctx", "step", "terminated", "truncated", "done", "total", "out", "_self"})
@@ -79,8 +79,7 @@ class CodeEmitter:
                                "_check_step": _check_step, "_plain_floats": _plain_floats,
                                "_MAX_STEP": MAX_STEP, "_flag": _scalar_flag,
                                "_returned": _returned_float, "_bad_output": check_scalar_output, "_ABSENT": _ABSENT,
-                               "_new": object.__new__,
-                               "_RO": RewardOutput, "_names": self._names, "_self": self}
+                               "_RO": CompiledRewardOutput, "_names": self._names, "_self": self}
         namer.used.update(env)
         lines = ["def reward_single_env(ctx, step=None, terminated=None, truncated=None):",
                  "    if step is None: step = _self.step",
@@ -133,8 +132,8 @@ class CodeEmitter:
             lines.extend(updating)
         for node in self._stateful_nodes:
             lines.append(f"    if done: {holders[id(node.component)]}.reset(None)")
-        # Build the output without a call to __init__ and count the step here: this is the hot path.
-        lines += ["    out = _new(_RO)",
+        # Build the output without a Python __init__ and count the step here: this is the hot path.
+        lines += ["    out = _RO()",
                   "    out.total = total",
                   f"    out._values = ({', '.join(flat)},)",
                   "    out._names = _names",
@@ -143,9 +142,9 @@ class CodeEmitter:
         # This function is the composer's __call__ (no wrapper frame on the hot path): batched
         # contexts, missing keys and non-mappings leave it for the composer's slower path.
         body = lines[1:]
-        lines = [lines[0], "  try:"] + ["  " + line for line in body] + [
-            "  except (_NotScalar, KeyError, TypeError) as exc:",
-            "    return _self._not_scalar_call(ctx, step, terminated, truncated, exc)"]
+        lines = [lines[0], "    try:"] + ["    " + line for line in body] + [
+            "    except (_NotScalar, KeyError, TypeError) as exc:",
+            "        return _self._not_scalar_call(ctx, step, terminated, truncated, exc)"]
         self._scalar_source = "\n".join(lines) + "\n"
         return _define(self._scalar_source, env, "reward_single_env", filename)
 
@@ -155,40 +154,50 @@ class CodeEmitter:
         for key, nd, optional, _ in self._slot_info:
             x, total = v["ctx:" + key], v["ctx_sum:" + key]
             nonfinite = "raise _NotScalar" if self.allow_nonfinite else f"_nonfinite({key!r}, {x})"
+            # ``v - v`` is 0.0 (false) for a finite float and NaN (true) for NaN and +-inf: the
+            # finiteness check without a function call
+            if nd == 0 and optional:
+                lines += [f"    {x} = ctx.get({key!r}, _ABSENT)",
+                          f"    if {x}.__class__ is float:",
+                          f"        if {x} - {x}: {nonfinite}",
+                          f"    elif {x} is _ABSENT: {x} = None",
+                          "    else:",
+                          f"        {x} = _number({x}, {key!r})",
+                          f"        if {x} - {x}: {nonfinite}"]
+                continue
+            if nd == 0:
+                lines += [f"    {x} = ctx[{key!r}]",
+                          f"    if {x}.__class__ is not float: {x} = _number({x}, {key!r})",
+                          f"    if {x} - {x}: {nonfinite}"]
+                continue
             if optional:
                 lines.append(f"    {x} = ctx.get({key!r}, _ABSENT)")
                 lines.append(f"    if {x} is _ABSENT: {x} = None")
-                check = f"    elif {x}.__class__ is not float"
             else:
                 lines.append(f"    {x} = ctx[{key!r}]")
-                check = f"    if {x}.__class__ is not float"
             guard = f"{x} is not None and " if optional else ""
-            if nd == 0:
-                lines.append(f"{check}: {x} = _number({x}, {key!r})")
-                lines.append(f"    if {guard}not _isfinite({x}): {nonfinite}")
+            # vector inputs reach components as lists of floats (fast to read from Python)
+            fast = f"{x}.__class__ is _ndarray and {x}.dtype is _F64 and {x}.ndim == 1"
+            # a flat list of Python floats/ints (the common case) skips numpy.asarray and back
+            plain = f"{x}.__class__ is list and ({total} := _plain_floats({x})) is not None"
+            if optional:
+                if nd == 1:
+                    lines.append(f"    elif {plain}: {x} = {total}")
+                lines.append(f"    elif {fast}: {x} = {x}.tolist()")
+                lines.append(f"    else: {x} = _vector_input({x}, {key!r}, {nd})")
             else:
-                # vector inputs reach components as lists of floats (fast to read from Python)
-                fast = f"{x}.__class__ is _ndarray and {x}.dtype is _F64 and {x}.ndim == 1"
-                # a flat list of Python floats/ints (the common case) skips numpy.asarray and back
-                plain = f"{x}.__class__ is list and ({total} := _plain_floats({x})) is not None"
-                if optional:
-                    if nd == 1:
-                        lines.append(f"    elif {plain}: {x} = {total}")
-                    lines.append(f"    elif {fast}: {x} = {x}.tolist()")
-                    lines.append(f"    else: {x} = _vector_input({x}, {key!r}, {nd})")
-                else:
-                    lead = "if"
-                    if nd == 1:
-                        lines.append(f"    if {plain}: {x} = {total}")
-                        lead = "elif"
-                    lines.append(f"    {lead} {fast}: {x} = {x}.tolist()")
-                    lines.append(f"    else: {x} = _vector_input({x}, {key!r}, {nd})")
-                if optional:
-                    lines.append(f"    {total} = None if {x} is None else sum({x})")
-                else:
-                    lines.append(f"    {total} = sum({x})")  # offered to inlined blocks as <var>_sum
-                # the sum of finite values is finite unless it overflows: then check each value
-                lines.append(f"    if {guard}not _isfinite({total}) and not all(map(_isfinite, {x})): {nonfinite}")
+                lead = "if"
+                if nd == 1:
+                    lines.append(f"    if {plain}: {x} = {total}")
+                    lead = "elif"
+                lines.append(f"    {lead} {fast}: {x} = {x}.tolist()")
+                lines.append(f"    else: {x} = _vector_input({x}, {key!r}, {nd})")
+            if optional:
+                lines.append(f"    {total} = None if {x} is None else sum({x})")
+            else:
+                lines.append(f"    {total} = sum({x})")  # offered to inlined blocks as <var>_sum
+            # the sum of finite values is finite unless it overflows: then check each value
+            lines.append(f"    if {guard}{total} - {total} and not all(map(_isfinite, {x})): {nonfinite}")
 
     def _emit_scalar_leaf(self, node: TermNode, lines: list[str], indent: str, env: dict[str, Any],
                           namer: "_Namer") -> str:

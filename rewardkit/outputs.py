@@ -75,3 +75,11 @@ class RewardOutput:
 
     def __repr__(self) -> str:
         return f"RewardOutput(total={self.total!r}, terms={list(self._names)})"
+
+
+class CompiledRewardOutput(RewardOutput):
+    """A :class:`RewardOutput` built by the compiled single-environment path: created with no
+    ``__init__`` call (object's own, in C) and its three slots set after, as that path runs per step."""
+
+    __slots__ = ()
+    __init__ = object.__init__  # type: ignore[assignment]

@@ -153,11 +153,16 @@ class Linear(_Ramp):
 
     def source(self, step_var: str) -> str | None:
         start_step = self.config.get("start_step", 0)
-        t, span = f"({step_var} - {start_step!r})", self.span
+        span = self.span
         # Same arithmetic as value(), with comparisons instead of min/max calls (this runs every step).
-        p = f"(0.0 if {t} <= 0.0 else (1.0 if {t} >= {span!r} else {t} / {span!r}))"
+        if start_step == 0:  # the step is a non-negative int: step / span is value()'s max(0.0, t) / span
+            p = f"(1.0 if {step_var} >= {span!r} else {step_var} / {span!r})"
+        else:
+            t = f"({step_var} - {start_step!r})"
+            p = f"(0.0 if {t} <= 0.0 else (1.0 if {t} >= {span!r} else {t} / {span!r}))"
         start, end = _literal(self.config["start"]), _literal(self.config["end"])
-        expr = f"((1.0 - (_p := {p})) * {start} + _p * {end})"
+        head = "(1.0 - (_p := {p}))".format(p=p) if start == "1.0" else f"(1.0 - (_p := {p})) * {start}"  # x * 1.0 == x
+        expr = f"({head} + _p * {end})"
         return self._bound_source(expr)
 
 
