@@ -7,10 +7,11 @@ contributions, then it is normalized, transformed and weighted the same way. The
 contributions add up to the total exactly.
 
 A context whose values are numbers is evaluated by a Python function compiled once from the
-config (no NumPy on the hot path); a context with a leading environment axis ``(n_envs,)`` is
-evaluated with NumPy and every output gets that axis. Both give the same numbers, in float64
-whatever the input dtype. ``composer.generated_code()`` (``rewardkit explain CONFIG --show-code``)
-shows both functions: variables are named after the terms, each component's helpers live under
+config (no NumPy on the hot path; it is the composer's ``__call__`` itself); a context with a
+leading environment axis ``(n_envs,)`` is evaluated in its arrays' library (NumPy, PyTorch on any
+device, JAX) and every output gets that axis. Both give the same numbers; float32 arrays in give
+float32 out, anything else float64 (docs/concepts.md, "Any array library, on its device").
+``composer.generated_code()`` (``rewardkit explain CONFIG --show-code``) shows both functions: variables are named after the terms, each component's helpers live under
 its own prefix, and tracebacks through them show the generated lines.
 
 A call that raises changes nothing (step, normalizer statistics, component state), and so does
