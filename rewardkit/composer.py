@@ -11,8 +11,9 @@ config (no NumPy on the hot path; it is the composer's ``__call__`` itself); a c
 leading environment axis ``(n_envs,)`` is evaluated in its arrays' library (NumPy, PyTorch on any
 device, JAX) and every output gets that axis. Both give the same numbers; float32 arrays in give
 float32 out, anything else float64 (docs/concepts.md, "Any array library, on its device").
-``composer.generated_code()`` (``rewardkit explain CONFIG --show-code``) shows both functions: variables are named after the terms, each component's helpers live under
-its own prefix, and tracebacks through them show the generated lines.
+``composer.generated_code()`` (``rewardkit explain CONFIG --show-code``) shows both functions:
+variables are named after the terms, each component's helpers live under its own prefix, and
+tracebacks through them show the generated lines.
 
 A call that raises changes nothing (step, normalizer statistics, component state), and so does
 a ``load_state_dict`` or ``reset`` that raises.
