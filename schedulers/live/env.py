@@ -50,7 +50,7 @@ from ..loadgen.workload import RequestSpec, build_requests, lengths_from_config
 from ..routing.heuristics import HEURISTIC_NAMES, choose
 from ..routing.observation import build_observation, feature_names, observation_bounds
 from ..sim.metrics import EpisodeMetrics
-from ..sim.reward_context import load_reward_composer, reward_credit
+from ..sim.reward_context import credit_requests, load_reward_composer, reward_credit
 from .config import LiveEnvConfig, load_live_env_config
 from .view import LiveClusterView
 
@@ -271,21 +271,14 @@ class LiveRoutingEnv(gym.Env):
 
     def _harvest(self, ep: dict[str, Any], info: dict[str, Any]) -> float:
         """Credit every request that finished since the last harvest (``info["credits"]``); their sum."""
-        credits: list[tuple[int, float]] = []
-        sums: dict[str, float] = {}
+        finished: list[tuple[int, RequestRecord]] = []
         for decision, (future, record) in enumerate(zip(ep["futures"], ep["records"], strict=True)):
             if decision in ep["credited"] or not future.done():
                 continue
             ep["credited"].add(decision)
-            if self.composer is not None:
-                out = self.composer(self._request_context(record), terminated=False, truncated=False)
-                credits.append((decision, float(out.total)))
-                for key, value in out.as_dict().items():
-                    sums[key] = sums.get(key, 0.0) + float(value)
-        info["credits"] = credits
-        if credits:
-            info["reward_terms"] = {key: value / len(credits) for key, value in sums.items()}
-        return float(sum(r for _, r in credits))
+            finished.append((decision, record))
+        contexts = [] if self.composer is None else ((d, self._request_context(r)) for d, r in finished)
+        return credit_requests(self.composer, contexts, info)
 
     def _request_context(self, record: RequestRecord) -> dict[str, float]:
         """One finished request's reward context (a failed or timed-out one counts as timed out)."""

@@ -94,7 +94,8 @@ from .env_config import EnvConfig, load_env_config
 from .metrics import EpisodeMetrics
 from .profiles import get_predictor
 from .registration import EnvGlobalScheduler
-from .reward_context import RewardContextBuilder, load_reward_composer, request_context, reward_credit
+from .reward_context import (RewardContextBuilder, credit_requests, load_reward_composer, request_context,
+                             reward_credit)
 from .simulation_config import resolved_trace_file, to_simulation_config
 from .tracker import SyncResult
 from .vidur_ids import reset_vidur_ids
@@ -236,18 +237,9 @@ class VidurRoutingEnv(gym.Env):
 
     def _credit_requests(self, completed: list, info: dict[str, Any]) -> float:
         """Reward each completed request and credit it to its routing decision (``info["credits"]``)."""
-        credits: list[tuple[int, float]] = []
-        sums: dict[str, float] = {}
-        for request in completed:
-            ctx = request_context(request, delay_caused=self._delay_caused(request))
-            out = self.composer(ctx, terminated=False, truncated=False)
-            credits.append((self._ep.decision_of[request.id], float(out.total)))
-            for key, value in out.as_dict().items():
-                sums[key] = sums.get(key, 0.0) + float(value)
-        info["credits"] = credits
-        if credits:
-            info["reward_terms"] = {key: value / len(credits) for key, value in sums.items()}
-        return float(sum(r for _, r in credits))
+        contexts = ((self._ep.decision_of[request.id],
+                     request_context(request, delay_caused=self._delay_caused(request))) for request in completed)
+        return credit_requests(self.composer, contexts, info)
 
     def _delay_caused(self, request: Any) -> float:
         """Prefill wait ``request`` added to the requests routed after it to its replica (s).

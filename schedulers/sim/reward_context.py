@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -111,6 +111,27 @@ def request_context(request: Any, delay_caused: float = 0.0) -> dict[str, float]
         "decode_tokens": float(request.num_decode_tokens),
         "delay_caused": float(delay_caused),
     }
+
+
+def credit_requests(composer: Any, contexts: Iterable[tuple[int, Mapping[str, float]]],
+                    info: dict[str, Any]) -> float:
+    """Reward each finished request's context and credit it to its routing decision.
+
+    ``contexts`` yields ``(decision index, request context)``. Sets ``info["credits"]`` (the
+    ``(decision, reward)`` pairs) and, when any, ``info["reward_terms"]`` (each breakdown entry
+    averaged over the requests); returns the rewards' sum. Shared by the Vidur and live envs.
+    """
+    credits: list[tuple[int, float]] = []
+    sums: dict[str, float] = {}
+    for decision, ctx in contexts:
+        out = composer(ctx, terminated=False, truncated=False)
+        credits.append((decision, float(out.total)))
+        for key, value in out.as_dict().items():
+            sums[key] = sums.get(key, 0.0) + float(value)
+    info["credits"] = credits
+    if credits:
+        info["reward_terms"] = {key: value / len(credits) for key, value in sums.items()}
+    return float(sum(r for _, r in credits))
 
 
 def reward_credit(keys: set[str] | frozenset[str] | None, source: str) -> str:
