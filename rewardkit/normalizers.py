@@ -60,8 +60,7 @@ class RunningMeanStd:
                 return
             batch_mean = float(x.mean())
             batch_var = float(x.var())
-            if self.mean.__class__ is not float:
-                self.mean, self.var = float(to_numpy(self.mean)), float(to_numpy(self.var))
+            self._to_host()
         else:
             xp = array_namespace(batch)
             x = xp.reshape(batch, (-1,))
@@ -69,7 +68,7 @@ class RunningMeanStd:
             if n == 0:
                 return
             if self.mean.__class__ is not float and kind(self.mean) != kind(x):
-                self.mean, self.var = float(to_numpy(self.mean)), float(to_numpy(self.var))  # another library's
+                self._to_host()  # held by another library's arrays
             batch_mean = xp.mean(x)
             batch_var = xp.var(x)
         total = self.count + n
@@ -81,8 +80,7 @@ class RunningMeanStd:
 
     def update_scalar(self, value: float) -> None:
         """Fold in one float (the composer's single-environment path; same numbers as ``update``)."""
-        if self.mean.__class__ is not float:  # statistics held on a device by batched calls
-            self.mean, self.var = float(to_numpy(self.mean)), float(to_numpy(self.var))
+        self._to_host()
         total = self.count + 1.0
         delta = value - self.mean
         self.mean += delta / total
@@ -91,7 +89,12 @@ class RunningMeanStd:
 
     def state_dict(self) -> dict[str, float]:
         """``{"mean", "var", "count"}`` as plain floats (read back from a device if held there)."""
-        return {"mean": float(to_numpy(self.mean)), "var": float(to_numpy(self.var)), "count": float(self.count)}
+        return {"mean": _host(self.mean), "var": _host(self.var), "count": float(self.count)}
+
+    def _to_host(self) -> None:
+        """Statistics that batched calls left as 0-d arrays (on a device) become Python floats."""
+        if self.mean.__class__ is not float:
+            self.mean, self.var = _host(self.mean), _host(self.var)
 
     def load_state_dict(self, state: Mapping[str, Any], path: str = "") -> None:
         """Restore :meth:`state_dict` output; validated first (``ConfigError`` naming the key)."""
