@@ -24,9 +24,8 @@ import sys
 import threading
 import time
 import warnings
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import optuna
 import yaml
@@ -71,17 +70,26 @@ def _requeue(study: optuna.Study, trial: FrozenTrial) -> None:
                                               system_attrs=attrs))
 
 
-@contextmanager
-def _sigint_deferred() -> Iterator[None]:
-    """Ignore SIGINT in the block (main thread only), then restore the previous handler."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+class _DeferredSigint:
+    """Holds Ctrl-C back during a block that must not be cut short; ``pending`` says one came."""
+
+    def __init__(self) -> None:
+        self.pending = False
+        self._previous: Any = None
+        self._installed = False
+
+    def _hold(self, signum: int, frame: Any) -> None:
+        self.pending = True
+
+    def __enter__(self) -> "_DeferredSigint":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._hold)
+            self._installed = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous)
 
 
 def _signal_name(number: int) -> str:
@@ -326,38 +334,52 @@ class BayesianRewardOptimizer:
     def _one_trial(self, study: optuna.Study, n_trials: int | None) -> FrozenTrial | None:
         """Ask, run and tell one trial. What user code raises fails the trial (``SystemExit`` and a
         timeout too); ``KeyboardInterrupt`` fails it, enqueues its retry and stops the study."""
-        trial = study.ask()
-        if n_trials is not None:
-            ahead = [t for t in counted_trials(study, FINISHED + (TrialState.RUNNING,)) if t.number < trial.number]
-            if len(ahead) >= n_trials:
-                study._storage.set_trial_system_attr(trial._trial_id, OVER_BUDGET_ATTR, True)
-                frozen = study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
-                if "fixed_params" in frozen.system_attrs:  # an enqueued config or a retry: keep it queued
-                    _requeue(study, frozen)
-                return None
+        with _DeferredSigint() as early:  # asked and marked as this worker's, or neither
+            trial = study.ask()
+            if n_trials is not None:
+                ahead = [t for t in counted_trials(study, FINISHED + (TrialState.RUNNING,)) if t.number < trial.number]
+                if len(ahead) >= n_trials:
+                    study._storage.set_trial_system_attr(trial._trial_id, OVER_BUDGET_ATTR, True)
+                    frozen = study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+                    if "fixed_params" in frozen.system_attrs:  # an enqueued config or a retry: keep it queued
+                        _requeue(study, frozen)
+                    trial = None
+            heartbeat = TrialHeartbeat(trial, self.heartbeat_interval).__enter__() if trial is not None else None
+        if trial is None:
+            if early.pending:
+                raise KeyboardInterrupt
+            return None
         values: Any = None
         interrupted: KeyboardInterrupt | None = None
-        with TrialHeartbeat(trial, self.heartbeat_interval):
-            try:
-                values = self._run_trial(trial)
-                state = TrialState.COMPLETE
-            except optuna.TrialPruned:
-                state = TrialState.PRUNED
-            except KeyboardInterrupt as exc:
-                state, interrupted = TrialState.FAIL, exc
-            except (Exception, SystemExit, TrialTimeout) as exc:  # kept with the trial; the study goes on
-                state = TrialState.FAIL
-                self._record_error(trial, objective_failure(exc))
-        if interrupted is None:
-            study.tell(trial, values, state=state, skip_if_finished=True)
-            return study._storage.get_trial(trial._trial_id)
-        with _sigint_deferred():  # a second Ctrl-C must not cut the bookkeeping short
-            self._record_error(trial, "KeyboardInterrupt: the study was interrupted; this trial is retried")
-            self._record_system(trial, LOST_ATTR, True)
-            frozen = study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
-            if frozen.state == TrialState.FAIL:
-                enqueue_retry(study, trial._trial_id)
-        raise interrupted
+        try:
+            if early.pending:
+                raise KeyboardInterrupt
+            values = self._run_trial(trial)
+            state = TrialState.COMPLETE
+        except optuna.TrialPruned:
+            state = TrialState.PRUNED
+        except KeyboardInterrupt as exc:
+            state, interrupted = TrialState.FAIL, exc
+        except (Exception, SystemExit, TrialTimeout) as exc:  # kept with the trial; the study goes on
+            state = TrialState.FAIL
+            self._record_error(trial, objective_failure(exc))
+        with _DeferredSigint() as late:  # a Ctrl-C now must not leave the trial RUNNING or its retry unqueued
+            heartbeat.__exit__(None, None, None)
+            if interrupted is None:
+                study.tell(trial, values, state=state, skip_if_finished=True)
+                frozen = study._storage.get_trial(trial._trial_id)
+            else:
+                self._record_error(trial, "KeyboardInterrupt: the study was interrupted; this trial is retried")
+                self._record_system(trial, LOST_ATTR, True)
+                frozen = study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+                if frozen.state == TrialState.FAIL:
+                    enqueue_retry(study, trial._trial_id)
+        if interrupted is not None:
+            raise interrupted
+        if late.pending:  # the trial is told; the study stops after it
+            self._after_trial(study, frozen)
+            raise KeyboardInterrupt
+        return frozen
 
     @staticmethod
     def _record_error(trial: optuna.Trial, text: str) -> None:
