@@ -416,6 +416,8 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
     add_import_option(p)
     p.add_argument("--examples", type=_examples, default=200, metavar="N",
                    help="Hypothesis examples per expectation that is not proved (default 200)")
+    p.add_argument("--seed", type=_non_negative, default=0, metavar="N",
+                   help="random seed of the sampled examples: the same seed draws the same examples (default 0)")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("components", help="list registered components with params and inputs")

@@ -19,6 +19,7 @@ EXIT_OK, EXIT_ERROR = 0, 1
 
 def run_check(args: argparse.Namespace) -> int:
     """Check every config named in ``args.configs`` with ``args.examples`` examples per expectation."""
+    print(f"examples drawn with seed {args.seed} (--seed N for others)")
     failed = 0
     for n, path in enumerate(args.configs):
         if n:
@@ -35,7 +36,7 @@ def run_check(args: argparse.Namespace) -> int:
             continue
         print(path)
         counts = {"proved": 0, "tested": 0, "violated": 0}
-        for result in check_config(composer, examples=args.examples):
+        for result in check_config(composer, examples=args.examples, seed=args.seed):
             counts[result.status] += 1
             if result.status == "tested":
                 status = f"tested ({result.examples} examples)"

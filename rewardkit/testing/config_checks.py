@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 from hypothesis import HealthCheck, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from ..composer import RewardComposer
@@ -117,10 +118,12 @@ def _describe_history(history: list[_Call]) -> str:
 
 
 class _Runner:
-    """Runs one promise with Hypothesis and counts the examples it ran."""
+    """Runs one promise with Hypothesis and counts the examples it ran.
 
-    def __init__(self, name: str, examples: int) -> None:
-        self.name, self.examples, self.ran = name, examples, 0
+    ``seed``: Hypothesis's random seed, so a run can be repeated draw for draw (None: a fresh one)."""
+
+    def __init__(self, name: str, examples: int, seed: int | None = None) -> None:
+        self.name, self.examples, self.seed, self.ran = name, examples, seed, 0
 
     def run(self, strategy: st.SearchStrategy[Any], check: Callable[[Any], None]) -> int:
         @settings(max_examples=self.examples, database=None, deadline=None, verbosity=Verbosity.quiet,
@@ -130,6 +133,8 @@ class _Runner:
             self.ran += 1
             check(drawn)
 
+        if self.seed is not None:
+            run = hypothesis_seed(self.seed)(run)
         try:
             run()
         except _Broken as exc:
@@ -139,12 +144,12 @@ class _Runner:
 
 def assert_monotone(composer: RewardComposer, key: str, direction: str, *, context: ContextArg = None,
                     steps: StepsArg = None, examples: int = 200, history: int = 3,
-                    ranges: Mapping[str, Bounds] | None = None) -> int:
+                    ranges: Mapping[str, Bounds] | None = None, seed: int | None = None) -> int:
     """Assert the total is ``direction`` ("increasing" or "decreasing", not strictly) in context
     key ``key``: raising it (every element, for a vector), all else fixed, never moves the total
     the other way. ``context`` is a fixed base context, a strategy of them, or ``None`` (drawn
     from :func:`contexts`); ``steps`` a step, steps or a strategy (default: spread over the weight
-    schedules). Returns the number of examples run."""
+    schedules). ``seed`` repeats a run's draws (None: fresh ones). Returns the number of examples run."""
     if direction not in ("increasing", "decreasing"):
         raise ValueError(f"direction: expected 'increasing' or 'decreasing', got {direction!r}")
     info = {k.name: k for k in context_keys(composer, ranges if ranges is not None else _config_ranges(composer))}
@@ -179,7 +184,7 @@ def assert_monotone(composer: RewardComposer, key: str, direction: str, *, conte
                           f"gives {t_high!r}\n  context: {format_context(at_low.ctx)}" + _describe_history(past),
                           call.step, at_low.ctx)
 
-    return _Runner(f"monotone in {key} ({direction})", examples).run(example(), check)
+    return _Runner(f"monotone in {key} ({direction})", examples, seed).run(example(), check)
 
 
 def _scalar(value: Any) -> Any:
@@ -192,7 +197,7 @@ def _config_ranges(composer: RewardComposer) -> Mapping[str, Bounds]:
 
 def _assert_every_total(composer: RewardComposer, name: str, ok: Callable[[float], bool], what: str, *,
                         context: ContextArg, steps: StepsArg, examples: int, calls: int,
-                        ranges: Mapping[str, Bounds] | None) -> int:
+                        ranges: Mapping[str, Bounds] | None, seed: int | None) -> int:
     ctxs, step_s = _contexts(composer, context, ranges), _steps(composer, steps)
 
     def check(trajectory: list[_Call]) -> None:
@@ -204,27 +209,28 @@ def _assert_every_total(composer: RewardComposer, name: str, ok: Callable[[float
                               f"{format_context(call.ctx)}" + _describe_history(trajectory[:n]), call.step, call.ctx)
 
     trajectories = _history(ctxs, step_s, calls, min_calls=1)
-    return _Runner(name, examples).run(trajectories, check)
+    return _Runner(name, examples, seed).run(trajectories, check)
 
 
 def assert_range(composer: RewardComposer, low: float | None, high: float | None, *, context: ContextArg = None,
                  steps: StepsArg = None, examples: int = 200, calls: int = 4,
-                 ranges: Mapping[str, Bounds] | None = None) -> int:
+                 ranges: Mapping[str, Bounds] | None = None, seed: int | None = None) -> int:
     """Assert every total of a sampled sequence of training calls lies in ``[low, high]``
-    (``None``: unbounded on that side). Returns the number of examples run."""
+    (``None``: unbounded on that side); ``seed`` repeats a run's draws. Returns the number of examples run."""
     lo = -math.inf if low is None else low
     hi = math.inf if high is None else high
     return _assert_every_total(composer, f"range [{_end(low)}, {_end(high)}]", lambda t: lo <= t <= hi,
                                f"outside [{_end(low)}, {_end(high)}]", context=context, steps=steps,
-                               examples=examples, calls=calls, ranges=ranges)
+                               examples=examples, calls=calls, ranges=ranges, seed=seed)
 
 
 def assert_finite(composer: RewardComposer, *, context: ContextArg = None, steps: StepsArg = None,
-                  examples: int = 200, calls: int = 4, ranges: Mapping[str, Bounds] | None = None) -> int:
-    """Assert every total of a sampled sequence of training calls is finite. Returns the number
-    of examples run."""
+                  examples: int = 200, calls: int = 4, ranges: Mapping[str, Bounds] | None = None,
+                  seed: int | None = None) -> int:
+    """Assert every total of a sampled sequence of training calls is finite; ``seed`` repeats a
+    run's draws. Returns the number of examples run."""
     return _assert_every_total(composer, "finite", math.isfinite, "not finite", context=context, steps=steps,
-                               examples=examples, calls=calls, ranges=ranges)
+                               examples=examples, calls=calls, ranges=ranges, seed=seed)
 
 
 def _end(v: float | None) -> str:
@@ -244,9 +250,10 @@ class ExpectationResult:
 
 
 def check_config(composer: RewardComposer, expect: Expectations | None = None, *,
-                 examples: int = 200) -> list[ExpectationResult]:
+                 examples: int = 200, seed: int | None = 0) -> list[ExpectationResult]:
     """Verify each expectation (default: the config's ``expect:`` section), statically where
-    possible, else by sampling ``examples`` examples; never raises on a violation."""
+    possible, else by sampling ``examples`` examples; never raises on a violation. ``seed``
+    (default 0) makes two checks of one config draw the same examples (None: fresh draws)."""
     expect = expect if expect is not None else composer.spec.expect
     if expect is None:
         return []
@@ -256,14 +263,14 @@ def check_config(composer: RewardComposer, expect: Expectations | None = None, *
         jobs.append((f"monotone in {key} ({direction})",
                      lambda key=key, direction=direction: prove_monotone(composer, key, direction, ranges),
                      lambda key=key, direction=direction: assert_monotone(composer, key, direction,
-                                                                          examples=examples, ranges=ranges)))
+                                                                          examples=examples, ranges=ranges, seed=seed)))
     if expect.range is not None:
         low, high = expect.range
         jobs.append((f"range [{_end(low)}, {_end(high)}]", lambda: prove_range(composer, low, high, ranges),
-                     lambda: assert_range(composer, low, high, examples=examples, ranges=ranges)))
+                     lambda: assert_range(composer, low, high, examples=examples, ranges=ranges, seed=seed)))
     if expect.finite:
         jobs.append(("finite", lambda: prove_finite(composer, ranges),
-                     lambda: assert_finite(composer, examples=examples, ranges=ranges)))
+                     lambda: assert_finite(composer, examples=examples, ranges=ranges, seed=seed)))
     results = []
     for name, prove, sample in jobs:
         proof = prove()

@@ -438,6 +438,23 @@ def test_check_reports_violation_with_step_and_context_and_exits_1(capsys):
     assert "monotone in latency (decreasing): proved" in out and "1 violated" in out
 
 
+def test_check_draws_the_same_examples_for_one_seed_and_prints_it(capsys):
+    first, again = (run(capsys, "check", "--examples", "30", "--seed", "7", str(EXAMPLE)) for _ in range(2))
+    assert first == again and "seed 7" in first[1]
+    code, _, err = run(capsys, "check", "--seed", "-1", str(EXAMPLE))
+    assert code == 2 and "--seed" in err
+
+
+def test_assert_functions_repeat_their_draws_for_one_seed():
+    composer = RewardComposer.from_yaml(EXAMPLE)
+    drawn = []
+    for _ in range(2):
+        with pytest.raises(ExpectationError) as info:
+            assert_monotone(composer, "throughput", "increasing", examples=50, seed=3)
+        drawn.append(str(info.value))
+    assert drawn[0] == drawn[1]
+
+
 def test_check_imports_user_modules_that_register_components(capsys, tmp_path, monkeypatch):
     (tmp_path / "my_rewards.py").write_text(textwrap.dedent("""\
         import numpy as np
