@@ -39,6 +39,23 @@ def parse_metrics(text: str, names: tuple[str, ...] = WATCHED) -> dict[str, floa
     return out
 
 
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def kv_capacity_tokens(text: str) -> float | None:
+    """Tokens of KV cache the engine holds (``vllm:cache_config_info``: ``num_gpu_blocks`` x
+    ``block_size``), None when its ``/metrics`` do not say."""
+    for line in text.splitlines():
+        if line.startswith("vllm:cache_config_info{"):
+            labels = dict(_LABEL.findall(line[: line.rfind("}") + 1]))
+            try:
+                tokens = float(labels["num_gpu_blocks"]) * float(labels["block_size"])
+            except (KeyError, ValueError):
+                return None
+            return tokens if tokens > 0 and tokens == tokens and tokens != float("inf") else None
+    return None
+
+
 def scrape(url: str, timeout_s: float = 5.0) -> dict[str, float]:
     """``parse_metrics`` of ``GET {url}/metrics``."""
     with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=timeout_s) as resp:

@@ -33,6 +33,8 @@ class StubEngine:
     #: load the stub reports on /metrics besides its own requests (other clients'), and its KV use
     extra_waiting: int = 0
     kv_usage: float = 0.0
+    #: KV-cache blocks of 16 tokens the stub says it holds (``vllm:cache_config_info``)
+    kv_blocks: int = 2048
     served: int = 0
     cancelled: int = 0
     running: int = 0
@@ -61,7 +63,8 @@ class StubEngine:
     async def metrics(self, request: Request) -> Response:
         text = (f"vllm:num_requests_running{{model_name=\"stub\"}} {self.running}\n"
                 f"vllm:num_requests_waiting{{model_name=\"stub\"}} {self.extra_waiting}\n"
-                f"vllm:kv_cache_usage_perc{{model_name=\"stub\"}} {self.kv_usage}\n")
+                f"vllm:kv_cache_usage_perc{{model_name=\"stub\"}} {self.kv_usage}\n"
+                f"vllm:cache_config_info{{block_size=\"16\",engine=\"0\",num_gpu_blocks=\"{self.kv_blocks}\"}} 1.0\n")
         return PlainTextResponse(text)
 
     async def complete(self, request: Request) -> Response:

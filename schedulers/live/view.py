@@ -6,9 +6,12 @@ Which fields are live and which estimated (docs/serving.md has the table):
   (streaming), ``prefill_tokens`` and ``waiting_prefill_tokens`` (prompts of waiting requests),
   ``decoded_tokens`` (tokens streamed so far), ``recent_completions``, ``since_completion``,
   ``tokens_per_s`` (prompt and output tokens of the recent window), ``busy``;
-- from the engines' scraped ``/metrics`` when fresh (:meth:`LiveClusterView.engine_reported`):
+- from the engines' scraped ``/metrics`` when fresh (:meth:`LiveClusterView.engine_reported`),
+  plus what the gateway sent since that scrape (the engine could not count it yet; without it
+  every request between two scrapes would go to the replica that looked emptiest at the last one):
   ``waiting`` and ``running`` are at least the engine's counts (which include other clients'
-  requests), ``kv_blocks`` is the engine's KV-cache use times ``kv_capacity``;
+  requests), ``kv_blocks`` is the engine's KV-cache use times its capacity, and ``kv_capacity``
+  the engine's own (``vllm:cache_config_info``: blocks times block size) when it reports one;
 - estimated: ``kv_blocks`` without a scrape (in-flight tokens over the block size) out of ``kv_capacity`` (given);
   ``measured_speed`` from live decode rates (each finished request's tokens per second after its
   first, averaged per replica and compared with the other replicas' per unit of declared speed:
@@ -84,6 +87,7 @@ class LiveClusterView:
         # what each engine last reported on /metrics (NaN: nothing yet) and when
         self.engine_waiting, self.engine_running, self.engine_kv = (np.full(n, np.nan) for _ in range(3))
         self.engine_at = np.full(n, -np.inf)
+        self.capacity = np.full(n, float(self.kv_capacity))  # KV blocks of ``block_size`` tokens per replica
         self._keys = itertools.count()
         self.decisions = 0
 
@@ -161,27 +165,40 @@ class LiveClusterView:
         self.engine_kv[i] = metrics.get("vllm:kv_cache_usage_perc", np.nan)
         self.engine_at[i] = self.clock()
 
+    def engine_capacity(self, replica: int, tokens: float) -> None:
+        """Replica ``replica``'s engine holds ``tokens`` tokens of KV cache (what its ``/metrics`` says)."""
+        if np.isfinite(tokens) and tokens > 0:
+            self.capacity[int(replica)] = float(tokens) / self.block_size
+
     # ---- what routers see ----------------------------------------------------------------------
     def snapshot(self, prefix_match: np.ndarray | None = None) -> ReplicaSnapshot:
         """The replicas' load now, as a :class:`ReplicaSnapshot`."""
         n, now = self.num_replicas, self.clock()
         waiting, running, prefill, decoded, kv = (np.zeros(n) for _ in range(5))
+        # what was sent after each engine's last scrape: not yet in the numbers it reported
+        new_waiting, new_running, new_kv = (np.zeros(n) for _ in range(3))
         for req in self.inflight.values():
             i = req.replica
+            blocks = np.ceil((req.prompt_tokens + req.decoded) / self.block_size)
+            recent = req.sent_at >= self.engine_at[i]
             if req.decoded:
                 running[i] += 1
-                kv[i] += np.ceil((req.prompt_tokens + req.decoded) / self.block_size)
+                kv[i] += blocks
+                new_running[i] += recent
             else:
                 waiting[i] += 1
                 prefill[i] += req.prompt_tokens
+                new_waiting[i] += recent
+            new_kv[i] += blocks if recent else 0.0
             decoded[i] += req.decoded
         fresh = now - self.engine_at <= self.engine_stale_s
         if fresh.any():  # the engines' own counts also hold other clients' requests; their KV use is exact
-            for own, reported in ((waiting, self.engine_waiting), (running, self.engine_running)):
+            for own, reported, since in ((waiting, self.engine_waiting, new_waiting),
+                                         (running, self.engine_running, new_running)):
                 known = fresh & ~np.isnan(reported)
-                own[known] = np.maximum(own[known], reported[known])
+                own[known] = np.maximum(own[known], reported[known] + since[known])
             known = fresh & ~np.isnan(self.engine_kv)
-            kv[known] = np.clip(self.engine_kv[known], 0.0, 1.0) * self.kv_capacity
+            kv[known] = np.clip(self.engine_kv[known], 0.0, 1.0) * self.capacity[known] + new_kv[known]
         horizon = now - self.window_s
         for i in range(n):
             done, tokens = self.completions[i], self.tokens[i]
@@ -191,7 +208,7 @@ class LiveClusterView:
                 self.recent_tokens[i] -= tokens.popleft()[1]
         span = min(self.window_s, max(now - self.start, 1e-3))
         return ReplicaSnapshot.build(
-            waiting=waiting, running=running, kv_blocks=kv, kv_capacity=np.full(n, self.kv_capacity),
+            waiting=waiting, running=running, kv_blocks=kv, kv_capacity=self.capacity.copy(),
             prefill_tokens=prefill, decoded_tokens=decoded, waiting_prefill_tokens=prefill,
             recent_completions=np.array([len(c) for c in self.completions], dtype=float),
             busy=((waiting + running) > 0).astype(float), declared_speed=self.speeds,

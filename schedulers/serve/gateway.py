@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..engines.metrics import parse_metrics
+from ..engines.metrics import kv_capacity_tokens, parse_metrics
 from ..live.decision_log import Decision, DecisionLogWriter
 from ..live.view import LiveClusterView, restrict
 from ..routing.heuristics import HEURISTIC_NAMES, choose
@@ -171,8 +172,16 @@ class Gateway:
         self.set_healthy(i, ok)
 
     async def _scrape_loop(self) -> None:
+        """Scrape every healthy backend each interval; one failed scrape is reported once, never ends the loop."""
+        reported: set[str] = set()
         while True:
-            await asyncio.gather(*(self._scrape(i) for i in np.flatnonzero(self.view.healthy)))
+            healthy = np.flatnonzero(self.view.healthy)
+            results = await asyncio.gather(*(self._scrape(i) for i in healthy), return_exceptions=True)
+            for i, result in zip(healthy, results, strict=True):
+                if isinstance(result, Exception) and type(result).__name__ not in reported:
+                    reported.add(type(result).__name__)
+                    print(f"rewardkit gateway: reading {self.urls[i]}/metrics failed ({type(result).__name__}: "
+                          f"{result}); the next scrapes go on", file=sys.stderr)
             await asyncio.sleep(self.settings.scrape_interval_s)
 
     async def _scrape(self, i: int) -> None:
@@ -185,6 +194,9 @@ class Gateway:
             metrics = parse_metrics(resp.text)
             if metrics:
                 self.view.engine_reported(int(i), metrics)
+            capacity = kv_capacity_tokens(resp.text)
+            if capacity is not None:
+                self.view.engine_capacity(int(i), capacity)
 
     def set_healthy(self, i: int, ok: bool) -> None:
         self.view.healthy[i] = ok

@@ -105,6 +105,18 @@ def test_load_the_engines_report_on_their_metrics_steers_routing(cluster_factory
     assert {completion(blind.url).json()["served_by"] for _ in range(12)} == {"a", "b"}
 
 
+def test_least_kv_reads_each_engines_own_kv_capacity_scrape_after_scrape(cluster_factory):
+    """Half of a's 1,024-token cache is fewer blocks than a tenth of b's 65,536: least_kv picks a,
+    which it would not with one capacity for both; later scrapes keep updating the view."""
+    small, large = StubEngine("a", kv_usage=0.5, kv_blocks=64), StubEngine("b", kv_usage=0.1, kv_blocks=4096)
+    c = cluster_factory([small, large], router="least_kv", scrape_interval_s=0.05)
+    time.sleep(0.5)
+    assert {completion(c.url).json()["served_by"] for _ in range(3)} == {"a"}
+    small.kv_usage, large.kv_usage = 1.0, 0.0
+    time.sleep(0.5)
+    assert {completion(c.url).json()["served_by"] for _ in range(3)} == {"b"}
+
+
 def test_streaming_passes_through_chunk_by_chunk_with_ttft_and_rewards(cluster_factory, tmp_path):
     log = tmp_path / "d.jsonl"
     c = cluster_factory([StubEngine("a", ttft_s=0.05, per_token_s=0.05)], router="least_prefill",

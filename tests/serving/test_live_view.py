@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from schedulers.engines.metrics import kv_capacity_tokens
 from schedulers.live.view import LiveClusterView
 from schedulers.routing.heuristics import choose
 
@@ -79,3 +80,59 @@ def test_failed_or_single_token_requests_do_not_move_the_estimate():
     view.token(key)
     view.finished(key, completed=False)  # cancelled: not a completion
     assert np.isnan(view.decode_rate).all()
+
+
+# ---- engines' scraped numbers plus what was sent since ---------------------------------------
+def scraped(view: LiveClusterView, replica: int, kv: float, waiting: float = 0, running: float = 0) -> None:
+    view.engine_reported(replica, {"vllm:kv_cache_usage_perc": kv, "vllm:num_requests_waiting": waiting,
+                                   "vllm:num_requests_running": running})
+
+
+def test_requests_sent_after_a_scrape_count_on_top_of_the_engines_numbers():
+    clock = Clock()
+    view = LiveClusterView(2, block_size=16, kv_capacity=100, clock=clock)
+    before = view.sent(0, prompt_tokens=64)  # the engine has it (running) when it is scraped
+    view.token(before)
+    clock.now = 1.0
+    scraped(view, 0, kv=0.25, running=1)
+    scraped(view, 1, kv=0.0)
+    clock.now = 1.1
+    view.sent(0, prompt_tokens=160)  # after the scrape: 10 blocks the engine has not reported
+    snap = view.snapshot()
+    assert snap.kv_blocks[0] == pytest.approx(25 + 10)  # 0.25 x 100, the earlier request not counted twice
+    assert snap.waiting[0] == 1 and snap.running[0] == 1
+    assert snap.kv_blocks[1] == 0
+
+
+def test_least_kv_spreads_the_requests_that_arrive_between_two_scrapes():
+    """Every engine reported an empty cache; the next requests must not all go to one replica."""
+    clock = Clock()
+    view = LiveClusterView(3, block_size=16, clock=clock)
+    for i in range(3):
+        scraped(view, i, kv=0.0)
+    rng = np.random.default_rng(0)
+    chosen = []
+    for _ in range(3):
+        clock.now += 0.01
+        replica = choose("least_kv", view.snapshot(), rng, prompt_tokens=64)
+        view.sent(replica, prompt_tokens=64)
+        chosen.append(replica)
+    assert sorted(chosen) == [0, 1, 2]
+
+
+def test_the_engines_own_kv_capacity_replaces_the_default():
+    clock = Clock()
+    view = LiveClusterView(2, block_size=16, kv_capacity=1024, clock=clock)
+    view.engine_capacity(0, 16 * 200)
+    view.engine_capacity(1, float("nan"))  # nothing usable: the default stays
+    scraped(view, 0, kv=0.5)
+    snap = view.snapshot()
+    assert list(snap.kv_capacity) == [200, 1024] and snap.kv_blocks[0] == pytest.approx(100)
+
+
+def test_kv_capacity_is_read_from_vllms_cache_config_info():
+    text = ('# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n'
+            'vllm:cache_config_info{block_size="16",cache_dtype="auto",engine="0",num_gpu_blocks="512"} 1.0\n')
+    assert kv_capacity_tokens(text) == 16 * 512
+    assert kv_capacity_tokens("vllm:num_requests_running 2\n") is None
+    assert kv_capacity_tokens('vllm:cache_config_info{block_size="16",num_gpu_blocks="None"} 1.0\n') is None
