@@ -6,6 +6,7 @@ server here). :func:`prefix_cache_hit_rate` turns two scrapes into the hit rate 
 
 from __future__ import annotations
 
+import math
 import re
 import urllib.request
 
@@ -52,7 +53,7 @@ def kv_capacity_tokens(text: str) -> float | None:
                 tokens = float(labels["num_gpu_blocks"]) * float(labels["block_size"])
             except (KeyError, ValueError):
                 return None
-            return tokens if tokens > 0 and tokens == tokens and tokens != float("inf") else None
+            return tokens if math.isfinite(tokens) and tokens > 0 else None
     return None
 
 
