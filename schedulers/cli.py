@@ -239,17 +239,21 @@ def evaluate_command(args: argparse.Namespace) -> int:
         routers: dict[str, Any] = {}
         for name in [b.strip() for b in args.baselines.split(",") if b.strip()]:
             routers[name] = HeuristicRouter(name)
-        if args.checkpoint:
-            from .rl.ppo_router import PPORouter
-
-            routers["ppo"] = PPORouter.from_checkpoint(args.checkpoint)
         warm = args.warm_start
         if warm is None and args.checkpoint and (Path(args.checkpoint).parent / "bc_policy.pt").is_file():
             warm = str(Path(args.checkpoint).parent / "bc_policy.pt")
-        if warm:
+        if args.checkpoint or warm:
+            import torch
+
             from .rl.ppo_router import PPORouter
 
-            routers["warm_start"] = PPORouter.from_checkpoint(warm)
+            # one decision at a time: a pool of threads only spins, on the cores the simulator or
+            # live engines need
+            torch.set_num_threads(1)
+            if args.checkpoint:
+                routers["ppo"] = PPORouter.from_checkpoint(args.checkpoint)
+            if warm:
+                routers["warm_start"] = PPORouter.from_checkpoint(warm)
         if not routers:
             raise ValueError(f"--baselines: expected at least one heuristic name (or a --checkpoint), got {args.baselines!r}")
         out = Path(args.out) if args.out else Path("runs") / f"eval-{cfg.name}"

@@ -16,6 +16,11 @@ MAX_SPEED = 100.0
 #: Poisson arrival rates (requests per simulated second).
 MIN_QPS = 1e-3
 MAX_QPS = 1e5
+#: factors on a trace's request lengths (simulated and live workloads).
+MIN_LENGTH_SCALE = 1e-4
+MAX_LENGTH_SCALE = 100.0
+#: KV-cache blocks per simulated replica when an env YAML sets them (``kv_blocks``).
+MAX_KV_BLOCKS = 100_000_000
 #: the random slowdown process: shortest mean time between slowdowns and shortest slowdown (s).
 MIN_SLOWDOWN_INTERVAL_S = 1.0
 MIN_SLOWDOWN_DURATION_S = 0.1

@@ -30,7 +30,7 @@ from rewardkit.config import load_yaml
 from rewardkit.errors import ConfigError
 from rewardkit.params import Param, describe, validate_schema
 
-from ..limits import MAX_REPLICAS, MAX_SPEED, MIN_SPEED
+from ..limits import MAX_LENGTH_SCALE, MAX_REPLICAS, MAX_SPEED, MIN_LENGTH_SCALE, MIN_SPEED
 from ..sim.env_config import EnvConfig, env_config_from_dict, with_overrides
 
 LIVE_SECTION = "live"
@@ -63,7 +63,7 @@ _LIVE_CHECKS = {
                                     expected=BACKENDS_EXPECTED),
     "model": Param.string("tiny-llama", doc="model name the engines serve"),
     "declared_speeds": Param(None, "declared speed per backend", SPEEDS_EXPECTED, _speeds),
-    "length_scale": Param.between(1e-4, 100.0, 1.0, doc="request lengths are multiplied by this"),
+    "length_scale": Param.between(MIN_LENGTH_SCALE, MAX_LENGTH_SCALE, 1.0, doc="request lengths are multiplied by this"),
     "max_model_len": Param.integer(4096, doc="", minimum=2, maximum=1_000_000),
     "timeout_s": Param.between(0.1, 86_400.0, 300.0, doc="seconds one request may take"),
     "kv_capacity_blocks": Param.between(1.0, 1e9, 1024.0, doc="KV blocks per replica the view assumes"),

@@ -27,6 +27,8 @@ def add_gateway_command(subparsers: Any) -> None:
     parser.add_argument("--scrape-interval", type=float, default=0.25,
                         help="seconds between scrapes of each backend's /metrics (vLLM load and KV use); 0: none")
     parser.add_argument("--drain", type=float, default=30.0, help="seconds in-flight requests get after SIGTERM")
+    parser.add_argument("--torch-threads", type=int, default=1,
+                        help="threads of the PPO policy (1: a decision is tiny; more spin on the engines' cores)")
     parser.set_defaults(func=gateway_command)
 
 
@@ -48,7 +50,7 @@ def gateway_command(args: argparse.Namespace) -> int:
                                    decision_log=args.decision_log, reward=args.reward, declared_speeds=speeds,
                                    max_body_bytes=args.max_body_bytes or MAX_BODY_BYTES,
                                    request_timeout_s=args.timeout, health_interval_s=args.health_interval,
-                                   scrape_interval_s=args.scrape_interval)
+                                   scrape_interval_s=args.scrape_interval, torch_threads=args.torch_threads)
         if settings.reward:
             from rewardkit import RewardComposer
 

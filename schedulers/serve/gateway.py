@@ -32,6 +32,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..engines.metrics import kv_capacity_tokens, parse_metrics
+from ..limits import MAX_TORCH_THREADS
 from ..live.decision_log import Decision, DecisionLogWriter
 from ..live.view import LiveClusterView, restrict
 from ..routing.heuristics import HEURISTIC_NAMES, choose
@@ -59,6 +60,10 @@ class GatewaySettings:
     #: seconds between scrapes of every backend's /metrics (load and KV use of vLLM engines); 0: none
     scrape_interval_s: float = 0.25
     kv_capacity_blocks: float = 1024.0
+    #: threads of the PPO policy's forward pass. 1: a decision is a few small matrix products, and
+    #: a pool of more threads spins on cores the engines of the same machine need (it tripled the
+    #: engines' TTFT p50 on the 2-core benchmark machine, docs/serving.md).
+    torch_threads: int = 1
     seed: int = 0
     extra_headers: dict[str, str] = field(default_factory=dict)
 
@@ -74,6 +79,8 @@ class GatewaySettings:
         if self.router != "ppo" and (self.router not in HEURISTIC_NAMES or self.router == "oracle"):
             names = ", ".join(n for n in HEURISTIC_NAMES if n != "oracle")
             raise ValueError(f"--router: expected ppo or one of {names} (oracle needs true speeds), got {self.router!r}")
+        if not (isinstance(self.torch_threads, int) and 1 <= self.torch_threads <= MAX_TORCH_THREADS):
+            raise ValueError(f"--torch-threads: expected an integer from 1 to {MAX_TORCH_THREADS}, got {self.torch_threads!r}")
         if self.declared_speeds is not None and len(self.declared_speeds) != len(self.backends):
             raise ValueError(f"--speeds: expected {len(self.backends)} speeds, one per backend, got {self.declared_speeds}")
 
@@ -95,8 +102,11 @@ class Gateway:
         self.policy = None
         self.obs_config = ObservationConfig()
         if settings.router == "ppo":
+            import torch
+
             from ..rl.ppo_router import PPORouter
 
+            torch.set_num_threads(settings.torch_threads)
             self.policy = PPORouter.from_checkpoint(settings.checkpoint)
             self.obs_config = self.policy.observation_config
         self.composer = None

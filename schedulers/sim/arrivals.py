@@ -16,8 +16,9 @@ from .simulation_config import resolved_trace_file
 
 
 @lru_cache(maxsize=8)
-def _trace_lengths(trace_file: str, max_tokens: int) -> tuple[np.ndarray, np.ndarray]:
-    """Prompt and output lengths of a trace, shortened to ``max_tokens`` as Vidur does."""
+def _trace_lengths(trace_file: str, max_tokens: int, length_scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt and output lengths of a trace times ``length_scale`` (rounded, at least 1), then
+    shortened to ``max_tokens`` as Vidur does."""
     import pandas as pd
 
     try:
@@ -40,6 +41,9 @@ def _trace_lengths(trace_file: str, max_tokens: int) -> tuple[np.ndarray, np.nda
                           f"num_prefill_tokens and num_decode_tokens, not both 0, got {got}", path="trace_file")
     prefill = lengths["num_prefill_tokens"].astype(int)
     decode = lengths["num_decode_tokens"].astype(int)
+    if length_scale != 1.0:
+        prefill = (prefill * length_scale).round().clip(lower=1).astype(int)
+        decode = (decode * length_scale).round().clip(lower=1).astype(int)
     total = prefill + decode
     diff = (total - max_tokens).clip(lower=0)
     prefill = prefill - np.ceil(diff * (prefill / total)).astype(int)
@@ -64,9 +68,10 @@ class Arrivals:
 
 
 def sample_arrivals(cfg: EnvConfig, seed: int) -> Arrivals:
-    """Vidur's synthetic generator (trace lengths, Poisson intervals capped at 3/qps) for ``seed``."""
+    """Vidur's synthetic generator (trace lengths times ``cfg.length_scale``, Poisson intervals capped at
+    3/qps) for ``seed``."""
     try:
-        prefill, decode = _trace_lengths(str(resolved_trace_file(cfg)), cfg.max_tokens)
+        prefill, decode = _trace_lengths(str(resolved_trace_file(cfg)), cfg.max_tokens, cfg.length_scale)
     except ConfigError as exc:  # located in the env YAML too: "env.yaml: trace_file: trace.csv: line 3: ..."
         raise exc.within(cfg.source) from None
     n = cfg.requests_per_episode

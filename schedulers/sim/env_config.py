@@ -24,13 +24,16 @@ from rewardkit.errors import ConfigError
 from rewardkit.config import load_yaml
 from rewardkit.params import Param, describe, validate_schema
 
-from ..limits import (MAX_CV_SPLITS, MAX_FOREST_DEPTH, MAX_FOREST_TREES, MAX_GRID_VALUES, MAX_PARALLEL,
-                      MAX_PREDICTION_BATCH, MAX_PREDICTION_TOKENS, MAX_QPS, MAX_REPLICAS, MAX_SPEED, MIN_OBSERVATION_SCALE,
-                      MIN_QPS, MIN_SLOWDOWN_DURATION_S, MIN_SLOWDOWN_INTERVAL_S, MIN_SPEED)
+from ..limits import (MAX_CV_SPLITS, MAX_FOREST_DEPTH, MAX_FOREST_TREES, MAX_GRID_VALUES, MAX_KV_BLOCKS, MAX_LENGTH_SCALE,
+                      MAX_PARALLEL, MAX_PREDICTION_BATCH, MAX_PREDICTION_TOKENS, MAX_QPS, MAX_REPLICAS, MAX_SPEED,
+                      MIN_LENGTH_SCALE, MIN_OBSERVATION_SCALE, MIN_QPS, MIN_SLOWDOWN_DURATION_S, MIN_SLOWDOWN_INTERVAL_S,
+                      MIN_SPEED)
 from ..routing.observation import ObservationConfig
 from .slowdowns import SlowdownConfig, SlowdownEvent
 
 REPLICA_SCHEDULERS = ("sarathi", "vllm", "orca")
+#: tokens per KV-cache block in Vidur (its ``CacheConfig.block_size``), the unit of ``kv_blocks``.
+VIDUR_BLOCK_TOKENS = 16
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,12 @@ class EnvConfig:
     batch_size_cap: int = 128
     #: requests longer than this (prompt + output) are shortened, as Vidur's trace generator does.
     max_tokens: int = 4096
+    #: the trace's prompt and output lengths are multiplied by this (then shortened to
+    #: ``max_tokens``): a workload sized for smaller engines, like the live env's ``length_scale``.
+    length_scale: float = 1.0
+    #: KV-cache blocks (of 16 tokens) per replica; ``None``: what Vidur's memory planner gives the
+    #: model and device (a smaller engine's cache can be modelled with a fixed count).
+    kv_blocks: int | None = None
     profiles_dir: str | None = None
     compute_profile: str | None = None
     network_profile: str | None = None
@@ -258,6 +267,8 @@ _CHECKS = {
     "chunk_size": Param.integer(doc="", minimum=1),
     "batch_size_cap": Param.integer(doc="", minimum=1),
     "max_tokens": Param.integer(doc="", minimum=1),
+    "length_scale": Param.between(MIN_LENGTH_SCALE, MAX_LENGTH_SCALE, doc="trace lengths are multiplied by this"),
+    "kv_blocks": Param.integer(doc="KV-cache blocks per replica", minimum=1, maximum=MAX_KV_BLOCKS).or_null(),
     "profiles_dir": Param.string(doc="").or_null(),
     "compute_profile": Param(None, "", "a dataset id '<org>/<name>'", _dataset_id).or_null(),
     "network_profile": Param(None, "", "a dataset id '<org>/<name>'", _dataset_id).or_null(),
@@ -287,6 +298,10 @@ def _cross_check_errors(cfg: EnvConfig, source: str | None) -> list[ConfigError]
         errors += [ConfigError(f"expected a replica index below {cfg.num_replicas}, got {ev.replica}",
                                source=source, path=f"slowdowns.events[{i}].replica")
                    for i, ev in enumerate(cfg.slowdowns.events) if ev.replica >= cfg.num_replicas]
+    if cfg.kv_blocks is not None and cfg.kv_blocks * VIDUR_BLOCK_TOKENS < cfg.max_tokens:
+        need = -(-cfg.max_tokens // VIDUR_BLOCK_TOKENS)
+        errors.append(ConfigError(f"expected at least {need} blocks (one request of max_tokens {cfg.max_tokens} in blocks of "
+                                  f"{VIDUR_BLOCK_TOKENS} tokens), got {cfg.kv_blocks}", source=source, path="kv_blocks"))
     p = cfg.predictor
     for key, value, limit_key, limit in (
         ("max_tokens", cfg.max_tokens, "prediction_max_tokens_per_request", p.prediction_max_tokens_per_request),

@@ -92,7 +92,7 @@ def to_simulation_config(
     cluster = ClusterConfig(
         num_replicas=cfg.num_replicas,
         replica_config=replica,
-        cache_config=CacheConfig(),
+        cache_config=CacheConfig(num_blocks=cfg.kv_blocks),
         global_scheduler_config=global_scheduler_config(global_scheduler, **options),
         replica_scheduler_config=replica_scheduler,
     )

@@ -361,3 +361,55 @@ def test_ppo_scheduler_inside_vidur_sees_the_env_observations(tiny_config, make_
     assert len(seen_in_vidur) == len(seen_in_env) == tiny_config.requests_per_episode
     for a, b in zip(seen_in_vidur, seen_in_env, strict=True):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-7)
+
+
+# ---- a cluster sized like a smaller one: length_scale and kv_blocks ---------------------------------
+def test_length_scale_multiplies_the_trace_lengths_before_max_tokens_shortens_them(tiny_config):
+    from schedulers.sim.arrivals import sample_arrivals
+    from schedulers.sim.env_config import with_overrides
+
+    full = sample_arrivals(with_overrides(tiny_config, max_tokens=4096), 101)
+    quarter = sample_arrivals(with_overrides(tiny_config, max_tokens=4096, length_scale=0.25), 101)
+    np.testing.assert_array_equal(quarter.arrived_at, full.arrived_at)  # the same arrivals, shorter requests
+    uncut = full.prefill_tokens + full.decode_tokens < 4090  # shortened ones total 4094 to 4096
+    assert 0.5 < uncut.mean() < 1.0
+    np.testing.assert_array_equal(quarter.prefill_tokens[uncut], np.maximum(np.rint(full.prefill_tokens[uncut] * 0.25), 1))
+    np.testing.assert_array_equal(quarter.decode_tokens[uncut], np.maximum(np.rint(full.decode_tokens[uncut] * 0.25), 1))
+    assert (quarter.prefill_tokens + quarter.decode_tokens)[~uncut].min() > 1024  # scaled first, not cut to 4096 first
+    short = sample_arrivals(with_overrides(tiny_config, max_tokens=128, length_scale=0.25), 101)
+    assert (short.prefill_tokens + short.decode_tokens).max() <= 128
+    assert short.prefill_tokens.min() >= 1 and short.decode_tokens.min() >= 1
+
+
+def test_kv_blocks_sets_each_replicas_cache_and_the_observation_reads_it(tiny_config, make_tiny_env):
+    from schedulers.routing.observation import FEATURE_NAMES
+    from schedulers.sim.env_config import with_overrides
+
+    default_env = make_tiny_env()
+    default_env.reset(seed=101)
+    planned = default_env.snapshot().kv_capacity
+    env = make_tiny_env(env_config=with_overrides(tiny_config, kv_blocks=512))
+    obs, _ = env.reset(seed=101)
+    assert env.snapshot().kv_capacity.tolist() == [512.0] * tiny_config.num_replicas
+    assert planned[0] > 512  # Vidur's memory planner gives the model and device many more
+    kv = FEATURE_NAMES.index("kv_used_frac")
+    for _ in range(30):
+        obs, *_ = env.step(env.heuristic_action("jsq"))
+    snap = env.snapshot()
+    np.testing.assert_allclose(obs[:, kv], snap.kv_blocks / 512, rtol=1e-6)
+    assert obs[:, kv].max() > 0
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("kv_blocks: 10\nmax_tokens: 4096\n", r"kv_blocks: expected at least 256 blocks \(one request of max_tokens 4096"),
+    ("kv_blocks: 0\n", r"kv_blocks: expected an integer from 1 to"),
+    ("length_scale: 0\n", r"length_scale: expected a number from 0.0001 to 100, got 0"),
+    ("length_scale: .nan\n", r"length_scale: expected a number from 0.0001 to 100"),
+])
+def test_bad_length_scale_or_kv_blocks_is_a_located_error(tmp_path, text, message):
+    from schedulers.sim.env_config import load_env_config
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"bad\.yaml: " + message):
+        load_env_config(path)

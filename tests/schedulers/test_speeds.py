@@ -332,7 +332,7 @@ def test_short_training_on_a_tiny_heterogeneous_cluster(tmp_path, vidur_predicto
 def test_shipped_training_configs_for_the_new_setups_load():
     from schedulers.train.config import load_config
 
-    for name in ("ppo_hetero.yaml", "ppo_slowdowns.yaml"):
+    for name in ("ppo_hetero.yaml", "ppo_hetero_tiny.yaml", "ppo_slowdowns.yaml"):
         cfg, _ = load_config(ROOT / "configs" / name)
         assert cfg["bc"]["heuristics"] == ["adaptive"] and cfg["reward"].endswith("vidur_ttft_tail.yaml")
         assert cfg["seeds"]["train_start"] > max(cfg["seeds"]["eval"])

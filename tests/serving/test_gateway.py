@@ -214,6 +214,23 @@ def test_the_ppo_router_routes_live(cluster_factory, tmp_path):
     assert sum(e.served for e in c.engines) == 5
 
 
+def test_a_ppo_gateway_decides_on_one_torch_thread_by_default(tmp_path):
+    """More threads spin on the cores the engines of the same machine need (docs/serving.md)."""
+    from schedulers.serve.gateway import Gateway
+
+    policy = tmp_path / "policy.pt"
+    torch.save(ReplicaScorerPolicy(len(FEATURE_NAMES)).to_checkpoint(), policy)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        Gateway(GatewaySettings(["http://127.0.0.1:1"], router="ppo", checkpoint=str(policy)))
+        assert torch.get_num_threads() == 1
+        Gateway(GatewaySettings(["http://127.0.0.1:1"], router="ppo", checkpoint=str(policy), torch_threads=2))
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_bad_gateway_flags_are_one_line_errors(capsys):
     from rewardkit.cli import main
 
@@ -225,6 +242,8 @@ def test_bad_gateway_flags_are_one_line_errors(capsys):
     assert "expected --checkpoint" in capsys.readouterr().err
     assert main(["gateway", "--backend", "http://127.0.0.1:1", "--scrape-interval", "-1"]) == 2
     assert "--scrape-interval: expected seconds >= 0" in capsys.readouterr().err
+    assert main(["gateway", "--backend", "http://127.0.0.1:1", "--torch-threads", "0"]) == 2
+    assert "--torch-threads: expected an integer from 1 to 256, got 0" in capsys.readouterr().err
 
 
 def test_stream_tokens_are_counted_across_chunks_without_the_closing_events():
