@@ -22,7 +22,8 @@ import numpy as np
 
 from .workload import RequestSpec
 
-#: response headers the gateway sets (replica index, router), recorded when present.
+#: response header with the index of the replica that answered (``rewardkit gateway`` sets it),
+#: recorded as the request's ``replica`` when present.
 REPLICA_HEADER = "x-rewardkit-replica"
 
 

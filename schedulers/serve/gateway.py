@@ -33,6 +33,7 @@ from starlette.routing import Route
 
 from ..engines.metrics import kv_capacity_tokens, parse_metrics
 from ..limits import MAX_TORCH_THREADS
+from ..loadgen.runner import REPLICA_HEADER
 from ..live.decision_log import Decision, DecisionLogWriter
 from ..live.view import LiveClusterView, restrict
 from ..routing.heuristics import HEURISTIC_NAMES, choose
@@ -413,7 +414,8 @@ class GatewayApp(Gateway):
                 continue
             if payload.get("stream") and resp.status_code == 200:
                 return StreamingResponse(attempt.relay(resp, client_wants_usage), status_code=200,
-                                         media_type=resp.headers.get("content-type", "text/event-stream"))
+                                         media_type=resp.headers.get("content-type", "text/event-stream"),
+                                         headers={REPLICA_HEADER: str(replica)})
             try:
                 content = await resp.aread()
             finally:
@@ -421,7 +423,8 @@ class GatewayApp(Gateway):
             ok = resp.status_code == 200
             attempt.close("ok" if ok else "error", _usage(content) if ok else 0)
             return Response(content, status_code=resp.status_code,
-                            media_type=resp.headers.get("content-type", "application/json"))
+                            media_type=resp.headers.get("content-type", "application/json"),
+                            headers={REPLICA_HEADER: str(replica)})
         return openai_error(503, f"no healthy backend answered ({len(tried)} tried; last error: {last_error})",
                             "service_unavailable")
 

@@ -206,6 +206,21 @@ def test_a_client_that_disconnects_cancels_its_upstream_request(cluster_factory)
     assert engine.cancelled == 1 and engine.served == 0 and engine.running == 0
 
 
+def test_every_answer_names_the_replica_that_served_it_and_loadgen_records_it(cluster_factory):
+    from schedulers.loadgen.runner import replay
+    from schedulers.loadgen.workload import RequestSpec
+
+    c = cluster_factory([StubEngine("a"), StubEngine("b", per_token_s=0.01)], router="round_robin")
+    plain = [completion(c.url) for _ in range(4)]
+    assert [r.headers["x-rewardkit-replica"] for r in plain] == ["0", "1", "0", "1"]
+    with httpx.stream("POST", c.url + "/v1/completions", timeout=30,
+                      json={"model": "stub-model", "prompt": [1, 2], "max_tokens": 3, "stream": True}) as resp:
+        assert resp.headers["x-rewardkit-replica"] == "0"
+    specs = [RequestSpec(index=i, arrival_s=0.01 * i, prompt_ids=(1, 2, 3), output_tokens=3) for i in range(4)]
+    records, _ = asyncio.run(replay(c.url, specs, model="stub-model", timeout_s=30))
+    assert sorted(r.replica for r in records) == ["0", "0", "1", "1"]
+
+
 def test_the_ppo_router_routes_live(cluster_factory, tmp_path):
     policy = tmp_path / "policy.pt"
     torch.save(ReplicaScorerPolicy(len(FEATURE_NAMES)).to_checkpoint(), policy)
