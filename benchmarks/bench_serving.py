@@ -207,6 +207,20 @@ def run_client_side(cluster: EngineCluster, router: str, checkpoint: str | None,
     return {"records": records, "wall": wall, "routed": routed, "before": before, "after": after}
 
 
+#: share of a router's requests (by TTFT) whose replicas ``slowest_by_replica`` counts.
+SLOWEST_SHARE = 0.02
+
+
+def slowest_by_replica(records: list) -> dict[str, int]:
+    """How many of the slowest ``SLOWEST_SHARE`` of the answered requests (by TTFT) each replica served
+    (the gateway names the replica in every answer): where a router's tail comes from."""
+    timed = sorted((r for r in records if r.ok and r.ttft_s is not None), key=lambda r: r.ttft_s, reverse=True)
+    counts: dict[str, int] = {}
+    for r in timed[:max(1, round(SLOWEST_SHARE * len(timed)))] if timed else []:
+        counts[str(r.replica)] = counts.get(str(r.replica), 0) + 1
+    return dict(sorted(counts.items()))
+
+
 def summarize_runs(router: str, runs: list[dict[str, Any]], out: Path, tag: str) -> dict[str, Any]:
     """One router's summary over its repeated runs (latencies pooled), with routed counts and prefix-cache hit rates."""
     records = [r for run in runs for r in run["records"]]
@@ -215,6 +229,7 @@ def summarize_runs(router: str, runs: list[dict[str, Any]], out: Path, tag: str)
     summary["repeats"] = len(runs)
     summary["rounds"] = [{"ttft_p99": (stats := summarize(run["records"], run["wall"]))["ttft_ms"]["p99"],
                           "ttft_p50": stats["ttft_ms"]["p50"], "e2e_mean": stats["e2e_ms"]["mean"]} for run in runs]
+    summary["slowest"] = slowest_by_replica(records)
     summary["routed"] = {}
     for run in runs:
         for k, v in run["routed"].items():
@@ -334,6 +349,10 @@ def report(data: dict[str, Any]) -> str:
         if "ppo" in live_rank and "ppo" in sim_rank:
             lines.append(f"PPO: live rank {live_rank['ppo']}, simulated rank {sim_rank['ppo']} of {len(sim_rank)}")
         lines += paired_rounds(hetero)
+        lines += ["", f"Where each router's slowest {100 * SLOWEST_SHARE:.0f}% of requests (by TTFT) were served, "
+                      "per replica: " + "; ".join(f"{r['router']} {r['slowest']}" for r in
+                                                   sorted(hetero, key=lambda r: live_rank.get(r["router"], 99))
+                                                   if r.get("slowest"))]
     prefix = data.get("prefix") or []
     if prefix:
         lines.append("")
