@@ -34,6 +34,7 @@ import json
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -215,10 +216,8 @@ def slowest_by_replica(records: list) -> dict[str, int]:
     """How many of the slowest ``SLOWEST_SHARE`` of the answered requests (by TTFT) each replica served
     (the gateway names the replica in every answer): where a router's tail comes from."""
     timed = sorted((r for r in records if r.ok and r.ttft_s is not None), key=lambda r: r.ttft_s, reverse=True)
-    counts: dict[str, int] = {}
-    for r in timed[:max(1, round(SLOWEST_SHARE * len(timed)))] if timed else []:
-        counts[str(r.replica)] = counts.get(str(r.replica), 0) + 1
-    return dict(sorted(counts.items()))
+    slowest = timed[:max(1, round(SLOWEST_SHARE * len(timed)))]
+    return dict(sorted(Counter(str(r.replica) for r in slowest).items()))
 
 
 def summarize_runs(router: str, runs: list[dict[str, Any]], out: Path, tag: str) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from ..routing.observation import ObservationConfig
 from .slowdowns import SlowdownConfig, SlowdownEvent
 
 REPLICA_SCHEDULERS = ("sarathi", "vllm", "orca")
-#: tokens per KV-cache block in Vidur (its ``CacheConfig.block_size``), the unit of ``kv_blocks``.
+#: tokens per KV-cache block of every simulated replica (Vidur's ``CacheConfig.block_size``), the unit of ``kv_blocks``.
 VIDUR_BLOCK_TOKENS = 16
 
 

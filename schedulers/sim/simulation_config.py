@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from rewardkit.errors import ConfigError
 
 from ..paths import resolve_path
-from .env_config import EnvConfig, replica_setup_spec
+from .env_config import VIDUR_BLOCK_TOKENS, EnvConfig, replica_setup_spec
 from .profiles import prepare_profiles
 from .registration import REGISTERED, global_scheduler_config
 
@@ -92,7 +92,7 @@ def to_simulation_config(
     cluster = ClusterConfig(
         num_replicas=cfg.num_replicas,
         replica_config=replica,
-        cache_config=CacheConfig(num_blocks=cfg.kv_blocks),
+        cache_config=CacheConfig(block_size=VIDUR_BLOCK_TOKENS, num_blocks=cfg.kv_blocks),
         global_scheduler_config=global_scheduler_config(global_scheduler, **options),
         replica_scheduler_config=replica_scheduler,
     )

@@ -398,18 +398,3 @@ def test_kv_blocks_sets_each_replicas_cache_and_the_observation_reads_it(tiny_co
     snap = env.snapshot()
     np.testing.assert_allclose(obs[:, kv], snap.kv_blocks / 512, rtol=1e-6)
     assert obs[:, kv].max() > 0
-
-
-@pytest.mark.parametrize(("text", "message"), [
-    ("kv_blocks: 10\nmax_tokens: 4096\n", r"kv_blocks: expected at least 256 blocks \(one request of max_tokens 4096"),
-    ("kv_blocks: 0\n", r"kv_blocks: expected an integer from 1 to"),
-    ("length_scale: 0\n", r"length_scale: expected a number from 0.0001 to 100, got 0"),
-    ("length_scale: .nan\n", r"length_scale: expected a number from 0.0001 to 100"),
-])
-def test_bad_length_scale_or_kv_blocks_is_a_located_error(tmp_path, text, message):
-    from schedulers.sim.env_config import load_env_config
-
-    path = tmp_path / "bad.yaml"
-    path.write_text(text)
-    with pytest.raises(ConfigError, match=r"bad\.yaml: " + message):
-        load_env_config(path)

@@ -23,6 +23,11 @@ from rewardkit.errors import ConfigError
         ("qps: [1,\n", r"bad\.yaml: expected valid YAML"),
         ("qps: 3\nqps: 4\n", r"bad\.yaml: .*duplicate key 'qps' \(first at line 1\)"),
         ("replicas:\n  - {count: 2, sped: 1}\n", r"bad\.yaml: replicas\[0\]\.sped: unknown key \(did you mean 'speed'\?\)"),
+        ("kv_blocks: 10\nmax_tokens: 4096\n",
+         r"bad\.yaml: kv_blocks: expected at least 256 blocks \(one request of max_tokens 4096"),
+        ("kv_blocks: 0\n", r"bad\.yaml: kv_blocks: expected an integer from 1 to"),
+        ("length_scale: 0\n", r"bad\.yaml: length_scale: expected a number from 0.0001 to 100, got 0"),
+        ("length_scale: .nan\n", r"bad\.yaml: length_scale: expected a number from 0.0001 to 100"),
     ],
 )
 def test_bad_env_config_names_file_and_key(tmp_path, text, message):
