@@ -3,7 +3,9 @@
 An env YAML with a ``live`` section names real engines (:mod:`schedulers.live.config`) and opens
 a :class:`~schedulers.live.env.LiveRoutingEnv`; any other opens a
 :class:`~schedulers.sim.env.VidurRoutingEnv`. Both have the same observation, actions, per-request
-credit, ``heuristic_action`` and ``episode_metrics``, so training and evaluation run on either.
+credit, ``snapshot``, ``pending_prompt_tokens`` and ``episode_metrics``, so training and evaluation
+run on either, and any :class:`~schedulers.routing.policy.Policy` routes in either through
+:func:`policy_action`.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Union
 
+import numpy as np
+
 from .live.config import LiveEnvConfig, is_live_env_file, load_live_env_config
+from .routing.policy import Policy
 from .sim.env_config import EnvConfig, load_env_config
 
 AnyEnvConfig = Union[EnvConfig, LiveEnvConfig]
@@ -34,3 +39,19 @@ def make_env(config: AnyEnvConfig | str | os.PathLike[str], reward_composer: Any
     from .sim.env import VidurRoutingEnv  # Vidur
 
     return VidurRoutingEnv(cfg, reward_composer, **kwargs)
+
+
+def policy_action(policy: Policy, env: Any, obs: np.ndarray) -> int:
+    """The replica ``policy`` picks for the request awaiting routing in ``env`` (whose observation is ``obs``).
+
+    The loop reads the env and hands the policy what it declares it needs: the snapshot and prompt
+    length always, the observation rows, and the true speeds only to a policy that reads them
+    (``oracle``; a live env has none).
+    """
+    base = env.unwrapped
+    true_speed = None
+    if policy.needs_true_speed:
+        if not hasattr(base, "true_speeds"):
+            raise ValueError(f"router {policy.name!r} reads the replicas' true speeds, which only the simulator knows")
+        true_speed = base.true_speeds()
+    return int(policy.decide(base.snapshot(), base.pending_prompt_tokens, rows=obs, true_speed=true_speed))

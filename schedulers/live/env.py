@@ -47,7 +47,6 @@ from rewardkit.errors import ConfigError
 
 from ..loadgen.runner import RequestRecord, request_body, send_request
 from ..loadgen.workload import RequestSpec, build_requests, lengths_from_config
-from ..routing.heuristics import HEURISTIC_NAMES, choose
 from ..routing.observation import build_observation, feature_names, observation_bounds
 from ..sim.metrics import EpisodeMetrics
 from ..sim.reward_context import credit_requests, load_reward_composer, reward_credit
@@ -125,7 +124,7 @@ class LiveRoutingEnv(gym.Env):
         view = LiveClusterView(self.num_replicas, live.declared_speeds, kv_capacity=live.kv_capacity_blocks)
         self._episode = {"seed": episode_seed, "specs": specs, "view": view, "next": 0, "futures": [],
                          "records": [], "credited": set(), "routed": np.zeros(self.num_replicas, dtype=np.int64),
-                         "rng": np.random.default_rng(episode_seed), "start": time.perf_counter(), "lag": 0.0}
+                         "start": time.perf_counter(), "lag": 0.0}
         if self.composer is not None and hasattr(self.composer, "reset"):
             self.composer.reset()
         self._sleep_until(specs[0].arrival_s)
@@ -161,18 +160,12 @@ class LiveRoutingEnv(gym.Env):
         self._loop.close()
         self._loop = None
 
-    # ---- heuristics and metrics ----------------------------------------------------------------
-    def heuristic_action(self, name: str) -> int:
-        """The replica heuristic ``name`` picks for the pending request (as in ``VidurRoutingEnv``)."""
+    # ---- what policies read, and metrics ----------------------------------------------------------------
+    @property
+    def pending_prompt_tokens(self) -> int:
+        """Prompt length of the request awaiting routing (0 when none)."""
         ep = self._episode
-        if ep is None or ep["next"] >= len(ep["specs"]):
-            raise RuntimeError("heuristic_action() needs a pending routing decision; call reset() first")
-        if name not in HEURISTIC_NAMES or name == "oracle":
-            known = [h for h in HEURISTIC_NAMES if h != "oracle"]
-            raise ValueError(f"unknown heuristic {name!r} on a live cluster (no true speeds); expected one of: "
-                             f"{', '.join(known)}")
-        spec = ep["specs"][ep["next"]]
-        return choose(name, self.snapshot(), ep["rng"], decision_index=ep["next"], prompt_tokens=spec.prompt_tokens)
+        return ep["specs"][ep["next"]].prompt_tokens if ep is not None and ep["next"] < len(ep["specs"]) else 0
 
     def snapshot(self) -> Any:
         """The live view of the replicas now, with the pending request's prefix match."""
@@ -235,7 +228,6 @@ class LiveRoutingEnv(gym.Env):
         view: LiveClusterView = ep["view"]
         with self._lock:
             key = view.sent(replica, spec.prompt_tokens, spec.prompt_ids)
-            view.decisions += 1
         ep["routed"][replica] += 1
         record = RequestRecord(spec.index, spec.arrival_s, spec.prompt_tokens, spec.output_tokens, replica=str(replica))
         body = request_body(spec, live.model, "completions", "ids", stream=True, ignore_eos=True)

@@ -89,7 +89,6 @@ class LiveClusterView:
         self.engine_at = np.full(n, -np.inf)
         self.capacity = np.full(n, float(self.kv_capacity))  # KV blocks of ``block_size`` tokens per replica
         self._keys = itertools.count()
-        self.decisions = 0
 
     # ---- bookkeeping ---------------------------------------------------------------------------
     def sent(self, replica: int, prompt_tokens: int, prompt_ids: Sequence[int] = ()) -> int:

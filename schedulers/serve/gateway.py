@@ -36,7 +36,7 @@ from ..limits import MAX_TORCH_THREADS
 from ..loadgen.runner import REPLICA_HEADER
 from ..live.decision_log import Decision, DecisionLogWriter
 from ..live.view import LiveClusterView, restrict
-from ..routing.heuristics import HEURISTIC_NAMES, choose
+from ..routing.policy import make_policy
 from ..routing.observation import ObservationConfig, build_observation, feature_names
 
 #: bounds of one request (docs/configuration.md, "Limits").
@@ -75,11 +75,6 @@ class GatewaySettings:
             parsed = httpx.URL(url) if isinstance(url, str) else None
             if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
                 raise ValueError(f"--backend: expected an http(s) URL such as http://127.0.0.1:8001, got {url!r}")
-        if self.router == "ppo" and not self.checkpoint:
-            raise ValueError("--router ppo: expected --checkpoint PATH (a policy trained by rewardkit train)")
-        if self.router != "ppo" and (self.router not in HEURISTIC_NAMES or self.router == "oracle"):
-            names = ", ".join(n for n in HEURISTIC_NAMES if n != "oracle")
-            raise ValueError(f"--router: expected ppo or one of {names} (oracle needs true speeds), got {self.router!r}")
         if not (isinstance(self.torch_threads, int) and 1 <= self.torch_threads <= MAX_TORCH_THREADS):
             raise ValueError(f"--torch-threads: expected an integer from 1 to {MAX_TORCH_THREADS}, got {self.torch_threads!r}")
         if self.declared_speeds is not None and len(self.declared_speeds) != len(self.backends):
@@ -99,17 +94,14 @@ class Gateway:
         n = len(settings.backends)
         self.urls = [u.rstrip("/") for u in settings.backends]
         self.view = LiveClusterView(n, settings.declared_speeds, kv_capacity=settings.kv_capacity_blocks)
-        self.rng = np.random.default_rng(settings.seed)
-        self.policy = None
-        self.obs_config = ObservationConfig()
-        if settings.router == "ppo":
-            import torch
-
-            from ..rl.ppo_router import PPORouter
-
-            torch.set_num_threads(settings.torch_threads)
-            self.policy = PPORouter.from_checkpoint(settings.checkpoint)
-            self.obs_config = self.policy.observation_config
+        options = {"threads": settings.torch_threads} if settings.checkpoint else {}
+        try:
+            self.policy = make_policy(settings.router, settings.checkpoint, seed=settings.seed, simulated=False,
+                                      **options)
+        except ValueError as exc:  # CheckpointError too: a one-line message naming the flag
+            raise ValueError(f"--router {settings.router}: {exc}") from None
+        #: the rows every decision logs: the policy's own settings, else the defaults
+        self.obs_config = self.policy.observation or ObservationConfig()
         self.composer = None
         if settings.reward:
             from rewardkit import RewardComposer
@@ -224,12 +216,7 @@ class Gateway:
         snap = self.view.snapshot(self.view.prefix_match(prompt_ids))
         rows = build_observation(snap, prompt_tokens, self.obs_config)
         candidates = np.flatnonzero(keep)
-        if self.policy is not None:
-            pick = int(self.policy.act(rows[keep]))
-        else:
-            pick = choose(self.settings.router, restrict(snap, keep), self.rng, decision_index=self.view.decisions,
-                          prompt_tokens=prompt_tokens)
-        self.view.decisions += 1
+        pick = self.policy.decide(restrict(snap, keep), prompt_tokens, rows=rows[keep])
         self.decision_time.observe(time.perf_counter() - start)
         return int(candidates[pick]), rows
 
@@ -513,11 +500,8 @@ def _usage(content: bytes) -> int:
         return 0
 
 
-def serve(settings: GatewaySettings, host: str = "127.0.0.1", port: int = 8000, drain_s: float = 30.0) -> None:
-    """Run the gateway until SIGTERM/SIGINT; in-flight requests get ``drain_s`` seconds to finish."""
+def serve(app: Starlette, host: str = "127.0.0.1", port: int = 8000, drain_s: float = 30.0) -> None:
+    """Run the gateway ``app`` (:func:`create_app`) until SIGTERM/SIGINT; in-flight requests get ``drain_s`` s to finish."""
     import uvicorn
 
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning",
-                timeout_graceful_shutdown=drain_s, access_log=False)
-
-
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=drain_s, access_log=False)

@@ -86,7 +86,6 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..routing.heuristics import HEURISTIC_NAMES, choose
 from ..routing.observation import build_observation, feature_names, observation_bounds
 from ..routing.snapshot import ReplicaSnapshot
 from .arrivals import sample_arrivals
@@ -261,24 +260,7 @@ class VidurRoutingEnv(gym.Env):
         self._scheduler = None
         self._tracker = None
 
-    # ---- heuristics and metrics -----------------------------------------------------------------
-    def heuristic_action(self, name: str) -> int:
-        """The replica heuristic ``name`` (see :data:`schedulers.routing.heuristics.HEURISTIC_NAMES`) picks now.
-
-        Tie-breaking and ``random`` use a generator seeded with the episode seed, so a heuristic's
-        episode is reproducible; ``round_robin`` sends the k-th request of the episode to k mod n.
-        """
-        ep = self._ep
-        if ep is None or ep.done or not ep.pending:
-            raise RuntimeError("heuristic_action() needs a pending routing decision; call reset() first")
-        if name not in HEURISTIC_NAMES:
-            raise ValueError(f"unknown heuristic {name!r}; expected one of: {', '.join(HEURISTIC_NAMES)}")
-        true_speed = self.true_speeds() if name == "oracle" else None
-        return choose(
-            name, self._current_snapshot(), ep.rng, decision_index=ep.decisions,
-            prompt_tokens=self.pending_prompt_tokens, true_speed=true_speed,
-        )
-
+    # ---- what policies read, and metrics -----------------------------------------------------------------
     def true_speeds(self) -> np.ndarray:
         """Every replica's speed now, slowdowns included: hidden from observations, for the oracle and tests."""
         if self._scheduler is None or self._ep is None:

@@ -252,9 +252,9 @@ def test_bad_gateway_flags_are_one_line_errors(capsys):
     assert main(["gateway", "--backend", "notaurl"]) == 2
     assert "--backend: expected an http(s) URL" in capsys.readouterr().err
     assert main(["gateway", "--backend", "http://127.0.0.1:1", "--router", "oracle"]) == 2
-    assert "oracle needs true speeds" in capsys.readouterr().err
+    assert "--router oracle: router 'oracle' reads the replicas' true speeds" in capsys.readouterr().err
     assert main(["gateway", "--backend", "http://127.0.0.1:1", "--router", "ppo"]) == 2
-    assert "expected --checkpoint" in capsys.readouterr().err
+    assert "--router ppo: router 'ppo' needs a checkpoint" in capsys.readouterr().err
     assert main(["gateway", "--backend", "http://127.0.0.1:1", "--scrape-interval", "-1"]) == 2
     assert "--scrape-interval: expected seconds >= 0" in capsys.readouterr().err
     assert main(["gateway", "--backend", "http://127.0.0.1:1", "--torch-threads", "0"]) == 2
