@@ -43,11 +43,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from schedulers.engines.metrics import prefix_cache_hit_rate, scrape  # noqa: E402
+from schedulers.shared.prometheus import prefix_cache_hit_rate, scrape  # noqa: E402
 from schedulers.engines.gateway_process import GatewayProcess  # noqa: E402
 from schedulers.engines.replicas import EngineCluster, tiny_cluster  # noqa: E402
 from schedulers.loadgen.runner import replay, summarize  # noqa: E402
-from schedulers.loadgen.workload import SharedPrefix, build_requests, lengths_from_env  # noqa: E402
+from schedulers.loadgen.workload import lengths_from_env  # noqa: E402
+from schedulers.shared.requests import SharedPrefix, build_requests  # noqa: E402
 
 LIVE_ROUTERS = ("round_robin,random,lor,jsq,least_kv,least_tokens,least_prefill,power_of_two,prefix_aware,"
                 "cap_jsq,cap_least_tokens,cap_least_prefill,adaptive,ppo")

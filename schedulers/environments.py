@@ -11,27 +11,31 @@ run on either, and any :class:`~schedulers.routing.policy.Policy` routes in eith
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Union
+from typing import TYPE_CHECKING, Any, Mapping, Union
 
 import numpy as np
 
 from .live.config import LiveEnvConfig, is_live_env_file, load_live_env_config
 from .routing.policy import Policy
-from .sim.env_config import EnvConfig, load_env_config
 
-AnyEnvConfig = Union[EnvConfig, LiveEnvConfig]
+if TYPE_CHECKING:
+    from .sim.env_config import EnvConfig
+
+AnyEnvConfig = Union["EnvConfig", LiveEnvConfig]
 
 
 def load_any_env_config(path: str | os.PathLike[str], overrides: Mapping[str, Any] | None = None) -> AnyEnvConfig:
     """The env YAML at ``path`` (with ``overrides``): a live config if it has a ``live`` section."""
     if is_live_env_file(path):
         return load_live_env_config(path, overrides)
+    from .sim.env_config import load_env_config  # Vidur: only for a simulated env
+
     return load_env_config(path, overrides)
 
 
 def make_env(config: AnyEnvConfig | str | os.PathLike[str], reward_composer: Any = None, **kwargs: Any) -> Any:
     """A routing env for ``config`` (``evaluate``, ``compute_reward`` passed on); live envs need the serve extra."""
-    cfg = config if isinstance(config, (EnvConfig, LiveEnvConfig)) else load_any_env_config(config)
+    cfg = load_any_env_config(config) if isinstance(config, (str, os.PathLike)) else config
     if isinstance(cfg, LiveEnvConfig):
         from .live.env import LiveRoutingEnv  # httpx: the serve extra
 

@@ -31,12 +31,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..engines.metrics import kv_capacity_tokens, parse_metrics
 from ..limits import MAX_TORCH_THREADS
-from ..loadgen.runner import REPLICA_HEADER
 from ..live.decision_log import Decision, DecisionLogWriter
 from ..live.view import LiveClusterView, restrict
 from ..routing.policy import make_policy
+from ..shared.engine_client import REPLICA_HEADER
+from ..shared.prometheus import kv_capacity_tokens, parse_metrics
+from ..shared.request_reward import request_context
+from ..shared.sse import SSEStream
 from ..routing.observation import ObservationConfig, build_observation, feature_names
 
 #: bounds of one request (docs/configuration.md, "Limits").
@@ -226,8 +228,7 @@ class Gateway:
         """The reward config's value for one finished request (None without a config or a latency it reads)."""
         if self.composer is None or e2e_s is None:
             return None, {}
-        ctx = {"ttft": ttft_s if ttft_s is not None else e2e_s, "e2e": e2e_s, "prompt_tokens": float(prompt_tokens),
-               "decode_tokens": float(output_tokens), "delay_caused": 0.0}
+        ctx = request_context(ttft_s if ttft_s is not None else e2e_s, e2e_s, prompt_tokens, output_tokens)
         try:
             out = self.composer(ctx)
         except Exception:  # noqa: BLE001 - a reward config reading keys the live side lacks: no reward, routing goes on
@@ -256,68 +257,6 @@ def _prompt_of(payload: dict[str, Any], chat: bool) -> tuple[int, list[int]]:
     if isinstance(prompt, str):
         return max(1, len(prompt.encode()) // 4), []
     raise ValueError("prompt: expected a string or a non-empty list of token ids")
-
-
-class TokenCounter:
-    """Splits an OpenAI server-sent-event stream, fed chunk by chunk, into whole events and counts
-    output tokens: the engine's ``usage`` when it sends one (the gateway asks for it), else the
-    events that carry a token. A completion event is a token when one of its choices carries text
-    or is not finished (engines end with an event holding only the finish reason, and ``[DONE]``);
-    a chat event when its delta carries content or tool calls (the first holds only the role).
-    """
-
-    def __init__(self) -> None:
-        self._buffer = b""
-        self.counted = 0
-        self.usage: int | None = None
-
-    @property
-    def tokens(self) -> int:
-        return self.usage if self.usage is not None else self.counted
-
-    def feed(self, chunk: bytes) -> list[tuple[bytes, bool]]:
-        """The events completed by ``chunk``, each with whether it is a usage-only event."""
-        self._buffer += chunk
-        *events, self._buffer = self._buffer.split(b"\n\n")
-        out = []
-        for event in events:
-            parsed = _event_json(event)
-            usage = parsed.get("usage") if isinstance(parsed, dict) else None
-            usage_only = isinstance(usage, dict) and not parsed.get("choices")
-            if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-                self.usage = usage["completion_tokens"]
-            self.counted += _is_token(parsed)
-            out.append((event + b"\n\n", usage_only))
-        return out
-
-    def rest(self) -> bytes:
-        return self._buffer
-
-
-def _event_json(event: bytes) -> Any:
-    data = b"".join(line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:"))
-    if not data or data == b"[DONE]":
-        return None
-    try:
-        return json.loads(data)
-    except ValueError:
-        return None
-
-
-def _is_token(parsed: Any) -> bool:
-    if not isinstance(parsed, dict):
-        return False
-    choices = parsed.get("choices") or []
-    for choice in choices:
-        if not isinstance(choice, dict):
-            continue
-        delta = choice.get("delta")
-        if isinstance(delta, dict):  # chat: the first event carries only the role
-            if delta.get("content") or delta.get("tool_calls"):
-                return True
-        elif choice.get("text") or choice.get("finish_reason") is None:
-            return True
-    return False
 
 
 class GatewayApp(Gateway):
@@ -449,7 +388,7 @@ class Attempt:
         kept only when the client asked too); when the client goes away the generator is closed,
         and the finally clause closes the upstream stream (cancelling the engine's request)."""
         status = "cancelled"
-        counter = TokenCounter()
+        counter = SSEStream()
         try:
             async for chunk in resp.aiter_raw():
                 before = counter.counted
@@ -459,7 +398,7 @@ class Attempt:
                         self.first = time.monotonic()
                         self.gw.ttft.labels(self.label).observe(self.first - self.sent_at)
                     self.gw.view.token(self.key, counter.counted - before)
-                out = b"".join(event for event, usage_only in events if client_wants_usage or not usage_only)
+                out = b"".join(event.raw for event in events if client_wants_usage or not event.usage_only)
                 if out:
                     yield out
             if counter.rest().strip():

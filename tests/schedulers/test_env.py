@@ -376,7 +376,7 @@ def test_ppo_scheduler_inside_vidur_sees_the_env_observations(tiny_config, make_
 
 # ---- a cluster sized like a smaller one: length_scale and kv_blocks ---------------------------------
 def test_length_scale_multiplies_the_trace_lengths_before_max_tokens_shortens_them(tiny_config):
-    from schedulers.sim.arrivals import sample_arrivals
+    from schedulers.shared.arrivals import sample_arrivals
     from schedulers.sim.env_config import with_overrides
 
     full = sample_arrivals(with_overrides(tiny_config, max_tokens=4096), 101)

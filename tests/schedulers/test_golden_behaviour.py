@@ -44,7 +44,7 @@ def arrival_digests(tmp: Path) -> dict[str, str]:
         from schedulers.shared.arrivals import sample_arrivals
         from schedulers.shared.workload import load_workload
     except ImportError:  # the code the values were recorded on
-        from schedulers.sim.arrivals import sample_arrivals
+        from schedulers.shared.arrivals import sample_arrivals
         from schedulers.sim.env_config import load_env_config as load_workload
         from schedulers.live.config import is_live_env_file, load_live_env_config
     from schedulers.loadgen.workload import lengths_from_env
@@ -55,10 +55,7 @@ def arrival_digests(tmp: Path) -> dict[str, str]:
         path = tmp / f"{name}.yaml"
         path.write_text(text.replace("../shared/vidur/traces", str(TRACES)).replace(
             "configs/rewards/", str(ROOT / "configs/rewards") + "/"))
-        try:
-            workload = load_workload(path)
-        except Exception:  # noqa: BLE001 - recording on the old code: a live file's workload part
-            workload = load_live_env_config(path).env
+        workload = load_workload(path)
         for seed in SEEDS:
             a = sample_arrivals(workload, seed)
             out[f"{name}/{seed}/sim"] = digest(a.arrived_at, a.prefill_tokens, a.decode_tokens)
@@ -161,10 +158,7 @@ def live_rewards(tmp: Path) -> list[Any]:
     import yaml
 
     from schedulers.live.env import LiveRoutingEnv
-    try:
-        from schedulers.shared.engine_client import RequestRecord
-    except ImportError:
-        from schedulers.loadgen.runner import RequestRecord
+    from schedulers.shared.engine_client import RequestRecord
 
     data = {"trace_file": str(TRACES / "splitwise_conv.csv"), "qps": 40.0,
             "requests_per_episode": 8, "reward_config": str(ROOT / "configs/rewards/request_ttft_live.yaml"),
@@ -188,11 +182,7 @@ def live_rewards(tmp: Path) -> list[Any]:
                 r.status, r.error = 500, "HTTP 500: stub failure"
             records.append(r)
         info: dict[str, Any] = {}
-        if hasattr(env, "credit_records"):
-            total = env.credit_records(list(enumerate(records)), info)
-        else:
-            from schedulers.sim.reward_context import credit_requests
-            total = credit_requests(env.composer, [(d, env._request_context(r)) for d, r in enumerate(records)], info)
+        total = env.credit_records(list(enumerate(records)), info)
         return [total, info["credits"], info["reward_terms"]]
     finally:
         env.close()
@@ -202,7 +192,7 @@ def client_routing_decisions(router: str, checkpoint: Path | None, monkeypatch: 
     """``bench_serving``'s client-side routing over a scripted run (its clock faked)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import bench_serving
-    from schedulers.loadgen.workload import RequestSpec
+    from schedulers.shared.requests import RequestSpec
 
     clock = FakeClock()
     monkeypatch.setattr(bench_serving.time, "perf_counter", clock)
