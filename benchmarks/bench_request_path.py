@@ -156,9 +156,8 @@ def main(argv: list[str] | None = None) -> int:
             wait_healthy(url)
         sg_port, gw_port = free_port(), free_port()
         procs.append(start([args.sglang, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port",
-                            str(sg_port), "--policy", "cache_aware", "--log-level", "error", "--prometheus-port", str(free_port()),
-                            "--worker-urls",
-                            *stub_urls], logs / "sglang.log"))
+                            str(sg_port), "--policy", "cache_aware", "--log-level", "error",
+                            "--prometheus-port", str(free_port()), "--worker-urls", *stub_urls], logs / "sglang.log"))
         gw_cmd = [str(Path(exe).with_name("rewardkit")), "gateway", "--port", str(gw_port), "--router", args.router,
                   *[flag for url in stub_urls for flag in ("--backend", url)], *args.gateway_arg]
         procs.append(start(gw_cmd, logs / "gateway.log"))
