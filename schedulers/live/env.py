@@ -39,7 +39,6 @@ from concurrent.futures import Future
 from typing import Any, Coroutine, Mapping
 
 import gymnasium as gym
-import httpx
 import numpy as np
 from gymnasium import spaces
 
@@ -47,6 +46,7 @@ from rewardkit.errors import ConfigError
 
 from ..routing.observation import build_observation, feature_names, observation_bounds
 from ..shared.engine_client import RequestRecord, engine_http_client, request_body, send_request
+from ..shared.engine_http import EngineClient
 from ..shared.episode_metrics import EpisodeMetrics
 from ..shared.request_reward import credit_requests, load_reward_composer, reads_request_keys_only, request_context
 from ..shared.requests import RequestSpec, build_requests, lengths_from_workload
@@ -100,12 +100,12 @@ class LiveRoutingEnv(gym.Env):
                                   "a live cluster has no simulated step to describe", source=cfg.source,
                                   path="reward_config")
         self._loop = _LoopThread()
-        self._client: httpx.AsyncClient = self._loop.submit(self._make_client(cfg.live.timeout_s)).result()
+        self._client: EngineClient = self._loop.submit(self._make_client(cfg.live.timeout_s)).result()
         self._lock = threading.Lock()
         self._episode: dict[str, Any] | None = None
 
     @staticmethod
-    async def _make_client(timeout_s: float) -> httpx.AsyncClient:
+    async def _make_client(timeout_s: float) -> EngineClient:
         return engine_http_client(timeout_s)
 
     # ---- gymnasium API -------------------------------------------------------------------------

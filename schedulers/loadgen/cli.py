@@ -61,13 +61,20 @@ def positive(value: float | int | None, option: str, allow_zero: bool = False) -
 
 def discover_model(url: str, timeout_s: float = 10.0) -> str:
     """The first model id ``GET /v1/models`` lists."""
-    import httpx
+    import asyncio
+
+    from ..shared.engine_http import EngineClient, EngineError
+
+    async def models() -> dict:
+        async with EngineClient(timeout_s) as client:
+            resp = await client.request("GET", url + "/v1/models")
+        if resp.status != 200:
+            raise ValueError(f"HTTP {resp.status}")
+        return resp.json()
 
     try:
-        resp = httpx.get(url + "/v1/models", timeout=timeout_s)
-        resp.raise_for_status()
-        return str(resp.json()["data"][0]["id"])
-    except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as exc:
+        return str(asyncio.run(models())["data"][0]["id"])
+    except (EngineError, KeyError, IndexError, TypeError, ValueError) as exc:
         raise ValueError(f"--url {url}: could not list models at /v1/models ({type(exc).__name__}: {exc}); "
                          "is the endpoint up? (or give --model)") from None
 

@@ -15,7 +15,6 @@ import sys
 import time
 from typing import Any, Callable, Sequence
 
-import httpx
 import numpy as np
 
 from ..shared.engine_client import (Event, RequestRecord, base_url, engine_http_client, no_events, request_body,
@@ -37,21 +36,18 @@ async def replay(
     timeout_s: float = 300.0,
     duration_s: float | None = None,
     on_done: Callable[[RequestRecord], None] | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
     dispatch: Dispatch | None = None,
 ) -> tuple[list[RequestRecord], float]:
     """Send every request of ``specs`` at its arrival time; return the records and the run's wall time (s).
 
-    ``transport`` replaces the network (tests pass an ``httpx.MockTransport``). ``dispatch`` routes
-    in the client instead of at ``url`` (called at each request's send time).
+    ``dispatch`` routes in the client instead of at ``url`` (called at each request's send time).
     """
     if api not in ("completions", "chat"):
         raise ValueError(f"--api: expected completions or chat, got {api!r}")
     endpoint = base_url(url) + ("/v1/chat/completions" if api == "chat" else "/v1/completions")
     records = [RequestRecord(s.index, s.arrival_s, s.prompt_tokens, s.output_tokens, group=s.group, session=s.session)
                for s in specs]
-    client = engine_http_client(timeout_s) if transport is None else httpx.AsyncClient(transport=transport)
-    async with client:
+    async with engine_http_client(timeout_s) as client:
         start = time.perf_counter()
 
         async def one(spec: RequestSpec, record: RequestRecord) -> None:

@@ -4,7 +4,8 @@ Used by the load generator, the live env and the serving benchmark (the gateway 
 same :class:`~schedulers.shared.sse.SSEStream` rule). A streamed request is timed event by event:
 TTFT at the first event carrying a token, inter-token latencies between such events, end-to-end at
 the end of the stream; output tokens are the engine's ``usage`` when it sends one, else the events
-that carried a token. Errors are recorded, never raised. Async HTTP with httpx.
+that carried a token. Errors are recorded, never raised. HTTP is the one engine client,
+:class:`~schedulers.shared.engine_http.EngineClient`, the gateway's too.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-import httpx
-
+from .engine_http import EngineClient, EngineError
 from .sse import SSEStream
 
 #: response header with the index of the replica that answered (``rewardkit gateway`` sets it),
@@ -86,13 +86,15 @@ def no_events(kind: str) -> None:
     """Event hook that ignores events."""
 
 
-def engine_http_client(timeout_s: float, connections: int | None = None) -> httpx.AsyncClient:
-    """An HTTP client for engines: keep-alive connections, ``timeout_s`` per request (10 s at most to connect)."""
-    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections or 64)
-    return httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0)), limits=limits)
+JSON_HEADERS = {"content-type": "application/json"}
 
 
-async def send_request(client: httpx.AsyncClient, url: str, body: dict[str, Any], record: RequestRecord, start: float,
+def engine_http_client(timeout_s: float) -> EngineClient:
+    """The engine client: keep-alive connections, ``timeout_s`` per read (10 s at most to connect)."""
+    return EngineClient(timeout_s, connect_timeout_s=10.0)
+
+
+async def send_request(client: EngineClient, url: str, body: dict[str, Any], record: RequestRecord, start: float,
                        event: Event = no_events) -> None:
     """Send one request and fill ``record`` (errors recorded, never raised); ``event`` hears its progress."""
     try:
@@ -101,28 +103,28 @@ async def send_request(client: httpx.AsyncClient, url: str, body: dict[str, Any]
         event("done")
 
 
-async def _send(client: httpx.AsyncClient, url: str, body: dict[str, Any], record: RequestRecord, start: float,
+async def _send(client: EngineClient, url: str, body: dict[str, Any], record: RequestRecord, start: float,
                 event: Event) -> None:
     sent = time.perf_counter()
     record.sent_s = sent - start
     last = None
     try:
-        async with client.stream("POST", url, json=body) as resp:
-            record.status = resp.status_code
+        async with client.stream("POST", url, json.dumps(body).encode(), JSON_HEADERS) as (resp, chunks):
+            record.status = resp.status
             record.replica = resp.headers.get(REPLICA_HEADER, record.replica)
-            if resp.status_code != 200:
-                text = (await resp.aread()).decode("utf-8", "replace")
-                record.error = f"HTTP {resp.status_code}: {text[:300]}"
+            if resp.status != 200:
+                text = b"".join([c async for c in chunks]).decode("utf-8", "replace")
+                record.error = f"HTTP {resp.status}: {text[:300]}"
                 return
             if not body.get("stream"):
-                data = json.loads(await resp.aread())
+                data = json.loads(b"".join([c async for c in chunks]))
                 record.e2e_s = time.perf_counter() - sent
                 usage = data.get("usage") or {}
                 record.output_tokens = int(usage.get("completion_tokens") or 0)
                 record.usage_prompt_tokens = usage.get("prompt_tokens")
                 return
             stream = SSEStream()
-            async for chunk in resp.aiter_bytes():
+            async for chunk in chunks:
                 for ev in stream.feed(chunk):
                     if not ev.token:
                         continue
@@ -137,7 +139,7 @@ async def _send(client: httpx.AsyncClient, url: str, body: dict[str, Any], recor
             record.output_tokens = stream.tokens
             if stream.usage is not None:
                 record.usage_prompt_tokens = stream.usage.get("prompt_tokens")
-    except httpx.HTTPError as exc:
-        record.error = f"{type(exc).__name__}: {exc}" or type(exc).__name__
+    except EngineError as exc:
+        record.error = f"{type(exc).__name__}: {exc}"
     except (json.JSONDecodeError, ValueError) as exc:
         record.error = f"bad response: {exc}"

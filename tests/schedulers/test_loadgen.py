@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 
-import httpx
 import numpy as np
 import pytest
 
@@ -121,36 +120,56 @@ def test_request_bodies_for_both_apis() -> None:
     assert chat["messages"][0]["content"] == spec.prompt_text() and "ignore_eos" not in chat
 
 
-def stub_transport(delay_first: float = 0.05, gap: float = 0.02, fail_every: int = 0) -> httpx.MockTransport:
-    """A streaming completions endpoint: first token after ``delay_first``, then one per ``gap``."""
-    calls = {"n": 0}
+class StreamingEndpoint:
+    """A real streaming completions server on localhost: first token after ``delay_first``, then one
+    per ``gap``; every ``fail_every``-th request a 500."""
 
-    async def handler(request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
-        calls["n"] += 1
-        if fail_every and calls["n"] % fail_every == 0:
-            return httpx.Response(500, json={"error": {"message": "boom"}})
-        n = body["max_tokens"]
+    def __init__(self, delay_first: float = 0.05, gap: float = 0.02, fail_every: int = 0) -> None:
+        from starlette.applications import Starlette
+        from starlette.responses import JSONResponse, StreamingResponse
+        from starlette.routing import Route
 
-        async def stream():
-            await asyncio.sleep(delay_first)
-            for i in range(n):
-                if i:
-                    await asyncio.sleep(gap)
-                yield f"data: {json.dumps({'choices': [{'index': 0, 'text': 'x'}]})}\n\n".encode()
-            usage = {"prompt_tokens": len(body["prompt"]), "completion_tokens": n}
-            yield f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode()
-            yield b"data: [DONE]\n\n"
+        from schedulers.engines.replicas import free_port
+        from schedulers.engines.stub import ServerThread
 
-        return httpx.Response(200, content=stream(), headers={"x-rewardkit-replica": str(calls["n"] % 2)})
+        calls = {"n": 0}
 
-    return httpx.MockTransport(handler)
+        async def handler(request):
+            body = json.loads(await request.body())
+            calls["n"] += 1
+            if fail_every and calls["n"] % fail_every == 0:
+                return JSONResponse({"error": {"message": "boom"}}, status_code=500)
+            n = body["max_tokens"]
+
+            async def stream():
+                await asyncio.sleep(delay_first)
+                for i in range(n):
+                    if i:
+                        await asyncio.sleep(gap)
+                    yield f"data: {json.dumps({'choices': [{'index': 0, 'text': 'x'}]})}\n\n".encode()
+                usage = {"prompt_tokens": len(body["prompt"]), "completion_tokens": n}
+                yield f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode()
+                yield b"data: [DONE]\n\n"
+
+            return StreamingResponse(stream(), headers={"x-rewardkit-replica": str(calls["n"] % 2)},
+                                     media_type="text/event-stream")
+
+        app = Starlette(routes=[Route("/v1/completions", handler, methods=["POST"])])
+        self.server = ServerThread(app, free_port()).start()
+        self.url = self.server.url
+
+    def __enter__(self) -> "StreamingEndpoint":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.stop()
 
 
 def test_replay_measures_ttft_itl_and_e2e_of_every_request() -> None:
     specs = [RequestSpec(i, 0.05 * i, (3, 4, 5, 6), 5) for i in range(6)]
-    records, wall = asyncio.run(replay("http://stub", specs, model="m", transport=stub_transport()))
-    assert all(r.ok for r in records)
+    with StreamingEndpoint() as endpoint:
+        records, wall = asyncio.run(replay(endpoint.url, specs, model="m"))
+    assert all(r.ok for r in records), [r.error for r in records]
     for r in records:
         assert 0.045 <= r.ttft_s < 0.5
         assert len(r.itl_s) == 4 and all(0.015 <= x < 0.5 for x in r.itl_s)
@@ -166,8 +185,8 @@ def test_replay_measures_ttft_itl_and_e2e_of_every_request() -> None:
 
 def test_replay_records_failures_and_respects_the_duration_bound() -> None:
     specs = [RequestSpec(i, 0.02 * i, (3, 4), 2) for i in range(10)]
-    records, _ = asyncio.run(replay("http://stub", specs, model="m", duration_s=0.1,
-                                    transport=stub_transport(0.01, 0.01, fail_every=3)))
+    with StreamingEndpoint(0.01, 0.01, fail_every=3) as endpoint:
+        records, _ = asyncio.run(replay(endpoint.url, specs, model="m", duration_s=0.1))
     sent = [r for r in records if r.sent_s is not None]
     assert len(sent) == 6  # arrivals 0.00-0.10 s
     assert all(r.error == "not sent: past --duration" for r in records[6:])
