@@ -121,7 +121,7 @@ def ppo_decision_p99_ms(replicas: int = 4, n: int = 5000) -> float:
     """In-process p99 of one PPO routing decision on a live-sized observation."""
     import torch
 
-    from schedulers.rl.policy import ReplicaScorerPolicy
+    from schedulers.rl.scorer_network import ReplicaScorerPolicy
     from schedulers.rl.ppo_router import PPORouter
     from schedulers.routing.observation import FEATURE_NAMES
 
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.router == "ppo":
             import torch
 
-            from schedulers.rl.policy import ReplicaScorerPolicy
+            from schedulers.rl.scorer_network import ReplicaScorerPolicy
             from schedulers.routing.observation import FEATURE_NAMES
 
             policy = Path(tmp) / "policy.pt"

@@ -451,7 +451,7 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-MAX_STEP = 2**53  # steps beyond this are not exact as floats, which schedules compute with
+MAX_CLI_STEP = 2**53  # --step: steps beyond this are not exact as floats, which schedules compute with
 
 
 def _non_negative(text: str) -> int:
@@ -493,12 +493,12 @@ def _at_least_two(text: str) -> int:
 
 
 def _step_argument(text: str) -> int:
-    """``--step``: an integer from 0 to ``MAX_STEP``."""
+    """``--step``: an integer from 0 to ``MAX_CLI_STEP``."""
     try:
         step = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {describe(text)}") from None
-    if not 0 <= step <= MAX_STEP:
+    if not 0 <= step <= MAX_CLI_STEP:
         raise argparse.ArgumentTypeError(f"expected an integer from 0 to 2**53, got {describe(step)}")
     return step
 

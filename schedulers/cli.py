@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from rewardkit.errors import ConfigError
 
-from .limits import MAX_EVAL_SEEDS, MAX_SEED
+from .bounds import MAX_EVAL_SEEDS, MAX_SEED
 
 DEFAULT_BASELINES = (
     "round_robin,random,lor,jsq,least_kv,least_tokens,least_prefill,power_of_two,"

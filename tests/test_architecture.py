@@ -14,7 +14,7 @@ PACKAGES = ("rewardkit", "schedulers")
 #: both halves stand on (workload, arrivals, per-request reward, episode metrics, the engine protocol);
 #: the simulator half (``sim``, ``rl``) and the serving half (``live``, ``loadgen``) stand side by side
 #: on ``routing``; ``engines`` (test and benchmark rigs) sits on top.
-LAYERS = (("paths", "limits"), "shared", "routing", ("sim", "live", "loadgen", "rl"), ("serve", "environments"),
+LAYERS = (("paths", "bounds"), "shared", "routing", ("sim", "live", "loadgen", "rl"), ("serve", "environments"),
           ("train", "evaluate"), "tune", ("cli", "engines"), "demo")
 #: imports the layers would allow but the design does not: the gateway stands on the live view alone.
 FORBIDDEN = {"serve": ("sim", "loadgen", "engines", "rl", "train", "evaluate", "tune")}

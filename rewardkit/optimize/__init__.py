@@ -22,7 +22,7 @@ from .optimizer import BayesianRewardOptimizer
 from .values import check_values
 from .search_space import Dimension, SearchSpace
 from .storage import parse_storage
-from .strategies import PRUNERS, SAMPLERS, StudySettings
+from .samplers import PRUNERS, SAMPLERS, StudySettings
 from .trial_context import (REPORT_SEED_BASE, report_evaluation, report_seeds, trial_directory, trial_phase,
                             trial_seeds, tuning_seeds)
 

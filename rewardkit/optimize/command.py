@@ -29,7 +29,7 @@ from .optimizer import BayesianRewardOptimizer, counted_trials
 from .report import run_report
 from .results import PLOTS_SKIPPED, best_table, plotting_available, save_plots
 from .storage import open_storage, parse_storage
-from .strategies import StudySettings, read_settings
+from .samplers import StudySettings, read_settings
 from .trial_context import MAX_SEEDS_PER_PHASE, report_seeds, validation_seeds
 from .validation import compute_table, export, measure_noise, training_path, validate
 

@@ -40,7 +40,7 @@ from .limits import TrialTimeout, check_timeout, objective_failure, time_limit
 from .recovery import ERROR_ATTR, LOST_ATTR, TrialHeartbeat, enqueue_retry, recover_stale_trials, retried_numbers
 from .search_space import SearchSpace
 from .storage import GRACE_PERIOD, HEARTBEAT_INTERVAL, parse_storage, open_storage
-from .strategies import STUDY_ATTR, StudySettings, make_pruner, make_sampler
+from .samplers import STUDY_ATTR, StudySettings, make_pruner, make_sampler
 from .values import check_values
 from .trial_context import (PHASE_ATTR, PRUNER_ATTR, REPEAT_ATTR, SEEDS_ATTR, TRAINING_ATTR, TRIAL_DIR_ATTR,
                             tuning_seeds)

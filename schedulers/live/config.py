@@ -31,7 +31,7 @@ from rewardkit.config import load_yaml
 from rewardkit.errors import ConfigError
 from rewardkit.params import Param, describe, validate_schema
 
-from ..limits import MAX_LENGTH_SCALE, MAX_REPLICAS, MAX_SPEED, MIN_LENGTH_SCALE, MIN_SPEED
+from ..bounds import MAX_LENGTH_SCALE, MAX_REPLICAS, MAX_SPEED, MIN_LENGTH_SCALE, MIN_SPEED
 from ..shared.workload import ObservationConfig, Workload, workload_from_dict, workload_with_overrides
 
 LIVE_SECTION = "live"

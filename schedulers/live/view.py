@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..limits import MIN_SPEED
+from ..bounds import MIN_SPEED
 from ..routing.observation import MAX_SPEED  # the observation space's bound on speeds
 from ..routing.prefix_index import PrefixIndex
 from ..routing.snapshot import ReplicaSnapshot

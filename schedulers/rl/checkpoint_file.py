@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from ..limits import MAX_CHECKPOINT_BYTES
+from ..bounds import MAX_CHECKPOINT_BYTES
 
 
 class CheckpointError(ValueError):

@@ -19,8 +19,8 @@ from rewardkit.errors import ConfigError
 from rewardkit.params import Param, validate_schema
 
 from .checkpoint_file import CheckpointError, one_line, read_checkpoint
-from .policy import ReplicaScorerPolicy
-from ..limits import MIN_OBSERVATION_SCALE
+from .scorer_network import ReplicaScorerPolicy
+from ..bounds import MIN_OBSERVATION_SCALE
 from ..routing.observation import FEATURE_NAMES, PREFIX_FEATURES, ObservationConfig
 from ..routing.policy import Policy, register_policy
 from ..routing.snapshot import ReplicaSnapshot

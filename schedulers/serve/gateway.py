@@ -1,14 +1,15 @@
 """The gateway: an OpenAI-compatible proxy that routes each request to one of N engines with any router.
 
-Every router of :func:`schedulers.routing.heuristics.choose` and a PPO checkpoint decide on the
-:class:`~schedulers.live.view.LiveClusterView` snapshot (the simulator's ``ReplicaSnapshot``),
-restricted to the healthy replicas. Streaming responses pass through chunk by chunk; each request's
-TTFT, e2e, tokens and decision (observation rows, action, router) are recorded in Prometheus
-metrics and, with a decision log, in JSON Lines with its per-request reward from a rewardkit
-config. Faults: a backend that refuses or times out before the first byte is marked unhealthy and
-the request is retried once elsewhere; health checks bring it back; no healthy backend is a 503;
-a malformed body a 400, an oversized one a 413, always in OpenAI's error shape; a client that
-disconnects cancels its upstream request.
+The router is any policy of :func:`schedulers.routing.policy.make_policy` (a heuristic, or a PPO
+checkpoint), deciding on the :class:`~schedulers.live.view.LiveClusterView` snapshot (the
+simulator's ``ReplicaSnapshot``), restricted to the healthy replicas. Upstream requests go through
+the one engine client (:class:`~schedulers.shared.engine_http.EngineClient`). Streaming responses
+pass through chunk by chunk; each request's TTFT, e2e, tokens and decision (observation rows,
+action, router) are recorded in Prometheus metrics and, with a decision log, in JSON Lines with its
+per-request reward from a rewardkit config. Faults: a backend that refuses or times out before the
+first byte is marked unhealthy and the request is retried once elsewhere; health checks bring it
+back; no healthy backend is a 503; a malformed body a 400, an oversized one a 413, always in
+OpenAI's error shape; a client that disconnects cancels its upstream request.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..limits import MAX_TORCH_THREADS
+from ..bounds import MAX_TORCH_THREADS
 from ..live.decision_log import Decision, DecisionLogWriter
 from ..live.view import LiveClusterView, restrict
 from ..routing.policy import make_policy

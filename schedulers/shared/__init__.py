@@ -1,5 +1,5 @@
 """The ground floor both halves stand on: what the simulator and the live cluster share. Imports
-nothing above it (``schedulers.paths`` and ``schedulers.limits`` only), nor Vidur, pandas or torch.
+nothing above it (``schedulers.paths`` and ``schedulers.bounds`` only), nor Vidur, pandas or torch.
 
 - :mod:`~schedulers.shared.workload`: ``Workload``, the simulator-free part of any env YAML
   (trace, rate, requests, lengths, ``ObservationConfig``, reward config), and its checks.

@@ -21,7 +21,7 @@ from rewardkit.config import load_yaml
 from rewardkit.errors import ConfigError
 from rewardkit.params import Param, describe, validate_schema
 
-from ..limits import MAX_LENGTH_SCALE, MAX_QPS, MIN_LENGTH_SCALE, MIN_OBSERVATION_SCALE, MIN_QPS
+from ..bounds import MAX_LENGTH_SCALE, MAX_QPS, MIN_LENGTH_SCALE, MIN_OBSERVATION_SCALE, MIN_QPS
 
 
 @dataclass(frozen=True)

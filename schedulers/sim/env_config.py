@@ -24,7 +24,7 @@ from rewardkit.errors import ConfigError
 from rewardkit.config import load_yaml
 from rewardkit.params import Param, describe, validate_schema
 
-from ..limits import (MAX_CV_SPLITS, MAX_FOREST_DEPTH, MAX_FOREST_TREES, MAX_GRID_VALUES, MAX_KV_BLOCKS,
+from ..bounds import (MAX_CV_SPLITS, MAX_FOREST_DEPTH, MAX_FOREST_TREES, MAX_GRID_VALUES, MAX_KV_BLOCKS,
                       MAX_PARALLEL, MAX_PREDICTION_BATCH, MAX_PREDICTION_TOKENS, MAX_REPLICAS, MAX_SPEED,
                       MIN_SLOWDOWN_DURATION_S, MIN_SLOWDOWN_INTERVAL_S,
                       MIN_SPEED)
@@ -61,7 +61,7 @@ class ReplicaGroup:
 
 @dataclass(frozen=True)
 class EnvConfig:
-    """Cluster, workload and observation settings of :class:`schedulers.env.VidurRoutingEnv`."""
+    """Cluster, workload and observation settings of :class:`schedulers.sim.env.VidurRoutingEnv`."""
 
     model: str = "codellama/CodeLlama-34b-Instruct-hf"
     device: str = "a100"

@@ -181,7 +181,7 @@ class RoutingGlobalScheduler(BaseGlobalScheduler):
         if [r.id for r in ids] != list(range(len(ids))):
             raise RuntimeError(
                 f"replica ids are {[r.id for r in ids]}, expected 0..{len(ids) - 1}: reset Vidur's entity id "
-                "counters before building a second cluster in one process (schedulers.env.reset_vidur_ids)"
+                "counters before building a second cluster in one process (schedulers.sim.vidur_ids.reset_vidur_ids)"
             )
         self.replica_scheduler_list = [self._replica_schedulers[r] for r in ids]
         if declared_speeds is None and slowdowns is None:

@@ -17,7 +17,7 @@ from rewardkit.config import check_structure, load_yaml
 from rewardkit.params import Param, validate_schema
 from rewardkit.schedules import make_schedule
 
-from ..limits import (MAX_DEMO_STEPS, MAX_ENVS, MAX_EVAL_SEEDS, MAX_HIDDEN_SIZE, MAX_LAYERS, MAX_ROLLOUT_SAMPLES, MAX_SEED,
+from ..bounds import (MAX_DEMO_STEPS, MAX_ENVS, MAX_EVAL_SEEDS, MAX_HIDDEN_SIZE, MAX_LAYERS, MAX_ROLLOUT_SAMPLES, MAX_SEED,
                       MAX_TORCH_THREADS)
 
 EnvFactory = Callable[[], Any]  # builds one training environment per call

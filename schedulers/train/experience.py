@@ -30,7 +30,7 @@ from rewardkit.errors import ConfigError
 
 from ..environments import policy_action
 from ..rl.behaviour_cloning import Demos
-from ..rl.policy import ReplicaScorerPolicy
+from ..rl.scorer_network import ReplicaScorerPolicy
 from ..rl.ppo import RewardScaler
 from ..rl.rollout import RolloutBuffer
 from ..routing.policy import make_policy

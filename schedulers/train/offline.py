@@ -30,7 +30,7 @@ import torch
 from rewardkit.errors import ConfigError
 
 from ..live.decision_log import read_decision_log
-from ..rl.policy import ReplicaScorerPolicy
+from ..rl.scorer_network import ReplicaScorerPolicy
 from ..rl.ppo import minibatch_indices
 from ..rl.ppo_router import PPORouter, observation_config_from_checkpoint
 from ..routing.observation import ObservationConfig, feature_names

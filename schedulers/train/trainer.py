@@ -38,7 +38,7 @@ from rewardkit.schedules import make_schedule
 from .checkpoints import (atomic_save, latest_checkpoint, latest_good_checkpoint, remove_checkpoints, save_checkpoint)
 from .metrics_log import MetricsLog, format_duration, format_return, plot_learning_curves, progress, write_csv
 from ..rl.behaviour_cloning import fit_to_demonstrations
-from ..rl.policy import ReplicaScorerPolicy
+from ..rl.scorer_network import ReplicaScorerPolicy
 from ..rl.ppo import EntropyController, RewardScaler, UpdateSettings, categorical_kl, explained_variance, ppo_update
 from ..rl.rollout import RolloutBuffer
 from .config import RESUMABLE_CHANGES, EnvFactory, added_at_default, diff_paths, load_config

@@ -74,7 +74,7 @@ class FakeClock:
 def ppo_checkpoint(tmp: Path) -> Path:
     import torch
 
-    from schedulers.rl.policy import ReplicaScorerPolicy
+    from schedulers.rl.scorer_network import ReplicaScorerPolicy
     from schedulers.routing.observation import FEATURE_NAMES
 
     torch.manual_seed(1234)

@@ -110,7 +110,7 @@ def test_observation_keeps_its_columns_unless_the_prefix_feature_is_asked_for() 
 
 
 def _save_policy(tmp_path, n_features: int, observation: dict | None):
-    from schedulers.rl.policy import ReplicaScorerPolicy
+    from schedulers.rl.scorer_network import ReplicaScorerPolicy
 
     data = ReplicaScorerPolicy(n_features).to_checkpoint()
     if observation is not None:

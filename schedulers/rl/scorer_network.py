@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.distributions import Categorical
 
-from ..limits import MAX_FEATURES, MAX_HIDDEN_SIZE, MAX_LAYERS
+from ..bounds import MAX_FEATURES, MAX_HIDDEN_SIZE, MAX_LAYERS
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "gelu": nn.GELU}
 
@@ -30,7 +30,7 @@ def _linear(in_dim: int, out_dim: int, gain: float) -> nn.Linear:
 
 
 def check_policy_sizes(n_features: Any, hidden_sizes: Any, critic_hidden_sizes: Any) -> None:
-    """Refuse sizes beyond :mod:`schedulers.limits` before any layer is allocated (a checkpoint
+    """Refuse sizes beyond :mod:`schedulers.bounds` before any layer is allocated (a checkpoint
     declaring 200,000-wide layers would otherwise take seconds and gigabytes to fail)."""
 
     def is_int(v: Any) -> bool:

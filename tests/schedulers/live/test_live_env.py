@@ -19,7 +19,7 @@ from schedulers.live.env import LiveRoutingEnv
 from schedulers.loadgen.workload import lengths_from_env
 from schedulers.sim.env_config import EnvConfig
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 REQUESTS = 12
 
 

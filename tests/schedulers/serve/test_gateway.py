@@ -13,11 +13,11 @@ import torch
 from schedulers.engines.replicas import free_port
 from schedulers.engines.stub import ServerThread, StubEngine
 from schedulers.live.decision_log import read_decision_log
-from schedulers.rl.policy import ReplicaScorerPolicy
+from schedulers.rl.scorer_network import ReplicaScorerPolicy
 from schedulers.routing.observation import FEATURE_NAMES
 from schedulers.serve.gateway import GatewaySettings, create_app
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class Cluster:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from schedulers.rl.policy import ReplicaScorerPolicy
+from schedulers.rl.scorer_network import ReplicaScorerPolicy
 from schedulers.rl.ppo_router import PPORouter
 
 torch.set_num_threads(1)
