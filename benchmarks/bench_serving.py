@@ -47,7 +47,7 @@ from schedulers.shared.prometheus import prefix_cache_hit_rate, scrape  # noqa: 
 from schedulers.engines.gateway_process import GatewayProcess  # noqa: E402
 from schedulers.engines.replicas import EngineCluster, tiny_cluster  # noqa: E402
 from schedulers.loadgen.runner import replay, summarize  # noqa: E402
-from schedulers.loadgen.workload import lengths_from_env  # noqa: E402
+from schedulers.loadgen.sources import lengths_from_env  # noqa: E402
 from schedulers.shared.requests import SharedPrefix, build_requests  # noqa: E402
 
 LIVE_ROUTERS = ("round_robin,random,lor,jsq,least_kv,least_tokens,least_prefill,power_of_two,prefix_aware,"

@@ -154,7 +154,7 @@ def test_the_layer_check_catches_the_serving_halfs_old_imports() -> None:
                 or other.split(".")[1] in FORBIDDEN.get(module.split(".")[1], ()))
 
     assert bad("schedulers.live.env", "schedulers.loadgen.runner")
-    assert bad("schedulers.loadgen.workload", "schedulers.sim.arrivals")
+    assert bad("schedulers.loadgen.sources", "schedulers.sim.arrivals")
     assert bad("schedulers.serve.gateway", "schedulers.loadgen.runner")
     assert bad("schedulers.shared.workload", "schedulers.routing.observation")
     assert not bad("schedulers.live.env", "schedulers.shared.engine_client")

@@ -82,7 +82,7 @@ def discover_model(url: str, timeout_s: float = 10.0) -> str:
 def build_workload(args: argparse.Namespace) -> list:
     """The request specs the options describe."""
     from ..shared.requests import SharedPrefix, build_requests
-    from .workload import lengths_from_env, lengths_from_trace, load_path_check
+    from .sources import lengths_from_env, lengths_from_trace, load_path_check
 
     if args.trace:
         load_path_check(args.trace, "--trace")
@@ -112,7 +112,7 @@ def loadgen_command(args: argparse.Namespace) -> int:
     except ImportError as exc:  # the serve extra is missing
         print(f"error: rewardkit loadgen needs {exc.name}: pip install 'rewardkit[serve]' ({exc})", file=sys.stderr)
         return EXIT_USAGE
-    from .workload import WorkloadError, summarize_workload
+    from .sources import WorkloadError, summarize_workload
 
     try:
         positive(args.requests, "--requests")

@@ -46,7 +46,7 @@ def arrival_digests(tmp: Path) -> dict[str, str]:
     except ImportError:  # the code the values were recorded on
         from schedulers.shared.arrivals import sample_arrivals
         from schedulers.sim.env_config import load_env_config as load_workload
-    from schedulers.loadgen.workload import lengths_from_env
+    from schedulers.loadgen.sources import lengths_from_env
 
     out = {}
     for name in ("codellama34b_tp2_4r", "live_tiny"):

@@ -10,7 +10,7 @@ import pytest
 
 from rewardkit.cli import main as rewardkit_main
 from schedulers.loadgen.runner import format_summary, replay, summarize
-from schedulers.loadgen.workload import lengths_from_trace
+from schedulers.loadgen.sources import lengths_from_trace
 from schedulers.shared.arrivals import poisson_arrival_times
 from schedulers.shared.engine_client import request_body
 from schedulers.shared.requests import Lengths, RequestSpec, SharedPrefix, WorkloadError, build_requests
@@ -100,7 +100,7 @@ def test_trace_lengths_and_arrivals_with_located_errors(tmp_path) -> None:
 
 def test_env_workload_is_the_simulators_arrivals() -> None:
     pytest.importorskip("vidur")
-    from schedulers.loadgen.workload import lengths_from_env
+    from schedulers.loadgen.sources import lengths_from_env
     from schedulers.shared.arrivals import sample_arrivals
     from schedulers.sim.env_config import load_env_config
 

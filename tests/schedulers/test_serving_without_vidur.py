@@ -23,7 +23,7 @@ import yaml
 from schedulers.engines.replicas import free_port
 from schedulers.engines.stub import ServerThread, StubEngine
 from schedulers.environments import make_env, policy_action
-from schedulers.loadgen.workload import lengths_from_env
+from schedulers.loadgen.sources import lengths_from_env
 from schedulers.routing.policy import make_policy
 from schedulers.serve.gateway import Gateway, GatewaySettings
 

@@ -16,7 +16,7 @@ from schedulers.environments import load_any_env_config, make_env, policy_action
 from schedulers.routing.policy import make_policy
 from schedulers.live.config import LiveEnvConfig
 from schedulers.live.env import LiveRoutingEnv
-from schedulers.loadgen.workload import lengths_from_env
+from schedulers.loadgen.sources import lengths_from_env
 from schedulers.sim.env_config import EnvConfig
 
 ROOT = Path(__file__).resolve().parents[3]
