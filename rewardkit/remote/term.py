@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Any, ClassVar, Hashable, Mapping, Sequence
+from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
 
@@ -37,8 +37,7 @@ class RemoteTerm(BaseReward):
     asynchronous = True
     inputs = {"completion": 0, "prompt": 0}
     optional_inputs = frozenset({"prompt"})
-    #: inputs holding text (one str per item) rather than numbers.
-    text_inputs: ClassVar[frozenset[str]] = frozenset({"completion", "prompt"})
+    text_inputs = frozenset({"completion", "prompt"})
 
     def _validate(self) -> None:
         try:

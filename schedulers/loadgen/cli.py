@@ -74,7 +74,8 @@ def discover_model(url: str, timeout_s: float = 10.0) -> str:
 
 def build_workload(args: argparse.Namespace) -> list:
     """The request specs the options describe."""
-    from .workload import SharedPrefix, build_requests, lengths_from_env, lengths_from_trace, load_path_check
+    from ..shared.requests import SharedPrefix, build_requests
+    from .workload import lengths_from_env, lengths_from_trace, load_path_check
 
     if args.trace:
         load_path_check(args.trace, "--trace")
@@ -99,7 +100,8 @@ def build_workload(args: argparse.Namespace) -> list:
 def loadgen_command(args: argparse.Namespace) -> int:
     """Run the load generator from parsed arguments; return an exit code."""
     try:
-        from .runner import base_url, format_summary, replay, summarize
+        from ..shared.engine_client import base_url
+        from .runner import format_summary, replay, summarize
     except ImportError as exc:  # the serve extra is missing
         print(f"error: rewardkit loadgen needs {exc.name}: pip install 'rewardkit[serve]' ({exc})", file=sys.stderr)
         return EXIT_USAGE

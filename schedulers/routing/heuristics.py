@@ -188,7 +188,7 @@ SPEED_HEURISTICS: dict[str, Callable[[ReplicaSnapshot, np.random.Generator, floa
 CAPACITY_AWARE = ("cap_jsq", "cap_least_tokens", "cap_least_prefill")
 #: Vidur's built-in global schedulers, reproduced for the env.
 VIDUR_BASELINES = ("round_robin", "random", "lor")
-#: every heuristic name ``VidurRoutingEnv.heuristic_action`` accepts (``oracle`` needs the true speeds).
+#: every heuristic name (``oracle`` needs the true speeds); :func:`schedulers.routing.policy.make_policy` builds each.
 HEURISTIC_NAMES = VIDUR_BASELINES + tuple(HEURISTICS) + tuple(SPEED_HEURISTICS) + ("oracle",)
 
 
