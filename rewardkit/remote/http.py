@@ -65,6 +65,7 @@ class RemoteClient:
         self.api_key_env = api_key_env
         self.component = component
         self._held: tuple[Any, Any, Any] | None = None  # (weakref to loop, httpx.AsyncClient, Semaphore)
+        self._ssl: Any = None  # built once: loading the CA bundle costs tens of ms per client
 
     def headers(self) -> dict[str, str]:
         """Request headers: a bearer token read from ``api_key_env`` when one is named."""
@@ -78,7 +79,9 @@ class RemoteClient:
         if held is None or held[0]() is not loop:
             httpx = import_httpx(self.component)
             limits = httpx.Limits(max_connections=self.max_concurrency, max_keepalive_connections=self.max_concurrency)
-            client = httpx.AsyncClient(timeout=self.timeout_s, limits=limits, headers=self.headers())
+            if self._ssl is None:
+                self._ssl = httpx.create_ssl_context()
+            client = httpx.AsyncClient(timeout=self.timeout_s, limits=limits, headers=self.headers(), verify=self._ssl)
             held = self._held = (weakref.ref(loop), client, asyncio.Semaphore(self.max_concurrency))
         return held[1], held[2]
 
@@ -136,5 +139,5 @@ class RemoteClient:
 
     def __getstate__(self) -> dict[str, Any]:  # copies and pickles open their own connections
         state = self.__dict__.copy()
-        state["_held"] = None
+        state["_held"] = state["_ssl"] = None
         return state
