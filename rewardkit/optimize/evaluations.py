@@ -122,7 +122,8 @@ def describe_job(job: Job) -> str:
     """``validate run of the base, repeat 1 (seeds 500003-500005)`` for error messages."""
     what = "the base" if job.key == "base" else f"config {job.key}"
     seeds = f"{job.seeds[0]}-{job.seeds[-1]}" if len(job.seeds) > 1 else str(job.seeds[0])
-    return f"{job.phase} run of {what}, repeat {job.repeat} (seeds {seeds})"
+    phase = "--report" if job.phase == "report" else job.phase
+    return f"{phase} run of {what}, repeat {job.repeat} (seeds {seeds})"
 
 
 def run_one(objective: Callable[[dict, Any], Any], job: Job, n_directions: int,

@@ -28,6 +28,7 @@ NumPy only: this module is imported by the optimizer and its tests, not by rewar
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -114,10 +115,10 @@ def paired_changes(candidates: Sequence[np.ndarray], base: np.ndarray, direction
 
 
 def _scale(arrays: Sequence[np.ndarray]) -> float:
-    """A power of two near the largest magnitude (1 for small values): dividing by it is exact and
-    keeps sums and differences of values near the float limit finite."""
+    """A power of two at most the largest magnitude (1 for values up to 1): dividing by it is exact
+    and leaves values below 2, whose sums and differences stay finite near the float limit."""
     top = max((float(np.max(np.abs(a))) for a in arrays if np.size(a)), default=0.0)
-    return float(2.0 ** np.ceil(np.log2(top))) if top > 1.0 else 1.0
+    return math.ldexp(1.0, math.frexp(top)[1] - 1) if top > 1.0 else 1.0
 
 
 def safe_mean(values: Sequence[float]) -> float:

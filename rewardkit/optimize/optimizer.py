@@ -370,7 +370,8 @@ class BayesianRewardOptimizer:
             state, interrupted = TrialState.FAIL, exc
         except (Exception, SystemExit, TrialTimeout) as exc:  # kept with the trial; the study goes on
             state = TrialState.FAIL
-            self._record_error(trial, objective_failure(exc) + "; the trial is failed, the study goes on")
+            self._record_error(trial, objective_failure(exc)
+                               + ("; the trial is failed, the study goes on" if isinstance(exc, SystemExit) else ""))
         with _DeferredSigint() as late:  # a Ctrl-C now must not leave the trial RUNNING or its retry unqueued
             heartbeat.__exit__(None, None, None)
             if interrupted is None:
