@@ -25,9 +25,11 @@ from rewardkit.config import load_yaml
 from rewardkit.params import Param, describe, validate_schema
 
 from ..limits import (MAX_CV_SPLITS, MAX_FOREST_DEPTH, MAX_FOREST_TREES, MAX_GRID_VALUES, MAX_KV_BLOCKS, MAX_LENGTH_SCALE,
-                      MAX_PARALLEL, MAX_PREDICTION_BATCH, MAX_PREDICTION_TOKENS, MAX_QPS, MAX_REPLICAS, MAX_SPEED,
+                      MAX_PARALLEL, MAX_PREDICTION_BATCH, MAX_PREDICTION_TOKENS, MAX_PREFIX_GROUPS,
+                      MAX_PREFIX_SESSIONS, MAX_QPS, MAX_REPLICAS, MAX_SPEED,
                       MIN_LENGTH_SCALE, MIN_OBSERVATION_SCALE, MIN_QPS, MIN_SLOWDOWN_DURATION_S, MIN_SLOWDOWN_INTERVAL_S,
                       MIN_SPEED)
+from ..loadgen.shared_prefix import SharedPrefix
 from ..routing.observation import ObservationConfig
 from .slowdowns import SlowdownConfig, SlowdownEvent
 
@@ -84,6 +86,10 @@ class EnvConfig:
     #: KV-cache blocks (of 16 tokens) per replica; ``None``: what Vidur's memory planner gives the
     #: model and device (a smaller engine's cache can be modelled with a fixed count).
     kv_blocks: int | None = None
+    #: a shared-prefix workload (``groups`` system prompts of ``prefix_tokens``, ``sessions``
+    #: multi-turn conversations; the load generator's ``--shared-prefix G:T --sessions S``): each
+    #: replica then keeps a prefix cache (:mod:`schedulers.sim.prefix_cache`); ``None``: unique prompts.
+    shared_prefix: SharedPrefix | None = None
     profiles_dir: str | None = None
     compute_profile: str | None = None
     network_profile: str | None = None
@@ -123,6 +129,8 @@ class EnvConfig:
             out.pop("replicas")
         if self.slowdowns is None:
             out.pop("slowdowns")
+        if self.shared_prefix is None:
+            out.pop("shared_prefix")
         return out
 
 
@@ -231,6 +239,21 @@ def _check_slowdowns(v: Any) -> SlowdownConfig | None:
     return SlowdownConfig(**values)
 
 
+_SHARED_PREFIX_SCHEMA = {
+    "groups": Param.integer(doc="system prompts requests draw from", minimum=1, maximum=MAX_PREFIX_GROUPS),
+    "prefix_tokens": Param.integer(doc="tokens of each system prompt", minimum=1, maximum=MAX_PREDICTION_TOKENS),
+    "sessions": Param.integer(0, "multi-turn conversations (0: single turns)", minimum=0, maximum=MAX_PREFIX_SESSIONS),
+}
+
+
+def _check_shared_prefix(v: Any) -> SharedPrefix | None:
+    if v is None:
+        return None
+    if not isinstance(v, Mapping):
+        raise ValueError("a mapping {groups: G, prefix_tokens: T, sessions: S} or null")
+    return SharedPrefix(**validate_schema(_SHARED_PREFIX_SCHEMA, v))
+
+
 def _section_schema(checks: Mapping[str, Param], base: Any) -> dict[str, Param]:
     """``checks`` with the defaults taken from ``base`` (a dataclass instance)."""
     return {k: dataclasses.replace(p, default=getattr(base, k)) for k, p in checks.items()}
@@ -269,6 +292,8 @@ _CHECKS = {
     "max_tokens": Param.integer(doc="", minimum=1),
     "length_scale": Param.between(MIN_LENGTH_SCALE, MAX_LENGTH_SCALE, doc="trace lengths are multiplied by this"),
     "kv_blocks": Param.integer(doc="KV-cache blocks per replica", minimum=1, maximum=MAX_KV_BLOCKS).or_null(),
+    "shared_prefix": Param(None, "shared-prefix workload", "a mapping {groups: G, prefix_tokens: T, sessions: S} or null",
+                           _check_shared_prefix),
     "profiles_dir": Param.string(doc="").or_null(),
     "compute_profile": Param(None, "", "a dataset id '<org>/<name>'", _dataset_id).or_null(),
     "network_profile": Param(None, "", "a dataset id '<org>/<name>'", _dataset_id).or_null(),
@@ -302,6 +327,10 @@ def _cross_check_errors(cfg: EnvConfig, source: str | None) -> list[ConfigError]
         need = -(-cfg.max_tokens // VIDUR_BLOCK_TOKENS)
         errors.append(ConfigError(f"expected at least {need} blocks (one request of max_tokens {cfg.max_tokens} in blocks of "
                                   f"{VIDUR_BLOCK_TOKENS} tokens), got {cfg.kv_blocks}", source=source, path="kv_blocks"))
+    if cfg.shared_prefix is not None and cfg.shared_prefix.prefix_tokens + 2 > cfg.max_tokens:
+        errors.append(ConfigError(f"expected at most {cfg.max_tokens - 2} (max_tokens {cfg.max_tokens} less room for a "
+                                  f"1-token question and answer), got {cfg.shared_prefix.prefix_tokens}",
+                                  source=source, path="shared_prefix.prefix_tokens"))
     p = cfg.predictor
     for key, value, limit_key, limit in (
         ("max_tokens", cfg.max_tokens, "prediction_max_tokens_per_request", p.prediction_max_tokens_per_request),
