@@ -123,18 +123,22 @@ class ClientRouting:
             recent_completions=np.array([len(c) for c in self.completions], float),
             busy=((f["waiting"] + f["running"]) > 0).astype(float), declared_speed=self.declared,
             measured_speed=self.declared, tokens_per_s=np.array([sum(k for _, k in t) for t in self.tokens]) / span,
-            since_completion=np.maximum(now - self.last_completion, 0.0), prefix_match=prefix_match)
+            since_completion=np.maximum(now - self.last_completion, 0.0), prefix_match=prefix_match,
+            prefix_blocks=np.array([self.prefix.size(i) for i in range(self.prefix.num_replicas)], dtype=float))
 
     def __call__(self, spec: Any) -> tuple[str, str, Any]:
         from schedulers.routing.heuristics import choose
         from schedulers.routing.observation import build_observation
+        from schedulers.routing.prefix_baselines import parse_router_spec
 
         hashes = self.prefix.block_hashes(spec.prompt_ids)
         snap = self.snapshot(self.prefix.match(spec.prompt_ids, hashes))
         if self.ppo is not None:
             i = int(self.ppo.act(build_observation(snap, spec.prompt_tokens, self.obs_config, self.block_size)))
         else:
-            i = choose(self.router, snap, self.rng, decision_index=self.decisions, prompt_tokens=spec.prompt_tokens)
+            name, params = parse_router_spec(self.router)
+            i = choose(name, snap, self.rng, decision_index=self.decisions, prompt_tokens=spec.prompt_tokens,
+                       params=params or None)
         self.decisions += 1
         self.prefix.insert(i, spec.prompt_ids, hashes)
         key = spec.index

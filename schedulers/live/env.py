@@ -162,7 +162,7 @@ class LiveRoutingEnv(gym.Env):
         self._loop = None
 
     # ---- heuristics and metrics ----------------------------------------------------------------
-    def heuristic_action(self, name: str) -> int:
+    def heuristic_action(self, name: str, params: Any = None) -> int:
         """The replica heuristic ``name`` picks for the pending request (as in ``VidurRoutingEnv``)."""
         ep = self._episode
         if ep is None or ep["next"] >= len(ep["specs"]):
@@ -172,7 +172,8 @@ class LiveRoutingEnv(gym.Env):
             raise ValueError(f"unknown heuristic {name!r} on a live cluster (no true speeds); expected one of: "
                              f"{', '.join(known)}")
         spec = ep["specs"][ep["next"]]
-        return choose(name, self.snapshot(), ep["rng"], decision_index=ep["next"], prompt_tokens=spec.prompt_tokens)
+        return choose(name, self.snapshot(), ep["rng"], decision_index=ep["next"], prompt_tokens=spec.prompt_tokens,
+                      params=params)
 
     def snapshot(self) -> Any:
         """The live view of the replicas now, with the pending request's prefix match."""

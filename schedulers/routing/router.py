@@ -16,6 +16,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 import numpy as np
 
 from .heuristics import HEURISTIC_NAMES
+from .prefix_baselines import parse_router_spec
 
 
 @runtime_checkable
@@ -32,9 +33,15 @@ class Router(Protocol):
 
 
 class HeuristicRouter:
-    """Routes like heuristic ``name`` by asking ``env.unwrapped.heuristic_action(name)``."""
+    """Routes like heuristic ``name`` by asking ``env.unwrapped.heuristic_action(name, params)``.
+
+    ``name`` may carry parameters of the prefix baselines: ``cache_aware:balance_abs_threshold=8``
+    (:func:`schedulers.routing.prefix_baselines.parse_router_spec`); ``spec`` keeps the whole string.
+    """
 
     def __init__(self, name: str) -> None:
+        self.spec = name
+        name, self.params = parse_router_spec(name)
         if name not in HEURISTIC_NAMES:
             raise ValueError(f"unknown heuristic {name!r}; expected one of: {', '.join(HEURISTIC_NAMES)}")
         self.name = name
@@ -45,10 +52,10 @@ class HeuristicRouter:
     def act(self, obs: np.ndarray, env: Any) -> int:
         if env is None:
             raise ValueError(f"HeuristicRouter({self.name!r}) needs the env; inside Vidur use the registered scheduler")
-        return int(env.unwrapped.heuristic_action(self.name))
+        return int(env.unwrapped.heuristic_action(self.name, self.params or None))
 
     def __repr__(self) -> str:
-        return f"HeuristicRouter({self.name!r})"
+        return f"HeuristicRouter({self.spec!r})"
 
 
 RouterFactory = Callable[..., Router]
@@ -77,7 +84,7 @@ def make_router(name: str, **kwargs: Any) -> Router:
     ``make_router("ppo", checkpoint=path)`` imports ``schedulers.rl.ppo_router``, which must call
     ``register_router("ppo", factory)`` at import time.
     """
-    if name in HEURISTIC_NAMES:
+    if parse_router_spec(name)[0] in HEURISTIC_NAMES:
         if kwargs:
             raise TypeError(f"heuristic router {name!r} takes no options, got {sorted(kwargs)}")
         return HeuristicRouter(name)

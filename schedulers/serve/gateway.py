@@ -37,6 +37,7 @@ from ..loadgen.runner import REPLICA_HEADER
 from ..live.decision_log import Decision, DecisionLogWriter
 from ..live.view import LiveClusterView, restrict
 from ..routing.heuristics import HEURISTIC_NAMES, choose
+from ..routing.prefix_baselines import parse_router_spec
 from ..routing.observation import ObservationConfig, build_observation, feature_names
 
 #: bounds of one request (docs/configuration.md, "Limits").
@@ -67,6 +68,9 @@ class GatewaySettings:
     torch_threads: int = 1
     seed: int = 0
     extra_headers: dict[str, str] = field(default_factory=dict)
+    #: ``router`` split into a name and the prefix baselines' parameters (``cache_aware:balance_abs_threshold=8``).
+    router_name: str = field(init=False, default="")
+    router_params: dict[str, float] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.backends:
@@ -77,9 +81,14 @@ class GatewaySettings:
                 raise ValueError(f"--backend: expected an http(s) URL such as http://127.0.0.1:8001, got {url!r}")
         if self.router == "ppo" and not self.checkpoint:
             raise ValueError("--router ppo: expected --checkpoint PATH (a policy trained by rewardkit train)")
-        if self.router != "ppo" and (self.router not in HEURISTIC_NAMES or self.router == "oracle"):
+        try:
+            name, self.router_params = parse_router_spec(self.router)
+        except ValueError as exc:
+            raise ValueError(f"--router: {exc}") from None
+        if name != "ppo" and (name not in HEURISTIC_NAMES or name == "oracle"):
             names = ", ".join(n for n in HEURISTIC_NAMES if n != "oracle")
             raise ValueError(f"--router: expected ppo or one of {names} (oracle needs true speeds), got {self.router!r}")
+        self.router_name = name
         if not (isinstance(self.torch_threads, int) and 1 <= self.torch_threads <= MAX_TORCH_THREADS):
             raise ValueError(f"--torch-threads: expected an integer from 1 to {MAX_TORCH_THREADS}, got {self.torch_threads!r}")
         if self.declared_speeds is not None and len(self.declared_speeds) != len(self.backends):
@@ -227,8 +236,8 @@ class Gateway:
         if self.policy is not None:
             pick = int(self.policy.act(rows[keep]))
         else:
-            pick = choose(self.settings.router, restrict(snap, keep), self.rng, decision_index=self.view.decisions,
-                          prompt_tokens=prompt_tokens)
+            pick = choose(self.settings.router_name, restrict(snap, keep), self.rng, decision_index=self.view.decisions,
+                          prompt_tokens=prompt_tokens, params=self.settings.router_params or None)
         self.view.decisions += 1
         self.decision_time.observe(time.perf_counter() - start)
         return int(candidates[pick]), rows

@@ -264,7 +264,7 @@ class VidurRoutingEnv(gym.Env):
         self._tracker = None
 
     # ---- heuristics and metrics -----------------------------------------------------------------
-    def heuristic_action(self, name: str) -> int:
+    def heuristic_action(self, name: str, params: Mapping[str, float] | None = None) -> int:
         """The replica heuristic ``name`` (see :data:`schedulers.routing.heuristics.HEURISTIC_NAMES`) picks now.
 
         Tie-breaking and ``random`` use a generator seeded with the episode seed, so a heuristic's
@@ -278,7 +278,7 @@ class VidurRoutingEnv(gym.Env):
         true_speed = self.true_speeds() if name == "oracle" else None
         return choose(
             name, self._current_snapshot(), ep.rng, decision_index=ep.decisions,
-            prompt_tokens=self.pending_prompt_tokens, true_speed=true_speed,
+            prompt_tokens=self.pending_prompt_tokens, true_speed=true_speed, params=params,
         )
 
     def true_speeds(self) -> np.ndarray:
@@ -446,7 +446,8 @@ class VidurRoutingEnv(gym.Env):
             ep.snapshot = self._tracker.snapshot()
             cache = self._tracker.prefix_cache
             if cache is not None and ep.pending:
-                ep.snapshot = dataclasses.replace(ep.snapshot, prefix_match=cache.match(ep.pending[0]))
+                ep.snapshot = dataclasses.replace(ep.snapshot, prefix_match=cache.match(ep.pending[0]),
+                                                  prefix_blocks=cache.router_blocks())
         return ep.snapshot
 
     def _observation(self) -> np.ndarray:

@@ -108,6 +108,10 @@ class SimulatedPrefixCache:
         prompt = self._prompt_len[request.id]
         return np.minimum(self.router.matched_blocks(hashes) * self.block_size / prompt, 1.0)
 
+    def router_blocks(self) -> np.ndarray:
+        """Per replica, the blocks the router's mirror holds (SGLang's tree size)."""
+        return np.array([self.router.size(i) for i in range(self.router.num_replicas)], dtype=np.float64)
+
     def route(self, request: Any, replica: int) -> int:
         """``request`` goes to ``replica``: its cached blocks there are not prefilled again; returns the cached tokens."""
         hashes = self._hashes.get(request.id, ())
