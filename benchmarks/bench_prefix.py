@@ -45,16 +45,10 @@ BOUND_GRID = ("cache_aware:balance_abs_threshold=8", "affinity_token_load:queue_
 
 
 def build_routers(specs: list[str], policies: dict[str, str]) -> dict[str, Any]:
-    from schedulers.routing.router import HeuristicRouter
+    from schedulers.routing.policy import make_policy
 
-    routers: dict[str, Any] = {spec: HeuristicRouter(spec) for spec in specs}
-    if policies:
-        import torch
-
-        from schedulers.rl.ppo_router import PPORouter
-
-        torch.set_num_threads(1)
-        routers.update({name: PPORouter.from_checkpoint(path) for name, path in policies.items()})
+    routers: dict[str, Any] = {spec: make_policy(spec) for spec in specs}
+    routers.update({name: make_policy("ppo", path, threads=1) for name, path in policies.items()})
     return routers
 
 

@@ -222,7 +222,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
     """Run the comparison from parsed arguments; return an exit code."""
     from .evaluate.paired import evaluate_policies  # heavy (Vidur): imported when the command runs
     from .environments import load_any_env_config
-    from .routing.router import HeuristicRouter
+    from .routing.policy import make_policy
 
     overrides: dict[str, Any] = {}
     if args.qps is not None:
@@ -238,23 +238,21 @@ def evaluate_command(args: argparse.Namespace) -> int:
         cfg = load_any_env_config(args.env, overrides)
         print(f"evaluation seeds: {describe_seeds(seeds)}", flush=True)
         routers: dict[str, Any] = {}
+        simulated = not hasattr(cfg, "live")  # a live cluster has no true speeds (no oracle)
         for name in [b.strip() for b in args.baselines.split(",") if b.strip()]:
-            routers[name] = HeuristicRouter(name)
+            try:
+                routers[name] = make_policy(name, simulated=simulated)
+            except ValueError as exc:
+                raise ValueError(f"--baselines: {exc}") from None
         warm = args.warm_start
         if warm is None and args.checkpoint and (Path(args.checkpoint).parent / "bc_policy.pt").is_file():
             warm = str(Path(args.checkpoint).parent / "bc_policy.pt")
-        if args.checkpoint or warm:
-            import torch
-
-            from .rl.ppo_router import PPORouter
-
-            # one decision at a time: a pool of threads only spins, on the cores the simulator or
-            # live engines need
-            torch.set_num_threads(1)
-            if args.checkpoint:
-                routers["ppo"] = PPORouter.from_checkpoint(args.checkpoint)
-            if warm:
-                routers["warm_start"] = PPORouter.from_checkpoint(warm)
+        # one decision at a time on one thread: a pool of threads only spins, on the cores the
+        # simulator or live engines need
+        if args.checkpoint:
+            routers["ppo"] = make_policy("ppo", args.checkpoint, threads=1)
+        if warm:
+            routers["warm_start"] = make_policy("ppo", warm, threads=1)
         if not routers:
             raise ValueError(f"--baselines: expected at least one heuristic name (or a --checkpoint), got {args.baselines!r}")
         out = Path(args.out) if args.out else Path("runs") / f"eval-{cfg.name}"

@@ -75,7 +75,9 @@ def discover_model(url: str, timeout_s: float = 10.0) -> str:
 
 def build_workload(args: argparse.Namespace) -> list:
     """The request specs the options describe."""
-    from .workload import SharedPrefix, build_requests, lengths_from_env, lengths_from_trace, load_path_check
+    from ..shared.requests import SharedPrefix, build_requests
+    from ..shared.workload import load_workload
+    from .workload import lengths_from_env, lengths_from_trace, load_path_check
 
     max_model_len, env_shared = args.max_model_len, None
     if args.trace:
@@ -85,7 +87,8 @@ def build_workload(args: argparse.Namespace) -> list:
         env = args.env or DEFAULT_ENV
         load_path_check(env, "--env")
         lengths = lengths_from_env(env, args.seed, args.qps, args.requests)
-        env_shared, env_max_tokens = env_shared_prefix(env)
+        workload = load_workload(env)
+        env_shared, env_max_tokens = workload.shared_prefix, workload.max_tokens
         if env_shared is not None and not args.shared_prefix and max_model_len is None:
             max_model_len = env_max_tokens  # the simulator fits the same prompts into max_tokens
     if args.shared_prefix:
@@ -104,19 +107,11 @@ def build_workload(args: argparse.Namespace) -> list:
     return build_requests(lengths, args.seed, args.vocab_size, shared, max_model_len)
 
 
-def env_shared_prefix(env_path: str) -> tuple[Any, int]:
-    """The env YAML's ``shared_prefix`` (or None) and its ``max_tokens``."""
-    from ..live.config import is_live_env_file, load_live_env_config
-    from ..sim.env_config import load_env_config
-
-    cfg = load_live_env_config(env_path).env if is_live_env_file(env_path) else load_env_config(env_path)
-    return cfg.shared_prefix, cfg.max_tokens
-
-
 def loadgen_command(args: argparse.Namespace) -> int:
     """Run the load generator from parsed arguments; return an exit code."""
     try:
-        from .runner import base_url, format_summary, replay, summarize
+        from ..shared.engine_client import base_url
+        from .runner import format_summary, replay, summarize
     except ImportError as exc:  # the serve extra is missing
         print(f"error: rewardkit loadgen needs {exc.name}: pip install 'rewardkit[serve]' ({exc})", file=sys.stderr)
         return EXIT_USAGE

@@ -184,8 +184,8 @@ SPEED_HEURISTICS: dict[str, Callable[[ReplicaSnapshot, np.random.Generator, floa
 CAPACITY_AWARE = ("cap_jsq", "cap_least_tokens", "cap_least_prefill")
 #: Vidur's built-in global schedulers, reproduced for the env.
 VIDUR_BASELINES = ("round_robin", "random", "lor")
-#: every heuristic name ``VidurRoutingEnv.heuristic_action`` accepts (``oracle`` needs the true speeds);
-#: the industry's prefix-cache routers (:mod:`schedulers.routing.prefix_baselines`) take parameters.
+#: every heuristic name (``oracle`` needs the true speeds); :func:`schedulers.routing.policy.make_policy` builds each.
+#: The industry's prefix-cache routers (:mod:`schedulers.routing.prefix_baselines`) take parameters.
 HEURISTIC_NAMES = VIDUR_BASELINES + tuple(HEURISTICS) + tuple(SPEED_HEURISTICS) + ("oracle",) + tuple(PREFIX_BASELINES)
 
 

@@ -66,7 +66,7 @@ Reward context
 
 Per-request credit
     A reward that reads only per-request keys (``ttft``, ``e2e``, ``prompt_tokens``,
-    ``decode_tokens``: :func:`schedulers.sim.reward_context.request_context`) is evaluated once per
+    ``decode_tokens``: :func:`schedulers.shared.request_reward.request_context`) is evaluated once per
     request when it completes, and credited to the decision that routed it: ``env.reward_credit``
     is then ``"request"`` and ``info["credits"]`` lists ``(decision index, reward)`` pairs of the
     requests that completed during the step (the step's reward is their sum, so an episode's return
@@ -87,18 +87,17 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..routing.heuristics import HEURISTIC_NAMES, choose
 from ..routing.observation import build_observation, feature_names, observation_bounds
 from ..routing.snapshot import ReplicaSnapshot
-from .arrivals import sample_arrivals
+from ..shared.arrivals import resolved_trace_file, sample_arrivals
+from ..shared.episode_metrics import EpisodeMetrics
+from ..shared.request_reward import credit_requests, load_reward_composer
 from .env_config import EnvConfig, load_env_config
-from .metrics import EpisodeMetrics
 from .prefix_cache import SimulatedPrefixCache, shared_prefix_workload
 from .profiles import get_predictor
 from .registration import EnvGlobalScheduler
-from .reward_context import (RewardContextBuilder, credit_requests, load_reward_composer, request_context,
-                             reward_credit)
-from .simulation_config import resolved_trace_file, to_simulation_config
+from .reward_context import RewardContextBuilder, reward_credit, vidur_request_context
+from .simulation_config import to_simulation_config
 from .tracker import SyncResult
 from .vidur_ids import reset_vidur_ids
 
@@ -240,7 +239,7 @@ class VidurRoutingEnv(gym.Env):
     def _credit_requests(self, completed: list, info: dict[str, Any]) -> float:
         """Reward each completed request and credit it to its routing decision (``info["credits"]``)."""
         contexts = ((self._ep.decision_of[request.id],
-                     request_context(request, delay_caused=self._delay_caused(request))) for request in completed)
+                     vidur_request_context(request, delay_caused=self._delay_caused(request))) for request in completed)
         return credit_requests(self.composer, contexts, info)
 
     def _delay_caused(self, request: Any) -> float:
@@ -263,24 +262,7 @@ class VidurRoutingEnv(gym.Env):
         self._scheduler = None
         self._tracker = None
 
-    # ---- heuristics and metrics -----------------------------------------------------------------
-    def heuristic_action(self, name: str, params: Mapping[str, float] | None = None) -> int:
-        """The replica heuristic ``name`` (see :data:`schedulers.routing.heuristics.HEURISTIC_NAMES`) picks now.
-
-        Tie-breaking and ``random`` use a generator seeded with the episode seed, so a heuristic's
-        episode is reproducible; ``round_robin`` sends the k-th request of the episode to k mod n.
-        """
-        ep = self._ep
-        if ep is None or ep.done or not ep.pending:
-            raise RuntimeError("heuristic_action() needs a pending routing decision; call reset() first")
-        if name not in HEURISTIC_NAMES:
-            raise ValueError(f"unknown heuristic {name!r}; expected one of: {', '.join(HEURISTIC_NAMES)}")
-        true_speed = self.true_speeds() if name == "oracle" else None
-        return choose(
-            name, self._current_snapshot(), ep.rng, decision_index=ep.decisions,
-            prompt_tokens=self.pending_prompt_tokens, true_speed=true_speed, params=params,
-        )
-
+    # ---- what policies read, and metrics -----------------------------------------------------------------
     def true_speeds(self) -> np.ndarray:
         """Every replica's speed now, slowdowns included: hidden from observations, for the oracle and tests."""
         if self._scheduler is None or self._ep is None:

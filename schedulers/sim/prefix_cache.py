@@ -1,9 +1,9 @@
 """Prefix caching in the simulator: each replica keeps the prompt blocks it computed, and reuses them.
 
 Vidur models no prefix cache: every request prefills its whole prompt. With an env YAML's
-``shared_prefix`` (:class:`~schedulers.loadgen.shared_prefix.SharedPrefix`) each request gets a
+``shared_prefix`` (:class:`~schedulers.shared.requests.SharedPrefix`) each request gets a
 prompt of token ids, built exactly as ``rewardkit loadgen --env`` builds it for the same seed
-(:func:`shared_prefix_workload`: one of ``groups`` system prompts, then the conversation's earlier
+(:func:`schedulers.shared.requests.shared_prefix_requests`: one of ``groups`` system prompts, then the conversation's earlier
 turns, then its own part), and :class:`SimulatedPrefixCache` follows two things per replica:
 
 ``engine``
@@ -36,13 +36,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..loadgen.workload import Lengths, build_requests
 from ..routing.prefix_index import PrefixIndex
-from .arrivals import Arrivals
+from ..shared.arrivals import Arrivals
+from ..shared.requests import shared_prefix_requests
 from .env_config import EnvConfig
-
-#: token ids of simulated prompts are drawn below this (``rewardkit loadgen``'s ``--vocab-size`` default).
-PROMPT_VOCAB_SIZE = 2000
 
 
 @dataclass(frozen=True)
@@ -56,19 +53,9 @@ class PromptedArrivals:
 
 
 def shared_prefix_workload(cfg: EnvConfig, arrivals: Arrivals, seed: int, block_size: int) -> PromptedArrivals:
-    """``arrivals`` with the prompts of ``cfg.shared_prefix`` (the load generator's, for the same seed).
-
-    The trace's prompt length is the request's own part: it is fitted, with the output, into
-    ``max_tokens`` less the system prompt, and the system prompt and conversation history are put in
-    front (a conversation that would outgrow ``max_tokens`` starts over), exactly as
-    ``rewardkit loadgen --env ENV --max-model-len MAX_TOKENS`` does.
-    """
-    shared = cfg.shared_prefix
-    if shared is None:
-        raise ValueError("shared_prefix_workload needs an env config with shared_prefix")
-    lengths = Lengths(arrivals.arrived_at - arrivals.arrived_at[0], arrivals.prefill_tokens, arrivals.decode_tokens)
-    lengths = lengths.fitted(1.0, cfg.max_tokens - shared.prefix_tokens)
-    specs = build_requests(lengths, seed, PROMPT_VOCAB_SIZE, shared, cfg.max_tokens)
+    """``arrivals`` with the prompts of ``cfg.shared_prefix`` for ``seed``
+    (:func:`schedulers.shared.requests.shared_prefix_requests`, which ``rewardkit loadgen --env`` sends too)."""
+    specs = shared_prefix_requests(cfg, seed)
     index = PrefixIndex(1, block_size)
     prompted = Arrivals(
         arrivals.arrived_at,

@@ -61,7 +61,7 @@ def test_every_error_of_an_env_config_is_reported_at_once(tmp_path):
 
 def test_env_config_overrides_and_missing_trace(tmp_path, tiny_config):
     from schedulers.sim.env_config import load_env_config, with_overrides
-    from schedulers.sim.simulation_config import resolved_trace_file
+    from schedulers.shared.arrivals import resolved_trace_file
 
     cfg = with_overrides(tiny_config, qps=3.5, num_replicas=3, trace_file=None)
     assert (cfg.qps, cfg.num_replicas, cfg.trace_file) == (3.5, 3, tiny_config.trace_file)

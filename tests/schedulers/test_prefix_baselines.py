@@ -8,7 +8,7 @@ import pytest
 from schedulers.routing.heuristics import HEURISTIC_NAMES, choose
 from schedulers.routing.prefix_baselines import (AffinityTokenLoadParams, CacheAwareParams, affinity_token_load,
                                                  cache_aware, parse_router_spec)
-from schedulers.routing.router import HeuristicRouter, make_router
+from schedulers.routing.policy import make_policy
 from schedulers.routing.snapshot import ReplicaSnapshot
 
 
@@ -22,7 +22,7 @@ def picks(rule, snapshot, seeds=range(30), **kw) -> set[int]:
 
 def test_both_are_router_names_everywhere() -> None:
     assert {"cache_aware", "affinity_token_load"} <= set(HEURISTIC_NAMES)
-    assert make_router("cache_aware").name == "cache_aware"
+    assert make_policy("cache_aware").name == "cache_aware"
     assert CacheAwareParams() == CacheAwareParams(0.3, 64, 1.5)  # SGLang's defaults
 
 
@@ -70,8 +70,11 @@ def test_affinity_token_load_scores_uncached_prompt_tokens_in_flight() -> None:
 def test_parameters_are_checked_and_travel_with_the_router_name() -> None:
     assert parse_router_spec("cache_aware:balance_abs_threshold=8:cache_threshold=0.5") == (
         "cache_aware", {"balance_abs_threshold": 8.0, "cache_threshold": 0.5})
-    router = HeuristicRouter("affinity_token_load:queue_threshold=2")
-    assert (router.name, router.params) == ("affinity_token_load", {"queue_threshold": 2.0})
+    policy = make_policy("affinity_token_load:queue_threshold=2")
+    assert (policy.name, policy.params) == ("affinity_token_load:queue_threshold=2", {"queue_threshold": 2.0})
+    assert make_policy("cache_aware", balance_abs_threshold=8).params == {"balance_abs_threshold": 8}
+    with pytest.raises(ValueError, match="balance_abs_threshold: expected a number >= 0"):
+        make_policy("cache_aware", balance_abs_threshold=-1)
     s = snap(waiting=[30, 0], prefix_match=[0.8, 0.0])
     rng = np.random.default_rng(0)
     assert choose("cache_aware", s, rng, params={"balance_abs_threshold": 8}) == 1

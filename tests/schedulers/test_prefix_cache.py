@@ -74,9 +74,8 @@ def loadgen_args(env: str, seed: int, requests: int) -> argparse.Namespace:
 def test_the_simulator_and_the_load_generator_send_the_same_prompts(tmp_path, tiny_config, vidur_predictor) -> None:
     import yaml
 
-    from schedulers.sim.arrivals import sample_arrivals
+    from schedulers.shared.arrivals import resolved_trace_file, sample_arrivals
     from schedulers.sim.prefix_cache import shared_prefix_workload
-    from schedulers.sim.simulation_config import resolved_trace_file
 
     cfg = with_overrides(tiny_config, shared_prefix=SHARED, max_tokens=1024)
     path = tmp_path / "env.yaml"
@@ -118,10 +117,10 @@ def test_prefix_affinity_raises_the_hit_rate_and_shortens_prefills(make_tiny_env
 
 def test_evaluate_reports_each_routers_prefix_hit_rate(tmp_path, tiny_config, vidur_predictor) -> None:
     from schedulers.evaluate.paired import evaluate_policies
-    from schedulers.routing.router import HeuristicRouter
+    from schedulers.routing.policy import make_policy
 
     cfg = with_overrides(tiny_config, shared_prefix=SHARED, max_tokens=1024, requests_per_episode=40)
-    routers = {name: HeuristicRouter(name) for name in ("round_robin", "prefix_aware")}
+    routers = {name: make_policy(name) for name in ("round_robin", "prefix_aware")}
     evaluate_policies(cfg, routers, [3], out_dir=tmp_path, log=lambda _m: None)
     with open(tmp_path / "summary.csv") as fh:
         rows = {row["router"]: row for row in csv.DictReader(fh)}

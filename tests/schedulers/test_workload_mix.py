@@ -17,6 +17,8 @@ def write_mix(tmp_path, variants, base="configs/envs/tiny.yaml"):
 
 
 def test_each_episode_plays_the_variant_its_seed_picks(tmp_path, vidur_predictor) -> None:
+    from schedulers.environments import policy_action
+    from schedulers.routing.policy import make_policy
     from schedulers.sim.workload_mix import WorkloadMixEnv
 
     mix = write_mix(tmp_path, {"plain": {"qps": 3.0},
@@ -24,10 +26,12 @@ def test_each_episode_plays_the_variant_its_seed_picks(tmp_path, vidur_predictor
                                           "max_tokens": 1024}})
     env = WorkloadMixEnv(mix, compute_reward=False, evaluate=True)
     seen = {}
+    policy = make_policy("cache_aware")
     for seed in (4, 5):
-        env.reset(seed=seed)
+        obs, _ = env.reset(seed=seed)
+        policy.reset(seed)
         while True:
-            _, _, term, trunc, _ = env.step(env.unwrapped.heuristic_action("cache_aware"))
+            obs, _, term, trunc, _ = env.step(policy_action(policy, env, obs))
             if term or trunc:
                 break
         seen[env.variant] = env.episode_metrics().prefix_hit_rate

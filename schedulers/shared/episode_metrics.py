@@ -1,4 +1,4 @@
-"""Per-episode serving metrics (e2e, TTFT, scheduling delay, throughput) from Vidur's request objects."""
+"""Per-episode serving metrics (e2e, TTFT, scheduling delay, throughput), simulated or live."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 
 @dataclass
 class EpisodeMetrics:
-    """Per-request latencies of one episode, from Vidur's request objects (completed requests only)."""
+    """Per-request latencies of one episode (completed requests only), from Vidur or from live engines."""
 
     seed: int
     num_requests: int
