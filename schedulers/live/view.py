@@ -19,8 +19,8 @@ Which fields are live and which estimated (docs/serving.md has the table):
   ``prefix_match`` from a :class:`~schedulers.routing.prefix_index.PrefixIndex`
   mirror of what each replica was sent (token-id prompts only).
 
-Replicas marked unhealthy are left out of a decision: :meth:`choose` decides among the healthy ones
-and maps the choice back.
+Replicas marked unhealthy are left out of a decision: the gateway hands its policy the snapshot of
+the healthy ones (:func:`restrict`) and maps the choice back.
 """
 
 from __future__ import annotations
@@ -89,7 +89,6 @@ class LiveClusterView:
         self.engine_at = np.full(n, -np.inf)
         self.capacity = np.full(n, float(self.kv_capacity))  # KV blocks of ``block_size`` tokens per replica
         self._keys = itertools.count()
-        self.decisions = 0
 
     # ---- bookkeeping ---------------------------------------------------------------------------
     def sent(self, replica: int, prompt_tokens: int, prompt_ids: Sequence[int] = ()) -> int:
@@ -158,7 +157,7 @@ class LiveClusterView:
         return measured
 
     def engine_reported(self, replica: int, metrics: dict[str, float]) -> None:
-        """Fold an engine's scraped ``/metrics`` (vLLM's names, :func:`schedulers.engines.metrics.parse_metrics`) in."""
+        """Fold an engine's scraped ``/metrics`` (vLLM's names, :func:`schedulers.shared.prometheus.parse_metrics`) in."""
         i = int(replica)
         self.engine_waiting[i] = metrics.get("vllm:num_requests_waiting", np.nan)
         self.engine_running[i] = metrics.get("vllm:num_requests_running", np.nan)
@@ -215,7 +214,8 @@ class LiveClusterView:
             measured_speed=self.measured_speeds(),
             tokens_per_s=self.recent_tokens / span,
             since_completion=np.maximum(now - self.last_completion, 0.0),
-            prefix_match=np.zeros(n) if prefix_match is None else prefix_match)
+            prefix_match=np.zeros(n) if prefix_match is None else prefix_match,
+            prefix_blocks=np.array([self.prefix.size(i) for i in range(n)], dtype=float))
 
     def prefix_match(self, prompt_ids: Sequence[int]) -> np.ndarray:
         """Per replica, the share of ``prompt_ids`` its prefix cache likely holds (zeros without ids)."""

@@ -31,12 +31,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..engines.metrics import kv_capacity_tokens, parse_metrics
 from ..limits import MAX_TORCH_THREADS
-from ..loadgen.runner import REPLICA_HEADER
 from ..live.decision_log import Decision, DecisionLogWriter
 from ..live.view import LiveClusterView, restrict
-from ..routing.heuristics import HEURISTIC_NAMES, choose
+from ..routing.policy import make_policy
+from ..shared.engine_client import REPLICA_HEADER
+from ..shared.prometheus import kv_capacity_tokens, parse_metrics
+from ..shared.request_reward import request_context
+from ..shared.sse import SSEStream
 from ..routing.observation import ObservationConfig, build_observation, feature_names
 
 #: bounds of one request (docs/configuration.md, "Limits").
@@ -75,11 +77,6 @@ class GatewaySettings:
             parsed = httpx.URL(url) if isinstance(url, str) else None
             if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
                 raise ValueError(f"--backend: expected an http(s) URL such as http://127.0.0.1:8001, got {url!r}")
-        if self.router == "ppo" and not self.checkpoint:
-            raise ValueError("--router ppo: expected --checkpoint PATH (a policy trained by rewardkit train)")
-        if self.router != "ppo" and (self.router not in HEURISTIC_NAMES or self.router == "oracle"):
-            names = ", ".join(n for n in HEURISTIC_NAMES if n != "oracle")
-            raise ValueError(f"--router: expected ppo or one of {names} (oracle needs true speeds), got {self.router!r}")
         if not (isinstance(self.torch_threads, int) and 1 <= self.torch_threads <= MAX_TORCH_THREADS):
             raise ValueError(f"--torch-threads: expected an integer from 1 to {MAX_TORCH_THREADS}, got {self.torch_threads!r}")
         if self.declared_speeds is not None and len(self.declared_speeds) != len(self.backends):
@@ -99,17 +96,14 @@ class Gateway:
         n = len(settings.backends)
         self.urls = [u.rstrip("/") for u in settings.backends]
         self.view = LiveClusterView(n, settings.declared_speeds, kv_capacity=settings.kv_capacity_blocks)
-        self.rng = np.random.default_rng(settings.seed)
-        self.policy = None
-        self.obs_config = ObservationConfig()
-        if settings.router == "ppo":
-            import torch
-
-            from ..rl.ppo_router import PPORouter
-
-            torch.set_num_threads(settings.torch_threads)
-            self.policy = PPORouter.from_checkpoint(settings.checkpoint)
-            self.obs_config = self.policy.observation_config
+        options = {"threads": settings.torch_threads} if settings.checkpoint else {}
+        try:
+            self.policy = make_policy(settings.router, settings.checkpoint, seed=settings.seed, simulated=False,
+                                      **options)
+        except ValueError as exc:  # CheckpointError too: a one-line message naming the flag
+            raise ValueError(f"--router {settings.router}: {exc}") from None
+        #: the rows every decision logs: the policy's own settings, else the defaults
+        self.obs_config = self.policy.observation or ObservationConfig()
         self.composer = None
         if settings.reward:
             from rewardkit import RewardComposer
@@ -224,12 +218,7 @@ class Gateway:
         snap = self.view.snapshot(self.view.prefix_match(prompt_ids))
         rows = build_observation(snap, prompt_tokens, self.obs_config)
         candidates = np.flatnonzero(keep)
-        if self.policy is not None:
-            pick = int(self.policy.act(rows[keep]))
-        else:
-            pick = choose(self.settings.router, restrict(snap, keep), self.rng, decision_index=self.view.decisions,
-                          prompt_tokens=prompt_tokens)
-        self.view.decisions += 1
+        pick = self.policy.decide(restrict(snap, keep), prompt_tokens, rows=rows[keep])
         self.decision_time.observe(time.perf_counter() - start)
         return int(candidates[pick]), rows
 
@@ -239,8 +228,7 @@ class Gateway:
         """The reward config's value for one finished request (None without a config or a latency it reads)."""
         if self.composer is None or e2e_s is None:
             return None, {}
-        ctx = {"ttft": ttft_s if ttft_s is not None else e2e_s, "e2e": e2e_s, "prompt_tokens": float(prompt_tokens),
-               "decode_tokens": float(output_tokens), "delay_caused": 0.0}
+        ctx = request_context(ttft_s if ttft_s is not None else e2e_s, e2e_s, prompt_tokens, output_tokens)
         try:
             out = self.composer(ctx)
         except Exception:  # noqa: BLE001 - a reward config reading keys the live side lacks: no reward, routing goes on
@@ -269,68 +257,6 @@ def _prompt_of(payload: dict[str, Any], chat: bool) -> tuple[int, list[int]]:
     if isinstance(prompt, str):
         return max(1, len(prompt.encode()) // 4), []
     raise ValueError("prompt: expected a string or a non-empty list of token ids")
-
-
-class TokenCounter:
-    """Splits an OpenAI server-sent-event stream, fed chunk by chunk, into whole events and counts
-    output tokens: the engine's ``usage`` when it sends one (the gateway asks for it), else the
-    events that carry a token. A completion event is a token when one of its choices carries text
-    or is not finished (engines end with an event holding only the finish reason, and ``[DONE]``);
-    a chat event when its delta carries content or tool calls (the first holds only the role).
-    """
-
-    def __init__(self) -> None:
-        self._buffer = b""
-        self.counted = 0
-        self.usage: int | None = None
-
-    @property
-    def tokens(self) -> int:
-        return self.usage if self.usage is not None else self.counted
-
-    def feed(self, chunk: bytes) -> list[tuple[bytes, bool]]:
-        """The events completed by ``chunk``, each with whether it is a usage-only event."""
-        self._buffer += chunk
-        *events, self._buffer = self._buffer.split(b"\n\n")
-        out = []
-        for event in events:
-            parsed = _event_json(event)
-            usage = parsed.get("usage") if isinstance(parsed, dict) else None
-            usage_only = isinstance(usage, dict) and not parsed.get("choices")
-            if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-                self.usage = usage["completion_tokens"]
-            self.counted += _is_token(parsed)
-            out.append((event + b"\n\n", usage_only))
-        return out
-
-    def rest(self) -> bytes:
-        return self._buffer
-
-
-def _event_json(event: bytes) -> Any:
-    data = b"".join(line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:"))
-    if not data or data == b"[DONE]":
-        return None
-    try:
-        return json.loads(data)
-    except ValueError:
-        return None
-
-
-def _is_token(parsed: Any) -> bool:
-    if not isinstance(parsed, dict):
-        return False
-    choices = parsed.get("choices") or []
-    for choice in choices:
-        if not isinstance(choice, dict):
-            continue
-        delta = choice.get("delta")
-        if isinstance(delta, dict):  # chat: the first event carries only the role
-            if delta.get("content") or delta.get("tool_calls"):
-                return True
-        elif choice.get("text") or choice.get("finish_reason") is None:
-            return True
-    return False
 
 
 class GatewayApp(Gateway):
@@ -462,7 +388,7 @@ class Attempt:
         kept only when the client asked too); when the client goes away the generator is closed,
         and the finally clause closes the upstream stream (cancelling the engine's request)."""
         status = "cancelled"
-        counter = TokenCounter()
+        counter = SSEStream()
         try:
             async for chunk in resp.aiter_raw():
                 before = counter.counted
@@ -472,7 +398,7 @@ class Attempt:
                         self.first = time.monotonic()
                         self.gw.ttft.labels(self.label).observe(self.first - self.sent_at)
                     self.gw.view.token(self.key, counter.counted - before)
-                out = b"".join(event for event, usage_only in events if client_wants_usage or not usage_only)
+                out = b"".join(event.raw for event in events if client_wants_usage or not event.usage_only)
                 if out:
                     yield out
             if counter.rest().strip():
@@ -513,11 +439,8 @@ def _usage(content: bytes) -> int:
         return 0
 
 
-def serve(settings: GatewaySettings, host: str = "127.0.0.1", port: int = 8000, drain_s: float = 30.0) -> None:
-    """Run the gateway until SIGTERM/SIGINT; in-flight requests get ``drain_s`` seconds to finish."""
+def serve(app: Starlette, host: str = "127.0.0.1", port: int = 8000, drain_s: float = 30.0) -> None:
+    """Run the gateway ``app`` (:func:`create_app`) until SIGTERM/SIGINT; in-flight requests get ``drain_s`` s to finish."""
     import uvicorn
 
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning",
-                timeout_graceful_shutdown=drain_s, access_log=False)
-
-
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=drain_s, access_log=False)
