@@ -215,15 +215,14 @@ class LiveClusterView:
     def snapshot(self, prefix_match: np.ndarray | None = None) -> ReplicaSnapshot:
         """The replicas' load now, as a :class:`ReplicaSnapshot`."""
         n, now = self.num_replicas, self.clock()
-        waiting, running, prefill, decoded, kv, new_waiting, new_running, new_kv = (np.array(v) for v in self._sums)
+        waiting, running, prefill, decoded, kv, new_waiting, new_running, new_kv = np.array(self._sums)
         fresh = now - self.engine_at <= self.engine_stale_s
         if fresh.any():  # the engines' own counts also hold other clients' requests; their KV use is exact
-            for own, reported, since in ((waiting, self.engine_waiting, new_waiting),
-                                         (running, self.engine_running, new_running)):
-                known = fresh & ~np.isnan(reported)
-                own[known] = np.maximum(own[known], reported[known] + since[known])
+            # (fmax ignores a count the engine did not report: NaN)
+            waiting = np.where(fresh, np.fmax(waiting, self.engine_waiting + new_waiting), waiting)
+            running = np.where(fresh, np.fmax(running, self.engine_running + new_running), running)
             known = fresh & ~np.isnan(self.engine_kv)
-            kv[known] = np.clip(self.engine_kv[known], 0.0, 1.0) * self.capacity[known] + new_kv[known]
+            kv = np.where(known, np.clip(self.engine_kv, 0.0, 1.0) * self.capacity + new_kv, kv)
         horizon = now - self.window_s
         for i in range(n):
             done, tokens = self.completions[i], self.tokens[i]
