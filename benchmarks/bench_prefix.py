@@ -52,6 +52,35 @@ def build_routers(specs: list[str], policies: dict[str, str]) -> dict[str, Any]:
     return routers
 
 
+def reused_episodes(dirs: list[str], variant: str, seeds: list[int], wanted: list[str]) -> dict[str, list[dict]]:
+    """Per router of ``wanted`` (and ``round_robin``), its episodes on every seed in an earlier run's results."""
+    found: dict[str, list[dict]] = {}
+    for folder in dirs:
+        path = Path(folder) / variant / "results.json"
+        if not path.is_file():
+            continue
+        episodes = json.loads(path.read_text())["episodes"]
+        for router in ["round_robin"] + [w for w in wanted if w != "round_robin"]:
+            rows = {row["seed"]: row for row in episodes if row["router"] == router}
+            if router not in found and all(seed in rows for seed in seeds):
+                found[router] = [rows[seed] for seed in seeds]
+    return found
+
+
+def add_reused(results: Any, reused: dict[str, list[dict]], routers: dict[str, Any]) -> None:
+    """Put reused episodes into ``results`` (heuristics counted as heuristics, as evaluate does)."""
+    from schedulers.routing.policy import HeuristicPolicy
+
+    for router, rows in reused.items():
+        if router in results.routers:
+            continue
+        results.routers.append(router)
+        results.episodes.extend(rows)
+        policy = routers.get(router)
+        if router == "round_robin" or isinstance(policy, HeuristicPolicy) and router != "oracle":
+            results.heuristics.append(router)
+
+
 def compare(results: Any, learned: list[str], bound_rules: list[str]) -> dict[str, Any]:
     """Per router: means, and TTFT p99 over the better industry baseline with a 90% paired interval."""
     from schedulers.evaluate.results import paired_ratio_interval
@@ -60,16 +89,19 @@ def compare(results: Any, learned: list[str], bound_rules: list[str]) -> dict[st
     better = min(BASELINES, key=lambda b: float(np.mean(p99[b])))
     ref = p99[better]
     bound = np.min(np.stack([p99[r] for r in bound_rules]), axis=0)
+    best_rule = min(bound_rules, key=lambda r: float(np.mean(p99[r])))
     rows = []
     for router in list(results.routers) + ["bound"]:
         mine = bound if router == "bound" else p99[router]
         row = {"router": router, "ttft_p99": float(np.mean(mine)), "vs_better_baseline": float(np.mean(mine) / np.mean(ref)),
-               "interval": paired_ratio_interval(mine, ref), "wins": int(np.sum(mine < ref))}
+               "interval": paired_ratio_interval(mine, ref), "wins": int(np.sum(mine < ref)),
+               "vs_best_rule": float(np.mean(mine) / np.mean(p99[best_rule])),
+               "best_rule_interval": paired_ratio_interval(mine, p99[best_rule])}
         if router != "bound":
             for key in ("ttft_p50", "e2e_mean", "prefix_hit_rate"):
                 row[key] = float(np.mean(results.values(router, key)))
         rows.append(row)
-    return {"better_baseline": better, "rows": rows, "seeds": results.seeds, "learned": learned}
+    return {"better_baseline": better, "best_rule": best_rule, "rows": rows, "seeds": results.seeds, "learned": learned}
 
 
 def format_variant(name: str, table: dict[str, Any]) -> str:
@@ -82,6 +114,22 @@ def format_variant(name: str, table: dict[str, Any]) -> str:
                  f"{row.get('prefix_hit_rate', float('nan')):9.3f}")
         label = "bound (best rule per seed)" if row["router"] == "bound" else row["router"]
         lines.append(f"{label:48s} {cells}  {row['vs_better_baseline']:.3f} [{lo:.3f}, {hi:.3f}]  {row['wins']}/{n}")
+    return "\n".join(lines)
+
+
+def markdown_variant(name: str, table: dict[str, Any]) -> str:
+    """The variant's table in Markdown (for docs/prefix-routing.md)."""
+    n = len(table["seeds"])
+    lines = [f"**{name}**", "", f"| router | TTFT p50 (s) | TTFT p99 (s) | e2e mean (s) | prefix hit rate | "
+             f"p99 / {table['better_baseline']} [90% paired] | lower on | p99 / best fixed rule ({table['best_rule']}) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in table["rows"]:
+        lo, hi = row["interval"]
+        label = "bound (best fixed rule per seed)" if row["router"] == "bound" else f"`{row['router']}`"
+        cells = [f"{row[k]:.3f}" if k in row else "" for k in ("ttft_p50", "ttft_p99", "e2e_mean", "prefix_hit_rate")]
+        blo, bhi = row["best_rule_interval"]
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {row['vs_better_baseline']:.2f} [{lo:.2f}, {hi:.2f}] | "
+                     f"{row['wins']}/{n} | {row['vs_best_rule']:.2f} [{blo:.2f}, {bhi:.2f}] |")
     return "\n".join(lines)
 
 
@@ -129,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-bound", action="store_true", help="skip the threshold grid of the bound")
     p.add_argument("--seeds", default="101-105")
     p.add_argument("--requests", type=int, default=None, help="override requests per episode")
+    p.add_argument("--reuse", action="append", default=[], metavar="DIR",
+                   help="an earlier run's --out: routers it ran on every seed are taken from it, not rerun "
+                        "(the simulator is deterministic per seed)")
     p.add_argument("--out", default="runs/bench_prefix")
     args = p.parse_args(argv)
     os.environ.setdefault("WANDB_MODE", "disabled")
@@ -163,11 +214,20 @@ def main(argv: list[str] | None = None) -> int:
         cfg = mix.variants[name]
         if args.requests:
             cfg = with_overrides(cfg, requests_per_episode=args.requests)
-        results = evaluate_policies(cfg, routers, seeds, out_dir=out / name)
+        reused = reused_episodes(args.reuse, name, seeds, list(routers))
+        to_run = {k: r for k, r in routers.items() if k not in reused}
+        if to_run:
+            results = evaluate_policies(cfg, to_run, seeds, out_dir=out / name)
+        else:
+            from schedulers.evaluate.results import EvaluationResults
+
+            results = EvaluationResults(cfg.name, seeds, [], [], "round_robin")
+        add_reused(results, reused, routers)
         bound_rules = [r for r in routers if r not in policies]
         tables[name] = compare(results, list(policies), bound_rules)
         print(format_variant(name, tables[name]), flush=True)
         (out / "table.json").write_text(json.dumps(tables, indent=1))
+        (out / "table.md").write_text("\n\n".join(markdown_variant(k, v) for k, v in tables.items()) + "\n")
     show = [s for s in specs if s not in ("round_robin",)] + list(policies) + ["bound"]
     plot(tables, out / "prefix_routing.png", show)
     print(f"tables in {out / 'table.json'}, plot {out / 'prefix_routing.png'}")
