@@ -205,3 +205,38 @@ def test_connections_close_with_their_event_loop(scorer) -> None:
     assert not client.is_closed  # kept open between calls: connections are reused
     composer.close()
     assert client.is_closed
+
+
+@pytest.mark.parametrize(("params", "path", "expected"), [
+    ({"url": "ftp://127.0.0.1/score"}, "params.url", "expected an http:// or https:// URL with a host, got 'ftp://"),
+    ({"url": "http:///score"}, "params.url", "expected an http:// or https:// URL with a host"),
+    ({"url": "http://127.0.0.1:99999/score"}, "params.url", "expected an http:// or https:// URL with a host"),
+    ({"batch_size": 0}, "params.batch_size", "expected an integer >= 1, got 0"),
+    ({"max_concurrency": -2}, "params.max_concurrency", "expected an integer >= 1, got -2"),
+    ({"timeout_s": 0}, "params.timeout_s", "expected a positive number, got 0"),
+    ({"retries": 11}, "params.retries", "expected an integer from 0 to 10, got 11"),
+    ({"cache_size": -1}, "params.cache_size", "expected an integer >= 0, got -1"),
+    ({"max_requests": 0}, "params.max_requests", "expected an integer >= 1, got 0"),
+    ({"max_call_s": -1.0}, "params.max_call_s", "expected a positive number, got -1.0"),
+    ({"on_failure": "ignore"}, "params.on_failure", "expected one of 'raise', 'default', got 'ignore'"),
+    ({"default": float("nan")}, "params.default", "expected a finite number, got nan"),
+    ({"api_key_env": "REWARDKIT_TEST_UNSET_KEY"}, "params.api_key_env",
+     "expected the name of a set environment variable, got 'REWARDKIT_TEST_UNSET_KEY' (not set)"),
+])
+def test_bad_params_are_located_config_errors(params: dict[str, Any], path: str, expected: str) -> None:
+    from rewardkit import ConfigError, RewardComposer
+
+    given = {"url": "http://127.0.0.1:8000/score", **params}
+    config = {"version": 1, "components": {"rm": {"type": "remote_score", "params": given}}}
+    with pytest.raises(ConfigError) as caught:
+        RewardComposer.from_dict(config, source="rm.yaml")
+    assert f"rm.yaml: components.rm.{path}: {expected}" in str(caught.value)
+
+
+def test_the_api_key_is_read_from_the_environment_and_sent_as_a_bearer_token(scorer, monkeypatch) -> None:
+    _, url = scorer
+    monkeypatch.setenv("REWARDKIT_TEST_KEY", "s3cret")
+    rm = term(url, api_key_env="REWARDKIT_TEST_KEY")
+    assert rm._client.headers() == {"Authorization": "Bearer s3cret"}
+    assert "s3cret" not in repr(rm.to_dict())  # the key itself never goes in the config
+    np.testing.assert_array_equal(score(rm, ["ab"]), [2.0])
