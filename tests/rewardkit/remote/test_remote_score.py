@@ -103,7 +103,7 @@ def test_a_hanging_scorer_times_out_per_request(scorer) -> None:
     start = time.perf_counter()
     np.testing.assert_array_equal(score(rm, ["a"]), [0.5])
     elapsed = time.perf_counter() - start
-    assert 0.6 <= elapsed < 1.5, elapsed  # two tries of 0.3 s each
+    assert 0.6 <= elapsed < 3.0, elapsed  # two tries of 0.3 s each, not the hour the stub waits
     assert len(stub.arrivals) == 2
     with pytest.raises(RemoteScoreError, match=r"no answer within timeout_s=0.3 s \(after 2 attempts\)"):
         score(term(url, timeout_s=0.3, retries=1), ["a"])
@@ -159,11 +159,11 @@ def test_the_request_budget_stops_sending_over_the_terms_life(scorer) -> None:
 
 def test_the_wall_time_budget_of_a_call_cancels_what_is_still_running(scorer) -> None:
     stub, url = scorer
-    stub.delay_s = 2.0
+    stub.delay_s = 5.0
     rm = term(url, max_call_s=0.2, on_failure="default", default=0.25)
     start = time.perf_counter()
     np.testing.assert_array_equal(score(rm, ["a", "b"]), [0.25, 0.25])
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < 2.5  # the scorer would have taken 5 s
     with pytest.raises(RemoteScoreError, match=r"wall-time budget spent \(max_call_s=0.2 s per call\)"):
         score(term(url, max_call_s=0.2), ["a"])
 
