@@ -291,6 +291,7 @@ class CompiledPlan:
         """Every node's weight at ``step``: a literal when constant, identical schedules evaluated once."""
         weight_of: dict[str, str] = {}
         by_expr: dict[str, str] = {}
+        ramps: list[tuple[str, int, str, str]] = []  # (variable, ramp's end, expression on the ramp, full expression)
         header = len(lines)
         for node in self.order:
             sched = self.shaper.schedule(node.name)
@@ -305,7 +306,18 @@ class CompiledPlan:
                 weight_of[node.name] = by_expr[expr]
             else:
                 var = by_expr[expr] = weight_of[node.name] = self._vars[node.name + "_weight"]
-                lines.append(f"    {var} = {expr}")
+                ramp = sched.ramp_source("step")
+                if ramp is None:
+                    lines.append(f"    {var} = {expr}")
+                else:
+                    ramps.append((var, ramp[0], ramp[1], expr))
+        if len(ramps) == 1:
+            lines.append(f"    {ramps[0][0]} = {ramps[0][3]}")
+        elif ramps:  # one comparison while every ramp still rises, instead of one per schedule
+            lines.append(f"    if step < {min(until for _, until, _, _ in ramps)}:")
+            lines += [f"        {var} = {ramp}" for var, _, ramp, _ in ramps]
+            lines.append("    else:")
+            lines += [f"        {var} = {expr}" for var, _, _, expr in ramps]
         if len(lines) > header:
             lines.insert(header, "    # ---- weights (schedules of the step)")
         return weight_of
