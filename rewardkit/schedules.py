@@ -61,7 +61,8 @@ class Schedule:
 
     def ramp_source(self, step_var: str) -> tuple[int, str] | None:
         """``(until, expr)``: for steps below ``until`` the value is ``expr`` (simpler than
-        :meth:`source`; the compiled paths test one ``step < until`` for several ramps), or None."""
+        :meth:`source`) and from ``until`` on it is constant (the compiled paths test one
+        ``step < until`` for several ramps, and one ``step >= until`` once they all ended), or None."""
         return None
 
     def _bound_source(self, expr: str) -> str:
