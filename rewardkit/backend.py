@@ -16,9 +16,9 @@ docs/writing-components.md. Synchronisation: nothing here forces a device-to-hos
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from contextvars import ContextVar
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -161,16 +161,24 @@ def call_dtype(default: Any = None) -> Any:
     return default if dtype is None else dtype
 
 
-@contextmanager
-def evaluating(check_inputs: bool, dtype: Any) -> Iterator[None]:
+class evaluating:  # noqa: N801 - used as a function: ``with evaluating(check_inputs, dtype):``
     """Run the block as one batched call: input checks on or off, computing in ``dtype``, NumPy's
-    overflow/invalid warnings silenced once for every component (see :func:`quiet`)."""
-    token = _call.set((check_inputs, dtype, True))
-    try:
-        with np.errstate(over="ignore", invalid="ignore"):
-            yield
-    finally:
-        _call.reset(token)
+    overflow/invalid warnings silenced once for every component (see :func:`quiet`). A class
+    rather than a generator: it is entered on every batched call."""
+
+    __slots__ = ("_state", "_token", "_errstate")
+
+    def __init__(self, check_inputs: bool, dtype: Any) -> None:
+        self._state = (check_inputs, dtype, True)
+
+    def __enter__(self) -> None:
+        self._errstate = np.errstate(over="ignore", invalid="ignore")
+        self._errstate.__enter__()
+        self._token = _call.set(self._state)
+
+    def __exit__(self, *exc: Any) -> None:
+        _call.reset(self._token)
+        self._errstate.__exit__(*exc)
 
 
 def quiet() -> Any:

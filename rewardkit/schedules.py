@@ -59,6 +59,12 @@ class Schedule:
         """A Python expression of the value at ``step_var`` for compiled paths, or None."""
         return None
 
+    def ramp_source(self, step_var: str) -> tuple[int, str] | None:
+        """``(until, expr)``: for steps below ``until`` the value is ``expr`` (simpler than
+        :meth:`source`) and from ``until`` on it is constant (the compiled paths test one
+        ``step < until`` for several ramps, and one ``step >= until`` once they all ended), or None."""
+        return None
+
     def _bound_source(self, expr: str) -> str:
         # bounds at the largest finite float are no-ops for the finite values the ramps produce
         if self.high < FLOAT_MAX:
@@ -178,6 +184,13 @@ class Linear(_Ramp):
                 ramp = f"({start} if {t} <= 0 else {ramp})"
             expr = f"({end} if {t} >= {span!r} else {ramp})"
         return self._bound_source(expr)
+
+    def ramp_source(self, step_var: str) -> tuple[int, str] | None:
+        if self.config.get("start_step", 0) != 0 or self.slope is None:
+            return None
+        start = _literal(self.config["start"])
+        ramp = f"{step_var} * {self.slope!r}" if start == "0.0" else f"{start} + {step_var} * {self.slope!r}"
+        return math.ceil(self.span), self._bound_source(ramp)
 
 
 class Cosine(_Ramp):
