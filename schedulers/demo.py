@@ -82,7 +82,9 @@ def clone_once(cfg: dict[str, Any], out: Path) -> Path:
     path = out / "bc_policy.pt"
     if path.exists():
         return path
-    bar = tqdm(total=None, desc=f"clone {', '.join(cfg['bc']['heuristics'])} (behaviour cloning)", unit="stage",
+    # stages: each heuristic's demonstrations collected (most of the time), then each epoch fitted
+    bar = tqdm(total=len(cfg["bc"]["heuristics"]) + int(cfg["bc"].get("epochs", 10)),
+               desc=f"clone {', '.join(cfg['bc']['heuristics'])} (behaviour cloning)", unit="stage",
                file=sys.stderr, dynamic_ncols=True)
 
     def advance(done: int, total: int) -> None:
