@@ -83,7 +83,7 @@ def clone_once(cfg: dict[str, Any], out: Path) -> Path:
     if path.exists():
         return path
     # stages: each heuristic's demonstrations collected (most of the time), then each epoch fitted
-    bar = tqdm(total=len(cfg["bc"]["heuristics"]) + int(cfg["bc"].get("epochs", 10)),
+    bar = tqdm(total=len(cfg["bc"]["heuristics"]) + cfg["bc"]["epochs"],
                desc=f"clone {', '.join(cfg['bc']['heuristics'])} (behaviour cloning)", unit="stage",
                file=sys.stderr, dynamic_ncols=True)
 
@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
 
         out = Path(args.out)
         clone_cfg = training_config(Path(args.base_config), RUNS[CLONE_FROM]["reward"], RUNS[CLONE_FROM]["gamma"], 0)
-        load_config(clone_cfg)
+        clone_cfg = load_config(clone_cfg)[0]  # with every default filled in
         clone_path = out / CLONE / "bc_policy.pt"
         cfgs = {name: training_config(Path(args.base_config), run["reward"], run["gamma"], args.updates, clone_path)
                 for name, run in RUNS.items()}
