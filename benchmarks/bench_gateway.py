@@ -131,7 +131,7 @@ def ppo_decision_p99_ms(replicas: int = 4, n: int = 5000) -> float:
     times = []
     for _ in range(n):
         start = time.perf_counter()
-        router.act(obs)
+        router.decide(None, rows=obs)
         times.append((time.perf_counter() - start) * 1000)
     return float(np.percentile(times, 99))
 

@@ -43,11 +43,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from schedulers.engines.metrics import prefix_cache_hit_rate, scrape  # noqa: E402
+from schedulers.shared.prometheus import prefix_cache_hit_rate, scrape  # noqa: E402
 from schedulers.engines.gateway_process import GatewayProcess  # noqa: E402
 from schedulers.engines.replicas import EngineCluster, tiny_cluster  # noqa: E402
 from schedulers.loadgen.runner import replay, summarize  # noqa: E402
-from schedulers.loadgen.workload import SharedPrefix, build_requests, lengths_from_env  # noqa: E402
+from schedulers.loadgen.workload import lengths_from_env  # noqa: E402
+from schedulers.shared.requests import SharedPrefix, build_requests  # noqa: E402
 
 LIVE_ROUTERS = ("round_robin,random,lor,jsq,least_kv,least_tokens,least_prefill,power_of_two,prefix_aware,"
                 "cap_jsq,cap_least_tokens,cap_least_prefill,adaptive,ppo")
@@ -60,7 +61,7 @@ DEFAULT_CHECKPOINT = ROOT / "runs" / "ppo_hetero" / "policy.pt"
 class ClientRouting:
     """The load generator routes each request itself: a fallback for when ``rewardkit gateway`` is not available.
 
-    Same routers (``choose`` for heuristics, the PPO checkpoint on ``build_observation`` rows), over a
+    Same routers (``make_policy``: heuristics, the PPO checkpoint on ``build_observation`` rows), over a
     ``ReplicaSnapshot`` built from the client's own bookkeeping: a request is waiting until its first
     token, then running; prefill tokens are the prompts of waiting requests, decoded tokens the chunks
     streamed so far, KV blocks the in-flight tokens over ``block_size``. Measured speed is the declared
@@ -77,26 +78,21 @@ class ClientRouting:
         self.urls, self.router, self.n = urls, router, n
         self.declared = np.asarray(declared, dtype=np.float64)
         self.block_size, self.kv_capacity, self.window_s = block_size, kv_capacity, window_s
-        self.rng = np.random.default_rng(seed)
-        self.decisions = 0
         self.inflight: dict[int, dict[str, float]] = {}
         self.completions: list[list[float]] = [[] for _ in range(n)]
         self.tokens: list[list[tuple[float, int]]] = [[] for _ in range(n)]
         self.last_completion = np.zeros(n)
         self.start = time.perf_counter()
         self.prefix = PrefixIndex(n, block_size)
-        self.ppo = None
-        self.obs_config = ObservationConfig()
+        from schedulers.routing.policy import make_policy
+
+        # one torch thread: the engines own the cores; a spinning torch pool slows them
+        self.policy = make_policy(router if checkpoint is None else "ppo", checkpoint, seed=seed, simulated=False,
+                                  **({} if checkpoint is None else {"threads": 1}))
+        self.obs_config = self.policy.observation or ObservationConfig()
         if checkpoint is not None:
             import dataclasses
 
-            import torch
-
-            from schedulers.rl.ppo_router import PPORouter
-
-            torch.set_num_threads(1)  # the engines own the cores; a spinning torch pool slows them
-            self.ppo = PPORouter.from_checkpoint(checkpoint)
-            self.obs_config = self.ppo.observation_config
             if router == "ppo_scaled":  # token features in the units of the workload the policy was trained on
                 self.obs_config = dataclasses.replace(self.obs_config, token_scale=self.obs_config.token_scale * token_factor)
 
@@ -123,19 +119,18 @@ class ClientRouting:
             recent_completions=np.array([len(c) for c in self.completions], float),
             busy=((f["waiting"] + f["running"]) > 0).astype(float), declared_speed=self.declared,
             measured_speed=self.declared, tokens_per_s=np.array([sum(k for _, k in t) for t in self.tokens]) / span,
-            since_completion=np.maximum(now - self.last_completion, 0.0), prefix_match=prefix_match)
+            since_completion=np.maximum(now - self.last_completion, 0.0), prefix_match=prefix_match,
+            prefix_blocks=np.array([self.prefix.size(i) for i in range(self.prefix.num_replicas)], dtype=float))
 
     def __call__(self, spec: Any) -> tuple[str, str, Any]:
-        from schedulers.routing.heuristics import choose
         from schedulers.routing.observation import build_observation
 
         hashes = self.prefix.block_hashes(spec.prompt_ids)
         snap = self.snapshot(self.prefix.match(spec.prompt_ids, hashes))
-        if self.ppo is not None:
-            i = int(self.ppo.act(build_observation(snap, spec.prompt_tokens, self.obs_config, self.block_size)))
-        else:
-            i = choose(self.router, snap, self.rng, decision_index=self.decisions, prompt_tokens=spec.prompt_tokens)
-        self.decisions += 1
+        rows = None
+        if self.policy.observation is not None:
+            rows = build_observation(snap, spec.prompt_tokens, self.obs_config, self.block_size)
+        i = self.policy.decide(snap, spec.prompt_tokens, rows=rows)
         self.prefix.insert(i, spec.prompt_ids, hashes)
         key = spec.index
         self.inflight[key] = {"replica": i, "prompt": spec.prompt_tokens, "decoded": 0}

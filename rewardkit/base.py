@@ -89,6 +89,9 @@ class BaseReward:
     inputs: ClassVar[dict[str, int]] = {}
     #: inputs that may be absent from the context (``compute`` then does not receive them).
     optional_inputs: ClassVar[frozenset[str]] = frozenset()
+    #: inputs that hold text (declared with 0 axes): one ``str`` per environment. ``compute``
+    #: receives a list of ``str`` for each, the one-environment function a ``str``.
+    text_inputs: ClassVar[frozenset[str]] = frozenset()
     #: parameter name -> specification (default, doc, checker).
     params: ClassVar[dict[str, Param]] = {}
     #: documented closed range of the raw output (may be infinite).
@@ -105,6 +108,9 @@ class BaseReward:
     atomic_update: ClassVar[bool] = False
     #: registered name, set by :func:`rewardkit.register`.
     type_name: ClassVar[str] = ""
+    #: a component that waits on I/O (a remote scorer): the composer awaits :meth:`compute_async`
+    #: (never :meth:`compute`), concurrently with the call's other asynchronous terms.
+    asynchronous: ClassVar[bool] = False
 
     def __init__(self, name: str | None = None, inputs: Mapping[str, str] | None = None, **params: Any) -> None:
         self.name = name or self.type_name or type(self).__name__
@@ -130,21 +136,39 @@ class BaseReward:
         """
         raise NotImplementedError
 
+    async def compute_async(self, x: Mapping[str, Any], terminated: Array, truncated: Array) -> Array:
+        """The raw term of an ``asynchronous = True`` component, like :meth:`compute` but awaited.
+
+        ``x`` holds the term's inputs with a leading axis of n items (text inputs as lists of str).
+        The composer gathers every asynchronous term of a call and computes the cheap terms while
+        they are in flight.
+        """
+        raise NotImplementedError(f"{type(self).__name__} sets asynchronous = True but does not implement compute_async")
+
+    def last_call_info(self) -> dict[str, float]:
+        """Extra numbers about the last call (a remote term's latency, failures...), empty by default.
+
+        The composer copies them into the breakdown as ``TermOutput.info``.
+        """
+        return {}
+
     def scalar_fn(self) -> Callable[..., float]:
         """A function ``f(*inputs, terminated, truncated) -> float`` for one environment.
 
         Inputs come positionally in the order of ``input_keys`` (floats, or lists of floats for
-        vector inputs; ``None`` for an absent optional input). The default wraps :meth:`compute`;
-        components override it with plain-float maths for speed, and the property tests check
-        both paths agree.
+        vector inputs, a ``str`` for text inputs; ``None`` for an absent optional input). The
+        default wraps :meth:`compute`; components override it with plain-float maths for speed,
+        and the property tests check both paths agree.
         """
         names = list(self.input_keys)
         compute = self.compute
         term = self.name
+        text = self.text_inputs
 
         def one_env(*args: Any) -> float:
             *values, terminated, truncated = args
-            x = {n: np.asarray(v, dtype=np.float64)[None] for n, v in zip(names, values, strict=True) if v is not None}
+            x = {n: [v] if n in text else np.asarray(v, dtype=np.float64)[None]
+                 for n, v in zip(names, values, strict=True) if v is not None}
             out = checked_output(compute(x, np.array([terminated]), np.array([truncated])), 1, term, finite=False)
             return float(out[0])
 

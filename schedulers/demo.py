@@ -157,15 +157,13 @@ def _evaluate_seed(job: tuple[str, dict[str, str | None], int]) -> Any:
     """Every router on one seed (in a worker process): the evaluation's rows and latency samples."""
     import torch
 
-    from .rl.ppo_router import PPORouter
-    from .routing.router import HeuristicRouter
+    from .routing.policy import make_policy
     from .evaluate.paired import evaluate_policies
     from .sim.env_config import load_env_config
 
     torch.set_num_threads(1)
     env_path, specs, seed = job
-    routers = {name: HeuristicRouter(name) if path is None else PPORouter.from_checkpoint(path)
-               for name, path in specs.items()}
+    routers = {name: make_policy(name) if path is None else make_policy("ppo", path) for name, path in specs.items()}
     return evaluate_policies(load_env_config(env_path), routers, [seed], baseline="round_robin", log=lambda msg: None)
 
 
@@ -358,9 +356,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _heuristic(name: str) -> Any:
-    from .routing.router import HeuristicRouter
+    from .routing.policy import make_policy
 
-    return HeuristicRouter(name)
+    return make_policy(name)
 
 
 if __name__ == "__main__":

@@ -109,7 +109,7 @@ def test_seed_ranges_beyond_the_limit_are_refused_before_the_list_is_built(spec,
     (b"num_prefill_tokens,num_decode_tokens\n10,20\nx,5\n", "line 3: expected whole token counts"),
 ])
 def test_a_trace_that_is_not_a_text_csv_of_lengths_is_a_located_error(tmp_path, content, expected):
-    from schedulers.sim.arrivals import sample_arrivals
+    from schedulers.shared.arrivals import sample_arrivals
 
     trace = tmp_path / "trace.csv"
     trace.write_bytes(content)

@@ -10,16 +10,11 @@ import numpy as np
 import pytest
 
 from rewardkit.cli import main as rewardkit_main
-from schedulers.loadgen.runner import format_summary, replay, request_body, summarize
-from schedulers.loadgen.workload import (
-    Lengths,
-    RequestSpec,
-    SharedPrefix,
-    WorkloadError,
-    build_requests,
-    lengths_from_trace,
-    poisson_times,
-)
+from schedulers.loadgen.runner import format_summary, replay, summarize
+from schedulers.loadgen.workload import lengths_from_trace
+from schedulers.shared.arrivals import poisson_arrival_times
+from schedulers.shared.engine_client import request_body
+from schedulers.shared.requests import Lengths, RequestSpec, SharedPrefix, WorkloadError, build_requests
 
 
 def lengths(n: int = 20, prompt: int = 300, output: int = 100) -> Lengths:
@@ -88,10 +83,11 @@ def test_trace_lengths_and_arrivals_with_located_errors(tmp_path) -> None:
     np.testing.assert_array_equal(got.prompt_tokens, [10, 20, 30])
     assert len(lengths_from_trace(str(trace), seed=0, requests=2)) == 2
     paced = lengths_from_trace(str(trace), seed=0, qps=2.0)  # --qps replaces the trace's times
-    np.testing.assert_allclose(paced.arrival_s, poisson_times(3, 2.0, 0))
+    times = poisson_arrival_times(3, 2.0, 0)  # the simulator's loop, from 0
+    np.testing.assert_allclose(paced.arrival_s, times - times[0])
     bad = tmp_path / "bad.csv"
     bad.write_text("num_prefill_tokens,num_decode_tokens\n10,5\n-3,5\n")
-    with pytest.raises(WorkloadError, match=r"bad\.csv:3: num_prefill_tokens: expected a positive"):
+    with pytest.raises(WorkloadError, match=r"bad\.csv: line 3: expected whole token counts from 0 to 2\^53"):
         lengths_from_trace(str(bad), seed=0, qps=1.0)
     nocol = tmp_path / "nocol.csv"
     nocol.write_text("prompt,output\n1,2\n")
@@ -106,7 +102,7 @@ def test_trace_lengths_and_arrivals_with_located_errors(tmp_path) -> None:
 def test_env_workload_is_the_simulators_arrivals() -> None:
     pytest.importorskip("vidur")
     from schedulers.loadgen.workload import lengths_from_env
-    from schedulers.sim.arrivals import sample_arrivals
+    from schedulers.shared.arrivals import sample_arrivals
     from schedulers.sim.env_config import load_env_config
 
     got = lengths_from_env("configs/envs/tiny.yaml", seed=101, requests=30)

@@ -137,15 +137,15 @@ def test_router_from_checkpoint(tmp_path) -> None:
     obs = random_obs(1, 8, features=3)[0].numpy()
 
     router = PPORouter.from_checkpoint(path)
-    action = router.act(obs, env=None)
+    action = router.decide(None, rows=obs)
     assert isinstance(action, int) and 0 <= action < 8
     assert action == int(policy.logits(torch.from_numpy(obs)[None]).argmax())
 
     sampler = PPORouter.from_checkpoint(path, deterministic=False)
     sampler.reset(seed=101)
-    first = [sampler.act(obs, None) for _ in range(30)]
+    first = [sampler.decide(None, rows=obs) for _ in range(30)]
     sampler.reset(seed=101)
-    assert [sampler.act(obs, None) for _ in range(30)] == first
+    assert [sampler.decide(None, rows=obs) for _ in range(30)] == first
     assert len(set(first)) > 1  # really sampling (the policy is not one-hot)
 
     hot = PPORouter.from_checkpoint(path, temperature=1e-3)
@@ -158,13 +158,14 @@ def test_router_from_checkpoint(tmp_path) -> None:
         PPORouter.from_checkpoint(tmp_path / "other.pt")
 
 
-def test_router_registers_with_make_router(tmp_path) -> None:
-    from schedulers.routing.router import Router, make_router
+def test_the_checkpoint_is_the_ppo_policy_behind_the_seam(tmp_path) -> None:
+    from schedulers.routing.policy import Policy
+    from schedulers.routing.policy import make_policy as make_router_policy
 
     path = tmp_path / "policy.pt"
     torch.save(make_policy(n_features=3).to_checkpoint(), path)
-    router = make_router("ppo", checkpoint=path, deterministic=False, seed=3)
-    assert isinstance(router, PPORouter) and isinstance(router, Router) and router.name == "ppo"
+    router = make_router_policy("ppo", path, deterministic=False, seed=3)
+    assert isinstance(router, PPORouter) and isinstance(router, Policy) and router.name == "ppo"
     assert not router.deterministic
 
 

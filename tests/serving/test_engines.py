@@ -6,9 +6,9 @@ import asyncio
 
 import numpy as np
 
-from schedulers.engines.metrics import prefix_cache_hit_rate, scrape
+from schedulers.shared.prometheus import prefix_cache_hit_rate, scrape
 from schedulers.loadgen.runner import replay, summarize
-from schedulers.loadgen.workload import Lengths, SharedPrefix, build_requests
+from schedulers.shared.requests import Lengths, SharedPrefix, build_requests
 
 
 def test_a_replica_answers_every_request_with_the_workloads_lengths(vllm_cluster) -> None:

@@ -208,7 +208,7 @@ def test_a_client_that_disconnects_cancels_its_upstream_request(cluster_factory)
 
 def test_every_answer_names_the_replica_that_served_it_and_loadgen_records_it(cluster_factory):
     from schedulers.loadgen.runner import replay
-    from schedulers.loadgen.workload import RequestSpec
+    from schedulers.shared.requests import RequestSpec
 
     c = cluster_factory([StubEngine("a"), StubEngine("b", per_token_s=0.01)], router="round_robin")
     plain = [completion(c.url) for _ in range(4)]
@@ -252,30 +252,27 @@ def test_bad_gateway_flags_are_one_line_errors(capsys):
     assert main(["gateway", "--backend", "notaurl"]) == 2
     assert "--backend: expected an http(s) URL" in capsys.readouterr().err
     assert main(["gateway", "--backend", "http://127.0.0.1:1", "--router", "oracle"]) == 2
-    assert "oracle needs true speeds" in capsys.readouterr().err
+    assert "--router oracle: router 'oracle' reads the replicas' true speeds" in capsys.readouterr().err
     assert main(["gateway", "--backend", "http://127.0.0.1:1", "--router", "ppo"]) == 2
-    assert "expected --checkpoint" in capsys.readouterr().err
+    assert "--router ppo: router 'ppo' needs a checkpoint" in capsys.readouterr().err
     assert main(["gateway", "--backend", "http://127.0.0.1:1", "--scrape-interval", "-1"]) == 2
     assert "--scrape-interval: expected seconds >= 0" in capsys.readouterr().err
     assert main(["gateway", "--backend", "http://127.0.0.1:1", "--torch-threads", "0"]) == 2
     assert "--torch-threads: expected an integer from 1 to 256, got 0" in capsys.readouterr().err
+    assert main(["gateway", "--backend", "http://127.0.0.1:1", "--router", "cache_aware:cache_threshold=2"]) == 2
+    assert "cache_threshold: expected a number >= 0 and <= 1, got 2.0" in capsys.readouterr().err
 
 
-def test_stream_tokens_are_counted_across_chunks_without_the_closing_events():
-    from schedulers.serve.gateway import TokenCounter
-
-    events = b"".join(b'data: {"choices": [{"text": "t", "finish_reason": null}]}\n\n' for _ in range(3))
-    events += b'data: {"choices": [{"text": "", "finish_reason": "length"}]}\n\ndata: [DONE]\n\n'
-    counter = TokenCounter()
-    relayed = b"".join(e for i in range(0, len(events), 7) for e, _ in counter.feed(events[i:i + 7]))
-    assert counter.tokens == 3 and relayed == events  # split mid-event, passed on whole
-    chat = TokenCounter()
-    chat.feed(b'data: {"choices": [{"delta": {"role": "assistant"}, "finish_reason": null}]}\n\n'
-              b'data: {"choices": [{"delta": {"content": "hi"}, "finish_reason": "stop"}]}\n\n')
-    assert chat.tokens == 1
-    usage = TokenCounter()
-    (_, usage_only), = usage.feed(b'data: {"choices": [], "usage": {"completion_tokens": 7}}\n\n')
-    assert usage_only and usage.tokens == 7  # the engine's count wins over counted events
+@pytest.mark.parametrize("router", ["cache_aware", "affinity_token_load:queue_threshold=8"])
+def test_the_prefix_baselines_keep_a_conversation_on_the_replica_that_cached_it(cluster_factory, router):
+    c = cluster_factory([StubEngine("a"), StubEngine("b")], router=router, scrape_interval_s=0)
+    system = list(range(10, 138))  # a 128-token system prompt: 4 blocks of the gateway's 32
+    served = set()
+    for turn in range(6):
+        r = completion(c.url, prompt=system + list(range(1000, 1000 + 8 * (turn + 1))))
+        assert r.status_code == 200
+        served.add(r.headers["x-rewardkit-replica"])
+    assert len(served) == 1  # every turn after the first followed its cached prefix
 
 
 def test_the_usage_event_the_gateway_asks_for_reaches_only_clients_that_asked(cluster_factory, tmp_path):

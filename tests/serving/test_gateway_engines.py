@@ -15,7 +15,7 @@ import numpy as np
 from schedulers.engines.gateway_process import GatewayProcess
 from schedulers.live.decision_log import read_decision_log
 from schedulers.loadgen.runner import replay, summarize
-from schedulers.loadgen.workload import Lengths, build_requests
+from schedulers.shared.requests import Lengths, build_requests
 
 
 def burst(n: int, seed: int, gap_s: float = 0.02):

@@ -12,7 +12,8 @@ import yaml
 from rewardkit.errors import ConfigError
 from schedulers.engines.replicas import free_port
 from schedulers.engines.stub import ServerThread, StubEngine
-from schedulers.environments import load_any_env_config, make_env
+from schedulers.environments import load_any_env_config, make_env, policy_action
+from schedulers.routing.policy import make_policy
 from schedulers.live.config import LiveEnvConfig
 from schedulers.live.env import LiveRoutingEnv
 from schedulers.loadgen.workload import lengths_from_env
@@ -122,10 +123,13 @@ def test_requests_on_the_slow_engine_get_lower_rewards_and_the_view_sees_its_loa
         # the slow engine's first tokens come 10x later (50 ms against 5 ms)
         assert np.mean(rewards[1]) < np.mean(rewards[0]) - 0.03
         # the heuristics run on the live view, as in Vidur
-        env.reset(seed=9)
-        assert env.heuristic_action("least_prefill") in (0, 1)
+
+        obs, _ = env.reset(seed=9)
+        assert policy_action(make_policy("least_prefill", seed=9), env, obs) in (0, 1)
         with pytest.raises(ValueError, match="oracle"):
-            env.heuristic_action("oracle")
+            policy_action(make_policy("oracle"), env, obs)
+        with pytest.raises(ValueError, match="only the simulator knows"):
+            make_policy("oracle", simulated=False)
     finally:
         env.close()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from schedulers.engines.metrics import kv_capacity_tokens
+from schedulers.shared.prometheus import kv_capacity_tokens
 from schedulers.live.view import LiveClusterView
 from schedulers.routing.heuristics import choose
 

@@ -1,4 +1,4 @@
-"""Read a vLLM engine's ``/metrics`` (Prometheus text) into numbers: load, KV use, prefix-cache hits.
+"""The Prometheus parser: a vLLM engine's ``/metrics`` text into numbers (load, KV use, prefix-cache hits).
 
 Standard library only; samples with labels are summed over their label sets (one engine per
 server here). :func:`prefix_cache_hit_rate` turns two scrapes into the hit rate in between.
