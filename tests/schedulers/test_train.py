@@ -499,7 +499,7 @@ def test_a_run_can_start_from_another_runs_clone_and_refuses_one_of_another_shap
     """``bc.from_policy``: runs that differ only in their reward share one warm start (the demo's two
     routers); BC reports its stages to ``bc_callback`` (the demo's progress bar)."""
     stages = []
-    bc = {"enabled": True, "heuristics": ["least_work"], "demo_steps": 256, "epochs": 2}
+    bc = {"enabled": True, "heuristics": ["cap_least_tokens"], "demo_steps": 256, "epochs": 2}
     clone = train(toy_config(ppo={"total_timesteps": 0}, bc=bc), tmp_path / "clone", env_factory=ToyRoutingEnv,
                   resume=False, bc_callback=lambda done, total: stages.append((done, total)))
     assert stages == [(1, 3), (2, 3), (3, 3)]
