@@ -80,8 +80,7 @@ def run_optimize(args: argparse.Namespace) -> int:
         trial_timeout=getattr(args, "trial_timeout", None))
     validating = args.validate > 0 and len(opt.settings.directions) == 1
     max_repeats = getattr(args, "max_repeats", None)
-    if validating:
-        check_repeat_flags(args.repeats, max_repeats, opt.settings.n_seeds)
+    check_repeat_flags(args.repeats, max_repeats, opt.settings.n_seeds)
     for path in args.enqueue or []:
         params = opt.enqueue(path)
         print(f"enqueued {path}: {params}")

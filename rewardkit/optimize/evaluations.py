@@ -256,7 +256,7 @@ class EvaluationWorkers:
 
     def _stop_all(self) -> None:
         """Stop the evaluations still running (an error or Ctrl-C ends the phase)."""
-        for proc, conn, _ in self.running.values():
+        for proc, _conn, _ in self.running.values():
             if proc.is_alive():
                 proc.terminate()
         for proc, conn, _ in self.running.values():

@@ -130,7 +130,8 @@ class BayesianRewardOptimizer:
     """Seconds after which a trial (and each noise, validation or report run) is stopped and failed."""
 
     def __init__(self, base_config: str | Path | Mapping[str, Any], search_space: str | Path | Mapping | SearchSpace,
-                 objective: Objective, *, study_name: str, storage: "str | optuna.storages.BaseStorage | None" = None, sampler: str = "tpe",
+                 objective: Objective, *, study_name: str,
+                 storage: "str | optuna.storages.BaseStorage | None" = None, sampler: str = "tpe",
                  pruner: str | None = None, directions: Sequence[str] = ("minimize",), seed: int | None = None,
                  n_seeds: int = 1, trial_timeout: float | None = None) -> None:
         if not callable(objective):
@@ -274,14 +275,11 @@ class BayesianRewardOptimizer:
                         continue
                     if code == EXIT_INTERRUPTED:
                         interrupted = True
-                    elif code is not None and code < 0 and replaced < 4 * n_workers:
-                        replaced += 1
+                    elif code is not None and (code < 0 or code == EXIT_IGNORED_TIMEOUT) and replaced < 4 * n_workers:
+                        replaced += 1  # an ignored timeout: its trial is failed already (the error above says why)
                         print(lost_worker_message(f"worker {k} (pid {proc.pid})", code,
-                                                  "its running trial is failed and retried"), file=sys.stderr)
-                        procs[k] = start(k)
-                    elif code == EXIT_IGNORED_TIMEOUT and replaced < 4 * n_workers:
-                        replaced += 1  # its trial is failed already (the error above says why)
-                        print(f"rewardkit optimize: worker {k} (pid {proc.pid}) was ended: its objective ignored the "
+                                                  "its running trial is failed and retried") if code < 0 else
+                              f"rewardkit optimize: worker {k} (pid {proc.pid}) was ended: its objective ignored the "
                               "trial timeout; that trial is failed; started another worker", file=sys.stderr)
                         procs[k] = start(k)
                     else:

@@ -41,7 +41,7 @@ def run_report(opt: BayesianRewardOptimizer, top_k: int = 3, workers: int = 1) -
     done = run_missing(EvaluationStore(opt.study), opt.objective, jobs, n_obj, workers, desc="report",
                        show_progress=opt.show_progress, timeout=opt.trial_timeout)
     rows = []
-    for (label, params, _, study_values), job in zip(candidates, jobs, strict=True):
+    for (label, _params, _, study_values), job in zip(candidates, jobs, strict=True):
         evaluation = done[(job.key, 0)]
         fresh = [evaluation.value] if n_obj == 1 else list(evaluation.values or [evaluation.value])
         rows.append((label, study_values, fresh))

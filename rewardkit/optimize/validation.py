@@ -266,7 +266,6 @@ def validate(opt: "BayesianRewardOptimizer", k: int = 3, repeats: int = 3, worke
     looks = race_looks(repeats, max_repeats)
     look_level = 1 - (1 - LEVEL) / len(looks)
     direction = opt.settings.directions[0]
-    sign = 1 if direction == "minimize" else -1
     base = Candidate("base", {}, _base_search_value(opt))
     finalists = top_candidates(opt, k)
     status = {c.key: UNDECIDED for c in finalists}
@@ -284,21 +283,7 @@ def validate(opt: "BayesianRewardOptimizer", k: int = 3, repeats: int = 3, worke
         done.update(run_missing(store, opt.objective, jobs, 1, workers,
                                 desc=f"validation (look {look + 1}/{len(looks)}: {n} repeats)",
                                 show_progress=opt.show_progress, timeout=opt.trial_timeout))
-        matrices = _matrices(done, [base] + racing, n)
-        for cand, change in zip(racing, paired_t_changes([matrices[c.key] for c in racing], matrices["base"],
-                                                         direction, look_level), strict=True):
-            changes[cand.key] = change
-            if change.improves(direction):
-                status[cand.key] = BETTER
-            elif change.worsens(direction):
-                status[cand.key] = DROPPED_BASE
-        leader = min(racing, key=lambda c: sign * changes[c.key].mean)
-        others = [c for c in racing if c is not leader and status[c.key] == UNDECIDED]
-        if others:
-            versus = paired_t_changes([matrices[c.key] for c in others], matrices[leader.key], direction, look_level)
-            for cand, change in zip(others, versus, strict=True):
-                if change.worsens(direction):
-                    status[cand.key] = f"{DROPPED_LEADER} ({leader.label})"
+        leader = _judge_look(_matrices(done, [base] + racing, n), racing, direction, look_level, status, changes)
         still = [c.label for c in finalists if status[c.key] == UNDECIDED]
         if status[leader.key] == BETTER and still:
             reason = (f"after {n} repeats {leader.label} is reliably better than the base and leads the race; "
@@ -322,6 +307,29 @@ def validate(opt: "BayesianRewardOptimizer", k: int = 3, repeats: int = 3, worke
     seeds = [validation_seeds(opt.settings.n_seeds, r) for r in range(ran[-1])]
     return Validation([base] + finalists, done, [changes[c.key] for c in finalists], seeds, direction,
                       [status[c.key] for c in finalists], reason, ran, look_level)
+
+
+def _judge_look(matrices: dict[str, Any], racing: list[Candidate], direction: str, level: float,
+                status: dict[str, str], changes: dict[str, Change]) -> Candidate:
+    """One look of the race: each racing finalist against the base (better, dropped or still
+    undecided) and the undecided ones against the leader (dropped when clearly worse); returns the
+    leader, the best mean among ``racing``. Updates ``status`` and ``changes`` in place."""
+    for cand, change in zip(racing, paired_t_changes([matrices[c.key] for c in racing], matrices["base"],
+                                                     direction, level), strict=True):
+        changes[cand.key] = change
+        if change.improves(direction):
+            status[cand.key] = BETTER
+        elif change.worsens(direction):
+            status[cand.key] = DROPPED_BASE
+    sign = 1 if direction == "minimize" else -1
+    leader = min(racing, key=lambda c: sign * changes[c.key].mean)
+    others = [c for c in racing if c is not leader and status[c.key] == UNDECIDED]
+    if others:
+        versus = paired_t_changes([matrices[c.key] for c in others], matrices[leader.key], direction, level)
+        for cand, change in zip(others, versus, strict=True):
+            if change.worsens(direction):
+                status[cand.key] = f"{DROPPED_LEADER} ({leader.label})"
+    return leader
 
 
 def _matrices(done: dict[tuple[str, int], Evaluation], cands: list[Candidate], repeats: int) -> dict[str, Any]:

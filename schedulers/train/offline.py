@@ -15,7 +15,7 @@ the request's own reward from the reward config):
 The log's feature names must equal the policy's (the same observation settings); decisions that
 were retried, failed or cancelled, or (in ``reward`` mode) have no reward, are left out. Logs are
 streamed and every value checked first (:mod:`.offline_log`); a policy whose weights are not
-finite is never written (nor loaded: :func:`schedulers.rl.policy.check_finite_weights`).
+finite is never written (nor loaded: :func:`schedulers.rl.scorer_network.check_finite_weights`).
 """
 
 from __future__ import annotations

@@ -67,7 +67,8 @@ NESTED = '{"kind": "decision", "v": 1, "x": ' + "[" * 100_000 + "]" * 100_000 + 
 ])
 def test_bad_decision_lines_are_located_one_line_errors(tmp_path, capsys, bad, needles):
     good = decision(0)
-    lines = {"reward-nan": dict(good, reward=float("nan")), "reward-inf": dict(good, reward=float("inf")), "reward-1e308": dict(good, reward=1e308),
+    lines = {"reward-nan": dict(good, reward=float("nan")), "reward-inf": dict(good, reward=float("inf")),
+             "reward-1e308": dict(good, reward=1e308),
              "reward-str": dict(good, reward="abc"), "reward-list": dict(good, reward=[1.0]),
              "narrow-rows": dict(good, observation=[[0.1] * 3] * REPLICAS),
              "ragged-rows": dict(good, observation=[[0.1] * len(FEATURES), [0.1] * (len(FEATURES) - 1)]),

@@ -493,3 +493,28 @@ def test_paired_baseline_needs_episodes_aligned_with_rollouts(tmp_path) -> None:
     cfg = toy_config(ppo={"envs_per_seed": 2, "advantage_baseline": "paired", "n_steps": 48, "minibatch_size": 48})
     with pytest.raises(ConfigError, match=r"ppo\.advantage_baseline: expected rollouts of whole episodes"):
         train(cfg, tmp_path, env_factory=ToyRoutingEnv, resume=False)
+
+
+def test_a_run_can_start_from_another_runs_clone_and_refuses_one_of_another_shape(tmp_path) -> None:
+    """``bc.from_policy``: runs that differ only in their reward share one warm start (the demo's two
+    routers); BC reports its stages to ``bc_callback`` (the demo's progress bar)."""
+    stages = []
+    bc = {"enabled": True, "heuristics": ["cap_least_tokens"], "demo_steps": 256, "epochs": 2}
+    clone = train(toy_config(ppo={"total_timesteps": 0}, bc=bc), tmp_path / "clone", env_factory=ToyRoutingEnv,
+                  resume=False, bc_callback=lambda done, total: stages.append((done, total)))
+    assert stages == [(1, 3), (2, 3), (3, 3)]
+    cloned = tmp_path / "clone" / "bc_policy.pt"
+    runs = {}
+    for gamma in (0.0, 0.95):
+        out = tmp_path / f"run{gamma}"
+        train(toy_config(ppo={"total_timesteps": 128, "gamma": gamma}, bc={**bc, "from_policy": str(cloned)}), out,
+              env_factory=ToyRoutingEnv, resume=False)
+        runs[gamma] = load_checkpoint(out / "bc_policy.pt")
+    start = load_checkpoint(cloned)["policy_state"]
+    for data in runs.values():
+        assert all(torch.equal(start[k], v) for k, v in data["policy_state"].items())
+    assert clone.updates == 0
+    with pytest.raises(ConfigError, match="bc.from_policy: expected a clone of this run's policy shape"):
+        train(toy_config(ppo={"total_timesteps": 128}, policy={"hidden_sizes": [8]},
+                         bc={**bc, "from_policy": str(cloned)}), tmp_path / "other", env_factory=ToyRoutingEnv,
+              resume=False)
