@@ -105,7 +105,8 @@ def compare(results: Any, learned: list[str], bound_rules: list[str]) -> dict[st
 
 
 def format_variant(name: str, table: dict[str, Any]) -> str:
-    head = f"{'router':48s} {'TTFT p50':>9s} {'TTFT p99':>9s} {'e2e mean':>9s} {'hit rate':>9s}  p99 / {table['better_baseline']} [90% paired]  wins"
+    head = (f"{'router':48s} {'TTFT p50':>9s} {'TTFT p99':>9s} {'e2e mean':>9s} {'hit rate':>9s}  "
+            f"p99 / {table['better_baseline']} [90% paired]  wins")
     lines = [f"== {name} (seeds {table['seeds']})", head]
     n = len(table["seeds"])
     for row in table["rows"]:

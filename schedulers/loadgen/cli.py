@@ -119,6 +119,8 @@ def loadgen_command(args: argparse.Namespace) -> int:
     try:
         from ..shared.engine_client import base_url
         from .runner import format_summary, replay, summarize
+        if not args.no_progress:
+            import tqdm  # noqa: F401  (checked before the run, not after its first request)
     except ImportError as exc:  # the serve extra is missing
         print(f"error: rewardkit loadgen needs {exc.name}: pip install 'rewardkit[serve]' ({exc})", file=sys.stderr)
         return EXIT_USAGE

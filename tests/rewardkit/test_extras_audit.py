@@ -105,9 +105,6 @@ def test_base_commands_run_without_any_extra(argv):
       "--objective", "vidur"], set(), "pip install 'rewardkit[optuna]'"),
     (["loadgen", "--env", "configs/envs/tiny.yaml", "--url", "http://127.0.0.1:9"], set(),
      "pip install 'rewardkit[serve]'"),
-    # the serve extra alone: replaying an env YAML's arrivals needs the simulator's side too
-    (["loadgen", "--env", "configs/envs/tiny.yaml", "--url", "http://127.0.0.1:9"], EXTRAS["serve"],
-     "pip install 'rewardkit[router]' && pip install --no-deps vidur==0.0.26"),
     (["train", "--config", "configs/ppo_demo.yaml"], {"vidur"}, "pip install 'rewardkit[router]'"),
     (["evaluate", "--n-seeds", "1"], set(), "pip install 'rewardkit[router]' && pip install --no-deps vidur==0.0.26"),
     # the router extra without Vidur (installed separately, --no-deps)
@@ -120,6 +117,15 @@ def test_a_command_without_what_it_needs_says_what_to_install(argv, installed, i
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
     assert install in done.stderr.strip().splitlines()[-1], done.stderr[-2000:]
+
+
+def test_loadgen_replays_an_env_file_with_the_serve_extra_alone():
+    """The workload is the ground floor's (no Vidur, pandas or torch): with only the serve extra the
+    load generator gets as far as the endpoint, and says that is what failed."""
+    done = run(command(["loadgen", "--env", "configs/envs/tiny.yaml", "--url", "http://127.0.0.1:9"]),
+               OPTIONAL - EXTRAS["serve"])
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "--url http://127.0.0.1:9: could not list models" in done.stderr.strip().splitlines()[-1]
 
 
 REMOTE_CONFIG = """

@@ -11,7 +11,8 @@ from schedulers.shared.workload import load_workload
 
 def test_any_env_file_carries_its_shared_prefix(tmp_path) -> None:
     path = tmp_path / "env.yaml"
-    path.write_text("max_tokens: 512\nlength_scale: 0.05\nrequests_per_episode: 40\ntrace_file: ../shared/vidur/traces/splitwise_conv.csv\n"
+    path.write_text("max_tokens: 512\nlength_scale: 0.05\nrequests_per_episode: 40\n"
+                    "trace_file: ../shared/vidur/traces/splitwise_conv.csv\n"
                     "shared_prefix: {groups: 3, prefix_tokens: 100, sessions: 5}\nlive: {backends: ['http://x:1']}\n")
     workload = load_workload(path)
     assert workload.shared_prefix == SharedPrefix(3, 100, 5)
