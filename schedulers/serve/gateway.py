@@ -5,10 +5,14 @@ Every router of :func:`schedulers.routing.heuristics.choose` and a PPO checkpoin
 restricted to the healthy replicas. Streaming responses pass through chunk by chunk; each request's
 TTFT, e2e, tokens and decision (observation rows, action, router) are recorded in Prometheus
 metrics and, with a decision log, in JSON Lines with its per-request reward from a rewardkit
-config. Faults: a backend that refuses or times out before the first byte is marked unhealthy and
-the request is retried once elsewhere; health checks bring it back; no healthy backend is a 503;
-a malformed body a 400, an oversized one a 413, always in OpenAI's error shape; a client that
-disconnects cancels its upstream request.
+config. Faults: a backend that cannot be reached (or breaks the connection before answering) is
+marked unhealthy and the request is retried once elsewhere, as is one whose first byte is late
+(:mod:`schedulers.serve.deadlines`; a slow answer does not make a backend unhealthy: health checks
+bring replicas back and take them out); a failure after the headers is a 502/504 or, in a stream,
+an error event (:mod:`schedulers.serve.attempt`, which closes every attempt on every path); no
+healthy backend is a 503; a malformed body a 400, an oversized one a 413
+(:mod:`schedulers.serve.request_body`), always in OpenAI's error shape; a client that disconnects
+cancels its upstream request, plain or streamed. Access and redaction: :mod:`schedulers.serve.access`.
 """
 
 from __future__ import annotations
@@ -19,73 +23,37 @@ import dataclasses
 import json
 import sys
 import time
-import uuid
-from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Awaitable
 
 import httpx
 import numpy as np
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..limits import MAX_TORCH_THREADS
 from ..live.decision_log import Decision, DecisionLogWriter
 from ..live.view import LiveClusterView, restrict
+from ..routing.observation import ObservationConfig, build_observation, feature_names
 from ..routing.policy import make_policy
 from ..shared.engine_client import REPLICA_HEADER
 from ..shared.prometheus import kv_capacity_tokens, parse_metrics
-from ..shared.request_reward import request_context
-from ..shared.sse import SSEStream
-from ..routing.observation import ObservationConfig, build_observation, feature_names
+from ..shared.request_reward import reads_request_keys_only, request_context
+from .access import RequireApiKey, redact_url, request_id
+from .attempt import Attempt, BackendFailed, BackendUnreachable, RelayResponse, failure, openai_error
+from .deadlines import DeadlineExceeded, Deadlines, Drain, RequestClock
+from .request_body import BadRequest, Payload, parse_payload, read_body, upstream_body
+from .settings import MAX_BODY_BYTES, GatewaySettings
 
-#: bounds of one request (docs/configuration.md, "Limits").
-MAX_BODY_BYTES = 1 << 20
+__all__ = ["Gateway", "GatewayApp", "GatewaySettings", "MAX_BODY_BYTES", "create_app", "openai_error"]
+
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
-@dataclass
-class GatewaySettings:
-    """What a gateway routes over and how (``rewardkit gateway`` flags)."""
-
-    backends: list[str]
-    router: str = "least_prefill"
-    checkpoint: str | None = None
-    decision_log: str | None = None
-    reward: str | None = None
-    declared_speeds: list[float] | None = None
-    max_body_bytes: int = MAX_BODY_BYTES
-    connect_timeout_s: float = 2.0
-    request_timeout_s: float = 300.0
-    health_interval_s: float = 1.0
-    #: seconds between scrapes of every backend's /metrics (load and KV use of vLLM engines); 0: none
-    scrape_interval_s: float = 0.25
-    kv_capacity_blocks: float = 1024.0
-    #: threads of the PPO policy's forward pass. 1: a decision is a few small matrix products, and
-    #: a pool of more threads spins on cores the engines of the same machine need (it tripled the
-    #: engines' TTFT p50 on the 2-core benchmark machine, docs/serving.md).
-    torch_threads: int = 1
-    seed: int = 0
-    extra_headers: dict[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not self.backends:
-            raise ValueError("--backend: expected at least one backend URL")
-        for url in self.backends:
-            parsed = httpx.URL(url) if isinstance(url, str) else None
-            if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
-                raise ValueError(f"--backend: expected an http(s) URL such as http://127.0.0.1:8001, got {url!r}")
-        if not (isinstance(self.torch_threads, int) and 1 <= self.torch_threads <= MAX_TORCH_THREADS):
-            raise ValueError(f"--torch-threads: expected an integer from 1 to {MAX_TORCH_THREADS}, got {self.torch_threads!r}")
-        if self.declared_speeds is not None and len(self.declared_speeds) != len(self.backends):
-            raise ValueError(f"--speeds: expected {len(self.backends)} speeds, one per backend, got {self.declared_speeds}")
-
-
-def openai_error(status: int, message: str, kind: str = "invalid_request_error", param: str | None = None) -> JSONResponse:
-    """An error in OpenAI's JSON shape."""
-    return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": status}}, status_code=status)
+class ClientGone(Exception):
+    """The client closed its connection before its answer was ready."""
 
 
 class Gateway:
@@ -96,19 +64,10 @@ class Gateway:
         n = len(settings.backends)
         self.urls = [u.rstrip("/") for u in settings.backends]
         self.view = LiveClusterView(n, settings.declared_speeds, kv_capacity=settings.kv_capacity_blocks)
-        options = {"threads": settings.torch_threads} if settings.checkpoint else {}
-        try:
-            self.policy = make_policy(settings.router, settings.checkpoint, seed=settings.seed, simulated=False,
-                                      **options)
-        except ValueError as exc:  # CheckpointError too: a one-line message naming the flag
-            raise ValueError(f"--router {settings.router}: {exc}") from None
+        self.policy = _policy(settings)
         #: the rows every decision logs: the policy's own settings, else the defaults
         self.obs_config = self.policy.observation or ObservationConfig()
-        self.composer = None
-        if settings.reward:
-            from rewardkit import RewardComposer
-
-            self.composer = RewardComposer.from_yaml(settings.reward)
+        self.composer = _request_reward_composer(settings.reward)
         self.registry = CollectorRegistry()
         labels = ["replica"]
         self.routed = Counter("rewardkit_gateway_routed", "requests routed per replica", labels, registry=self.registry)
@@ -131,37 +90,58 @@ class Gateway:
             self.healthy_gauge.labels(str(i)).set(1)
         self.log = None
         if settings.decision_log:
-            self.log = DecisionLogWriter(settings.decision_log, router=settings.router, replicas=self.urls,
+            self.log = DecisionLogWriter(settings.decision_log, router=settings.router,
+                                         replicas=[redact_url(u) for u in self.urls],
                                          observation=dataclasses.asdict(self.obs_config),
                                          features=list(feature_names(self.obs_config)), reward=settings.reward)
         self.client: httpx.AsyncClient | None = None
         self.upstream: list[httpx.AsyncClient] = []
         self._health_task: asyncio.Task | None = None
         self._scrape_task: asyncio.Task | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        #: attempts not yet closed (each closes itself; shutdown closes any left as cancelled)
+        self.open_attempts: set[Attempt] = set()
+        self.drain = Drain()
+        self.deadlines = Deadlines(settings.connect_timeout_s, settings.first_byte_timeout_s,
+                                   settings.request_timeout_s)
 
     # ---- lifecycle -------------------------------------------------------------------------------
     async def startup(self) -> None:
-        timeout = httpx.Timeout(self.settings.request_timeout_s, connect=self.settings.connect_timeout_s)
-        self.client = httpx.AsyncClient(timeout=timeout)  # health checks and /v1/models
-        # one connection pool per backend: httpx's pool scans its connections for every queued request,
-        # so one shared pool costs O(connections x requests in flight) per request
-        self.upstream = [httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=None,
-                                                                                max_keepalive_connections=64))
+        self._loop = asyncio.get_running_loop()
+        headers = self.settings.extra_headers
+        # health checks and /v1/models: the whole request within the request deadline
+        self.client = httpx.AsyncClient(timeout=httpx.Timeout(self.settings.request_timeout_s,
+                                                              connect=self.settings.connect_timeout_s),
+                                        headers=headers)
+        # requests: only the connect timeout here; first byte and whole request are the attempt's deadlines
+        # (:mod:`.deadlines`). One connection pool per backend: httpx's pool scans its connections for every
+        # queued request, so one shared pool costs O(connections x requests in flight) per request
+        timeout = httpx.Timeout(None, connect=self.settings.connect_timeout_s)
+        self.upstream = [httpx.AsyncClient(timeout=timeout, headers=headers,
+                                           limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
                          for _ in self.urls]
         self._health_task = asyncio.create_task(self._health_loop())
         if self.settings.scrape_interval_s > 0:
             self._scrape_task = asyncio.create_task(self._scrape_loop())
 
+    def request_drain(self, seconds: float) -> None:
+        """SIGTERM: requests get ``seconds`` more, then end with an error answer (safe from a signal handler)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self.drain.begin, seconds)
+
     async def shutdown(self) -> None:
         for task in (self._health_task, self._scrape_task):
             if task is not None:
                 task.cancel()
+        for attempt in list(self.open_attempts):  # none after a drain; a forced stop leaves no phantom
+            await attempt.end("cancelled", 0, "the gateway stopped")
         if self.client is not None:
             await self.client.aclose()
             for client in self.upstream:
                 await client.aclose()
         if self.log is not None:
-            self.log.close()
+            log, self.log = self.log, None
+            log.close()
 
     async def _health_loop(self) -> None:
         while True:
@@ -243,27 +223,42 @@ class Gateway:
             self.log.write(decision)
 
 
-def _prompt_of(payload: dict[str, Any], chat: bool) -> tuple[int, list[int]]:
-    """Prompt tokens (exact for token-id prompts, else estimated at 4 bytes a token) and the token ids."""
-    if chat:
-        messages = payload.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise ValueError("messages: expected a non-empty list of chat messages")
-        text = "".join(str(m.get("content", "")) if isinstance(m, dict) else "" for m in messages)
-        return max(1, len(text.encode()) // 4), []
-    prompt = payload.get("prompt")
-    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-        return len(prompt), prompt
-    if isinstance(prompt, str):
-        return max(1, len(prompt.encode()) // 4), []
-    raise ValueError("prompt: expected a string or a non-empty list of token ids")
+def _policy(settings: GatewaySettings) -> Any:
+    """The router, or a one-line error naming the flag (a checkpoint that cannot be used, whatever fails)."""
+    options = {"threads": settings.torch_threads} if settings.checkpoint else {}
+    try:
+        return make_policy(settings.router, settings.checkpoint, seed=settings.seed, simulated=False, **options)
+    except ValueError as exc:  # CheckpointError too: a one-line message naming the flag
+        raise ValueError(f"--router {settings.router}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - a checkpoint torch or the policy cannot build on: one line, no traceback
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise ValueError(f"--checkpoint {settings.checkpoint}: expected a policy written by rewardkit train, got one "
+                         f"that cannot be loaded ({type(exc).__name__}: {reason})") from None
+
+
+def _request_reward_composer(path: str | None) -> Any:
+    """The reward config's composer, refused when it reads more than per-request keys (as the live env does:
+    a live cluster has no simulated step, and every reward would silently be null)."""
+    if not path:
+        return None
+    from rewardkit import RewardComposer
+
+    try:
+        composer = RewardComposer.from_yaml(path)
+    except ValueError as exc:
+        raise ValueError(f"--reward {path}: {exc}") from None
+    needed = getattr(composer, "context_keys", None)
+    if callable(needed) and not reads_request_keys_only(needed()):
+        raise ValueError(f"--reward {path}: expected a reward of per-request keys only (ttft, e2e, prompt_tokens, "
+                         f"decode_tokens), got one reading {', '.join(sorted(needed()))}")
+    return composer
 
 
 class GatewayApp(Gateway):
     """The HTTP side of the gateway: its handlers (routes in :func:`create_app`)."""
 
     async def health(self, request: Request) -> Response:
-        ok = bool(self.view.healthy.any())
+        ok = bool(self.view.healthy.any()) and not self.drain.begun
         return JSONResponse({"healthy_backends": int(self.view.healthy.sum()), "backends": len(self.urls)},
                             status_code=200 if ok else 503)
 
@@ -285,130 +280,98 @@ class GatewayApp(Gateway):
     async def chat(self, request: Request) -> Response:
         return await self.proxy(request, chat=True)
 
-    async def read_payload(self, request: Request, chat: bool) -> tuple[bytes, dict[str, Any], int, list[int]] | Response:
-        """The body, its JSON, its prompt tokens and ids; or the 400/413 response."""
-        limit = self.settings.max_body_bytes
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            return openai_error(413, f"expected a request body of at most {limit} bytes, got {declared}")
-        body = await request.body()
-        if len(body) > limit:
-            return openai_error(413, f"expected a request body of at most {limit} bytes, got {len(body)}")
-        try:
-            payload = json.loads(body)
-            if not isinstance(payload, dict):
-                raise ValueError("expected a JSON object")
-            prompt_tokens, prompt_ids = _prompt_of(payload, chat)
-        except (ValueError, UnicodeDecodeError) as exc:
-            return openai_error(400, f"malformed request body: {exc}")
-        return body, payload, prompt_tokens, prompt_ids
-
     async def proxy(self, request: Request, chat: bool) -> Response:
-        """Route, forward, retry once elsewhere if the backend fails before answering, relay the answer."""
-        read = await self.read_payload(request, chat)
-        if isinstance(read, Response):
-            return read
-        body, payload, prompt_tokens, prompt_ids = read
+        """Read and check the body, then forward it while the client stays (a client that leaves cancels it)."""
+        clock = RequestClock(self.deadlines, self.drain)
+        try:
+            async with clock.bound("total"):
+                body = await read_body(request, self.settings.max_body_bytes)
+            payload = parse_payload(body, chat)
+            body = upstream_body(body, payload)
+        except BadRequest as exc:
+            return openai_error(exc.status, str(exc))
+        except DeadlineExceeded as exc:
+            return openai_error(408, f"the request body did not arrive in time ({exc})")
+        if self.drain.begun:
+            return openai_error(503, "the gateway is shutting down", "service_unavailable")
+        rid = request_id(request.headers.get("x-request-id"))
         path = "/v1/chat/completions" if chat else "/v1/completions"
-        options = payload.get("stream_options")
-        client_wants_usage = isinstance(options, dict) and bool(options.get("include_usage"))
-        if payload.get("stream") and not client_wants_usage:  # the engine's own token count, for the record
-            body = json.dumps({**payload, "stream_options": {**(options or {}), "include_usage": True}}).encode()
-        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+        try:
+            return await until_client_leaves(request, self.forward(path, body, payload, rid, clock))
+        except ClientGone:
+            return Response(status_code=499)
+
+    async def forward(self, path: str, body: bytes, payload: Payload, rid: str, clock: RequestClock) -> Response:
+        """Route and send; move the request once when its replica is down or its first byte late; relay
+        the answer. Every attempt is closed on every path (:class:`~schedulers.serve.attempt.Attempt`)."""
         tried: set[int] = set()
-        last_error = "none healthy"
+        last: tuple[int, str, str] = (503, "no healthy backend", "service_unavailable")
         while len(tried) < 2:
-            decided = self.decide(prompt_tokens, prompt_ids, tried)
+            decided = self.decide(payload.prompt_tokens, payload.prompt_ids, tried)
             if decided is None:
                 break
             replica, rows = decided
-            attempt = Attempt(self, replica, Decision(request_id, self.settings.router, replica,
-                                                      rows.round(6).tolist(), prompt_tokens),
-                              self.view.sent(replica, prompt_tokens, prompt_ids))
+            tried.add(replica)
+            attempt = Attempt(self, replica, Decision(rid, self.settings.router, replica, rows.round(6).tolist(),
+                                                      payload.prompt_tokens),
+                              self.view.sent(replica, payload.prompt_tokens, payload.prompt_ids), clock)
             client = self.upstream[replica]
-            upstream = client.build_request("POST", self.urls[replica] + path, content=body,
-                                                 headers={"content-type": "application/json"})
-            try:
-                resp = await client.send(upstream, stream=True)
-            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.ReadTimeout, httpx.RemoteProtocolError,
-                    httpx.ReadError) as exc:
-                self.set_healthy(replica, False)
-                self.retried.labels(str(replica)).inc()
-                attempt.close("retried", 0)
-                tried.add(replica)
-                last_error = type(exc).__name__
-                continue
-            if payload.get("stream") and resp.status_code == 200:
-                return StreamingResponse(attempt.relay(resp, client_wants_usage), status_code=200,
-                                         media_type=resp.headers.get("content-type", "text/event-stream"),
-                                         headers={REPLICA_HEADER: str(replica)})
-            try:
-                content = await resp.aread()
-            finally:
-                await resp.aclose()
-            ok = resp.status_code == 200
-            attempt.close("ok" if ok else "error", _usage(content) if ok else 0)
-            return Response(content, status_code=resp.status_code,
-                            media_type=resp.headers.get("content-type", "application/json"),
-                            headers={REPLICA_HEADER: str(replica)})
-        return openai_error(503, f"no healthy backend answered ({len(tried)} tried; last error: {last_error})",
-                            "service_unavailable")
+            async with attempt.closed_on_exit():
+                upstream = client.build_request("POST", self.urls[replica] + path, content=body,
+                                                headers={"content-type": "application/json"})
+                try:
+                    resp = await attempt.send(client, upstream)
+                    if payload.stream and resp.status_code == 200:
+                        return RelayResponse(attempt, payload.client_wants_usage,
+                                             resp.headers.get("content-type", "text/event-stream"),
+                                             {REPLICA_HEADER: str(replica)})
+                    content = await attempt.read()
+                except (BackendUnreachable, BackendFailed, DeadlineExceeded) as exc:
+                    last = failure(exc, replica)
+                    if isinstance(exc, BackendUnreachable):
+                        last = (503, f"backend {replica} is unreachable ({exc})", "service_unavailable")
+                    if isinstance(exc, BackendUnreachable) or (isinstance(exc, BackendFailed) and not exc.answered):
+                        self.set_healthy(replica, False)  # down or crashed: health checks bring it back
+                    movable = not isinstance(exc, DeadlineExceeded) or exc.which == "first_byte"
+                    if movable and len(tried) < 2 and clock.remaining() > 0:
+                        self.retried.labels(str(replica)).inc()
+                        await attempt.end("retried", 0, last[1])
+                        continue
+                    await attempt.end("error", 0, last[1])
+                    return openai_error(last[0], last[1], last[2])
+                ok = resp.status_code == 200
+                await attempt.end("ok" if ok else "error", _usage(content) if ok else 0,
+                                  None if ok else f"the backend answered HTTP {resp.status_code}")
+                return Response(content, status_code=resp.status_code,
+                                media_type=resp.headers.get("content-type", "application/json"),
+                                headers={REPLICA_HEADER: str(replica)})
+        status, message, kind = last
+        if status == 503:
+            message = f"no healthy backend answered ({len(tried)} tried; last error: {message})"
+        return openai_error(status, message, kind)
 
 
-class Attempt:
-    """One request on one replica: its bookkeeping from send to close, and its stream relay."""
+async def until_client_leaves(request: Request, work: Awaitable[Response]) -> Response:
+    """``work``'s response, or :class:`ClientGone` (``work`` cancelled, so its upstream request is) when the
+    client closes its connection first."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for pending in (task, watcher):
+            if not pending.done():
+                pending.cancel()
+        await asyncio.gather(task, watcher, return_exceptions=True)
+    if not task.cancelled():
+        return task.result()
+    raise ClientGone
 
-    def __init__(self, gw: Gateway, replica: int, decision: Decision, key: int) -> None:
-        self.gw, self.replica, self.decision, self.key = gw, replica, decision, key
-        self.label = str(replica)
-        self.sent_at = time.monotonic()
-        self.first: float | None = None
-        gw.routed.labels(self.label).inc()
-        gw.in_flight.labels(self.label).inc()
 
-    def close(self, status: str, output_tokens: int) -> None:
-        """Record the outcome: view, metrics, reward, decision log."""
-        gw, d = self.gw, self.decision
-        e2e = time.monotonic() - self.sent_at
-        if status == "ok" and self.first is None and output_tokens:
-            gw.view.token(self.key, output_tokens)  # a plain response: its tokens arrive at once
-        gw.view.finished(self.key, completed=status == "ok")
-        gw.in_flight.labels(self.label).dec()
-        d.status, d.output_tokens = status, output_tokens
-        if status != "retried":
-            gw.e2e.labels(self.label).observe(e2e)
-            d.e2e_s = e2e
-        d.ttft_s = None if self.first is None else self.first - self.sent_at
-        if status == "ok":
-            d.reward, d.reward_terms = gw.request_reward(d.ttft_s, e2e, d.prompt_tokens, output_tokens)
-        gw.record(d)
-
-    async def relay(self, resp: httpx.Response, client_wants_usage: bool = True) -> AsyncIterator[bytes]:
-        """Pass the engine's stream through event by event (the usage event the gateway asked for is
-        kept only when the client asked too); when the client goes away the generator is closed,
-        and the finally clause closes the upstream stream (cancelling the engine's request)."""
-        status = "cancelled"
-        counter = SSEStream()
-        try:
-            async for chunk in resp.aiter_raw():
-                before = counter.counted
-                events = counter.feed(chunk)
-                if counter.counted > before:
-                    if self.first is None:
-                        self.first = time.monotonic()
-                        self.gw.ttft.labels(self.label).observe(self.first - self.sent_at)
-                    self.gw.view.token(self.key, counter.counted - before)
-                out = b"".join(event.raw for event in events if client_wants_usage or not event.usage_only)
-                if out:
-                    yield out
-            if counter.rest().strip():
-                yield counter.rest()
-            status = "ok"
-        except httpx.HTTPError:
-            status = "error"
-        finally:
-            await resp.aclose()
-            self.close(status, counter.tokens)
+async def _disconnected(request: Request) -> None:
+    """Return when the client has closed its connection (the body has been read already)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def create_app(settings: GatewaySettings) -> Starlette:
@@ -426,7 +389,8 @@ def create_app(settings: GatewaySettings) -> Starlette:
     routes = [Route("/health", gw.health), Route("/metrics", gw.metrics), Route("/v1/models", gw.models),
               Route("/v1/completions", gw.completions, methods=["POST"]),
               Route("/v1/chat/completions", gw.chat, methods=["POST"])]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    middleware = [Middleware(RequireApiKey, key=settings.api_key)] if settings.api_key else []
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     app.state.gateway = gw
     return app
 
@@ -435,12 +399,5 @@ def _usage(content: bytes) -> int:
     """``usage.completion_tokens`` of a non-streamed response (0 when absent)."""
     try:
         return int(json.loads(content).get("usage", {}).get("completion_tokens", 0))
-    except (ValueError, AttributeError, TypeError):
+    except (ValueError, AttributeError, TypeError, RecursionError):
         return 0
-
-
-def serve(app: Starlette, host: str = "127.0.0.1", port: int = 8000, drain_s: float = 30.0) -> None:
-    """Run the gateway ``app`` (:func:`create_app`) until SIGTERM/SIGINT; in-flight requests get ``drain_s`` s to finish."""
-    import uvicorn
-
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=drain_s, access_log=False)
