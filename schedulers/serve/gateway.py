@@ -37,6 +37,7 @@ from starlette.routing import Route
 from ..live.decision_log import Decision, DecisionLogWriter
 from ..live.view import LiveClusterView, restrict
 from ..routing.observation import ObservationConfig, build_observation, feature_names
+from ..routing.heuristics import HEURISTIC_NAMES
 from ..routing.policy import make_policy
 from ..shared.engine_client import REPLICA_HEADER
 from ..shared.prometheus import kv_capacity_tokens, parse_metrics
@@ -68,6 +69,7 @@ class Gateway:
         #: the rows every decision logs: the policy's own settings, else the defaults
         self.obs_config = self.policy.observation or ObservationConfig()
         self.composer = _request_reward_composer(settings.reward)
+        self._check_policy()
         self.registry = CollectorRegistry()
         labels = ["replica"]
         self.routed = Counter("rewardkit_gateway_routed", "requests routed per replica", labels, registry=self.registry)
@@ -90,10 +92,14 @@ class Gateway:
             self.healthy_gauge.labels(str(i)).set(1)
         self.log = None
         if settings.decision_log:
-            self.log = DecisionLogWriter(settings.decision_log, router=settings.router,
-                                         replicas=[redact_url(u) for u in self.urls],
-                                         observation=dataclasses.asdict(self.obs_config),
-                                         features=list(feature_names(self.obs_config)), reward=settings.reward)
+            try:
+                self.log = DecisionLogWriter(settings.decision_log, router=settings.router,
+                                             replicas=[redact_url(u) for u in self.urls],
+                                             observation=dataclasses.asdict(self.obs_config),
+                                             features=list(feature_names(self.obs_config)), reward=settings.reward)
+            except OSError as exc:
+                raise ValueError(f"--decision-log {settings.decision_log}: cannot write it "
+                                 f"({exc.strerror or type(exc).__name__})") from None
         self.client: httpx.AsyncClient | None = None
         self.upstream: list[httpx.AsyncClient] = []
         self._health_task: asyncio.Task | None = None
@@ -188,7 +194,25 @@ class Gateway:
         self.healthy_gauge.labels(str(i)).set(1 if ok else 0)
 
     # ---- routing ---------------------------------------------------------------------------------
-    def decide(self, prompt_tokens: int, prompt_ids: list[int], exclude: set[int]) -> tuple[int, np.ndarray] | None:
+    def _check_policy(self) -> None:
+        """Route one request on the idle cluster before serving: a policy that cannot (a checkpoint with
+        NaN weights, a wrong shape) is a one-line error at start, not a 500 on every request."""
+        try:
+            pick = self.decide(1, [], set(), timed=False)
+        except Exception as exc:  # noqa: BLE001 - whatever the policy raises, the flag is named
+            raise ValueError(f"--router {self.settings.router}: the router cannot route an idle cluster "
+                             f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
+        finally:
+            self.policy.reset(self.settings.seed)  # the check leaves no trace (round_robin's turn, a sampler's draws)
+        if pick is None or not 0 <= pick[0] < len(self.urls):
+            raise ValueError(f"--router {self.settings.router}: the router picked no replica on an idle cluster")
+
+    def any_healthy(self, exclude: set[int]) -> bool:
+        """Whether a healthy replica outside ``exclude`` is left (somewhere to move a request to)."""
+        return any(ok and i not in exclude for i, ok in enumerate(self.view.healthy))
+
+    def decide(self, prompt_tokens: int, prompt_ids: list[int], exclude: set[int],
+               timed: bool = True) -> tuple[int, np.ndarray] | None:
         """The replica for a request (None: no healthy replica) and the observation rows of all replicas."""
         start = time.perf_counter()
         keep = self.view.healthy.copy()
@@ -199,7 +223,8 @@ class Gateway:
         rows = build_observation(snap, prompt_tokens, self.obs_config)
         candidates = np.flatnonzero(keep)
         pick = self.policy.decide(restrict(snap, keep), prompt_tokens, rows=rows[keep])
-        self.decision_time.observe(time.perf_counter() - start)
+        if timed:
+            self.decision_time.observe(time.perf_counter() - start)
         return int(candidates[pick]), rows
 
     # ---- rewards and records ---------------------------------------------------------------------
@@ -225,7 +250,8 @@ class Gateway:
 
 def _policy(settings: GatewaySettings) -> Any:
     """The router, or a one-line error naming the flag (a checkpoint that cannot be used, whatever fails)."""
-    options = {"threads": settings.torch_threads} if settings.checkpoint else {}
+    learned = settings.router not in HEURISTIC_NAMES
+    options = {"threads": settings.torch_threads} if settings.checkpoint and learned else {}
     try:
         return make_policy(settings.router, settings.checkpoint, seed=settings.seed, simulated=False, **options)
     except ValueError as exc:  # CheckpointError too: a one-line message naming the flag
@@ -333,7 +359,7 @@ class GatewayApp(Gateway):
                     if isinstance(exc, BackendUnreachable) or (isinstance(exc, BackendFailed) and not exc.answered):
                         self.set_healthy(replica, False)  # down or crashed: health checks bring it back
                     movable = not isinstance(exc, DeadlineExceeded) or exc.which == "first_byte"
-                    if movable and len(tried) < 2 and clock.remaining() > 0:
+                    if movable and len(tried) < 2 and clock.remaining() > 0 and self.any_healthy(tried):
                         self.retried.labels(str(replica)).inc()
                         await attempt.end("retried", 0, last[1])
                         continue
