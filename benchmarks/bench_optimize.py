@@ -94,8 +94,8 @@ def validation_budget(train_config: Path, updates: int) -> dict[str, Any]:
 
 def validation_policies(opt: BayesianRewardOptimizer, validation: Validation, key: str) -> list[Path]:
     """The policies the validation runs of config ``key`` trained (one per repeat)."""
-    return [opt.study_dir / "validation" / key / f"repeat_{r}" / "train" / "policy.pt"
-            for r in range(len(validation.seeds))]
+    repeats = sum(1 for k, _ in validation.evaluations if k == key)  # the race gives finalists their own count
+    return [opt.study_dir / "validation" / key / f"repeat_{r}" / "train" / "policy.pt" for r in range(repeats)]
 
 
 def _train_reference(job: tuple[VidurObjective, int, Path]) -> Path:

@@ -119,7 +119,8 @@ class ClientRouting:
             recent_completions=np.array([len(c) for c in self.completions], float),
             busy=((f["waiting"] + f["running"]) > 0).astype(float), declared_speed=self.declared,
             measured_speed=self.declared, tokens_per_s=np.array([sum(k for _, k in t) for t in self.tokens]) / span,
-            since_completion=np.maximum(now - self.last_completion, 0.0), prefix_match=prefix_match)
+            since_completion=np.maximum(now - self.last_completion, 0.0), prefix_match=prefix_match,
+            prefix_blocks=np.array([self.prefix.size(i) for i in range(self.prefix.num_replicas)], dtype=float))
 
     def __call__(self, spec: Any) -> tuple[str, str, Any]:
         from schedulers.routing.observation import build_observation

@@ -53,7 +53,8 @@ def library_of(value: Any) -> str | None:
 
 def check_one_library(ctx: Mapping[str, Any], keys: Iterable[str]) -> str | None:
     """The one array library of ``ctx[key]`` for ``keys`` present in ``ctx`` (``None`` if no key
-    holds an array); a context mixing libraries raises ``InvalidInputError`` naming a key of each."""
+    holds an array); a context mixing libraries raises ``InvalidInputError`` naming a key of each,
+    as does a torch tensor without values to compute on (:func:`check_computable`)."""
     first: tuple[str, str] | None = None
     for key in keys:
         if key not in ctx:
@@ -61,6 +62,8 @@ def check_one_library(ctx: Mapping[str, Any], keys: Iterable[str]) -> str | None
         lib = library_of(ctx[key])
         if lib is None:
             continue
+        if lib == "torch":
+            check_computable(ctx[key], f"context key {key!r}")
         if first is None:
             first = (key, lib)
         elif lib != first[1]:
@@ -68,6 +71,28 @@ def check_one_library(ctx: Mapping[str, Any], keys: Iterable[str]) -> str | None
                 f"context mixes array libraries: key {first[0]!r} is a {first[1]} array but key {key!r} is a "
                 f"{lib} array; give every context value from one library (or Python numbers)")
     return None if first is None else first[1]
+
+
+def check_computable(a: Any, what: str) -> None:
+    """A torch tensor rewards can be computed on: dense (strided) and with values (not on the
+    ``meta`` device, which has shapes only); ``InvalidInputError`` naming ``what`` otherwise."""
+    if getattr(a, "is_meta", False):
+        raise InvalidInputError(f"{what}: expected a tensor with values, got one on the 'meta' device (shapes only); "
+                                "move it to a real device first")
+    layout = str(getattr(a, "layout", "torch.strided"))
+    if layout != "torch.strided":
+        raise InvalidInputError(f"{what}: expected a dense tensor, got layout {layout}; call .to_dense() first")
+
+
+def detached(a: Any) -> Any:
+    """``a`` without its autograd history (a torch tensor that requires grad), else ``a`` itself.
+
+    What rewardkit keeps between calls (running statistics, per-environment state) is made of
+    detached values: state holding a graph would grow with every call and make a second
+    ``backward()`` run through freed buffers. Rewards returned by a call keep their gradient."""
+    if a.__class__ is np.ndarray or not getattr(a, "requires_grad", False):
+        return a
+    return a.detach()
 
 
 def array_namespace(*arrays: Any) -> Any:
@@ -192,6 +217,8 @@ def all_finite(*arrays: Any) -> bool:
     """
     if not arrays:
         return True
+    if arrays[0].__class__ is not np.ndarray:  # reading a value of a tensor with a graph makes torch warn
+        arrays = tuple(detached(a) for a in arrays)
     total = arrays[0].sum()  # the method: NumPy's np.sum adds a Python wrapper per call
     for a in arrays[1:]:
         total = total + a.sum()

@@ -21,6 +21,11 @@ MIN_LENGTH_SCALE = 1e-4
 MAX_LENGTH_SCALE = 100.0
 #: KV-cache blocks per simulated replica when an env YAML sets them (``kv_blocks``).
 MAX_KV_BLOCKS = 100_000_000
+#: a shared-prefix workload's system prompts and multi-turn conversations (``shared_prefix``).
+MAX_PREFIX_GROUPS = 100_000
+MAX_PREFIX_SESSIONS = 1_000_000
+#: tokens of one shared system prompt.
+MAX_PREFIX_TOKENS = 32_768
 #: the random slowdown process: shortest mean time between slowdowns and shortest slowdown (s).
 MIN_SLOWDOWN_INTERVAL_S = 1.0
 MIN_SLOWDOWN_DURATION_S = 0.1

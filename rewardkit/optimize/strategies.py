@@ -23,6 +23,8 @@ from ..errors import ConfigError
 SAMPLERS = ("tpe", "gp", "random", "nsga2")
 PRUNERS = ("none", "median", "halving", "hyperband", "wilcoxon")
 STUDY_ATTR = "rewardkit.study"
+#: the largest sampler seed: NumPy's (and so Optuna's samplers') seeds are 32-bit
+MAX_SEED = 2**32 - 1
 
 
 @dataclass(frozen=True)
@@ -49,8 +51,9 @@ class StudySettings:
                 f"multi-objective studies and rewardkit does not guess a rule to combine "
                 f"{len(self.directions)} objectives; use pruner none (--pruner none)", path="pruner")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)
-                                      or not 0 <= self.seed < 2**63):
-            raise ConfigError(f"expected an integer from 0 to 2**63 - 1 or null, got {self.seed!r}", path="seed")
+                                      or not 0 <= self.seed <= MAX_SEED):
+            raise ConfigError(f"expected an integer from 0 to 2**32 - 1 ({MAX_SEED}) or null (NumPy's and Optuna's "
+                              f"seed range), got {self.seed!r}", path="seed")
         if isinstance(self.n_seeds, bool) or not isinstance(self.n_seeds, int) or self.n_seeds < 1:
             raise ConfigError(f"expected a positive integer, got {self.n_seeds!r}", path="n_seeds")
 

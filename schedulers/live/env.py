@@ -117,9 +117,11 @@ class LiveRoutingEnv(gym.Env):
         super().reset(seed=seed)
         self._wait_all(self._episode)  # an abandoned episode's requests finish before new ones start
         episode_seed = int(seed) if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
-        live = self.env_config.live
-        lengths = lengths_from_workload(self.env_config.workload, episode_seed).fitted(live.length_scale, live.max_model_len)
-        specs = build_requests(lengths, episode_seed, live.vocab_size)
+        live, workload = self.env_config.live, self.env_config.workload
+        shared = workload.shared_prefix  # the system prompt and history come in front of the fitted request
+        budget = live.max_model_len - shared.prefix_tokens if shared is not None else live.max_model_len
+        lengths = lengths_from_workload(workload, episode_seed).fitted(live.length_scale, budget)
+        specs = build_requests(lengths, episode_seed, live.vocab_size, shared, live.max_model_len)
         view = LiveClusterView(self.num_replicas, live.declared_speeds, kv_capacity=live.kv_capacity_blocks)
         self._episode = {"seed": episode_seed, "specs": specs, "view": view, "next": 0, "futures": [],
                          "records": [], "credited": set(), "routed": np.zeros(self.num_replicas, dtype=np.int64),

@@ -214,7 +214,8 @@ class LiveClusterView:
             measured_speed=self.measured_speeds(),
             tokens_per_s=self.recent_tokens / span,
             since_completion=np.maximum(now - self.last_completion, 0.0),
-            prefix_match=np.zeros(n) if prefix_match is None else prefix_match)
+            prefix_match=np.zeros(n) if prefix_match is None else prefix_match,
+            prefix_blocks=np.array([self.prefix.size(i) for i in range(n)], dtype=float))
 
     def prefix_match(self, prompt_ids: Sequence[int]) -> np.ndarray:
         """Per replica, the share of ``prompt_ids`` its prefix cache likely holds (zeros without ids)."""

@@ -39,7 +39,8 @@ def add_loadgen_command(subparsers: Any) -> None:
     p.add_argument("--max-model-len", type=int, default=None,
                    help="shorten requests (both parts in proportion) so prompt + output fits the engine")
     p.add_argument("--shared-prefix", default=None, metavar="GROUPS:TOKENS",
-                   help="prepend one of GROUPS system prompts of TOKENS tokens (prefix-cache workload)")
+                   help="prepend one of GROUPS system prompts of TOKENS tokens (prefix-cache workload; default: the "
+                        "env YAML's shared_prefix, fitted into its max_tokens unless --max-model-len is given)")
     p.add_argument("--sessions", type=int, default=0,
                    help="with --shared-prefix: multi-turn conversations (each turn repeats the earlier ones)")
     p.add_argument("--api", choices=("completions", "chat"), default="completions")
@@ -75,8 +76,10 @@ def discover_model(url: str, timeout_s: float = 10.0) -> str:
 def build_workload(args: argparse.Namespace) -> list:
     """The request specs the options describe."""
     from ..shared.requests import SharedPrefix, build_requests
+    from ..shared.workload import load_workload
     from .workload import lengths_from_env, lengths_from_trace, load_path_check
 
+    max_model_len, env_shared = args.max_model_len, None
     if args.trace:
         load_path_check(args.trace, "--trace")
         lengths = lengths_from_trace(args.trace, args.seed, args.qps, args.requests)
@@ -84,17 +87,24 @@ def build_workload(args: argparse.Namespace) -> list:
         env = args.env or DEFAULT_ENV
         load_path_check(env, "--env")
         lengths = lengths_from_env(env, args.seed, args.qps, args.requests)
-    shared = SharedPrefix.parse(args.shared_prefix, args.sessions) if args.shared_prefix else None
-    if args.sessions and not shared:
+        workload = load_workload(env)
+        env_shared, env_max_tokens = workload.shared_prefix, workload.max_tokens
+        if env_shared is not None and not args.shared_prefix and max_model_len is None:
+            max_model_len = env_max_tokens  # the simulator fits the same prompts into max_tokens
+    if args.shared_prefix:
+        shared = SharedPrefix.parse(args.shared_prefix, args.sessions)
+    elif args.sessions:
         raise ValueError("--sessions: needs --shared-prefix GROUPS:TOKENS")
-    budget = args.max_model_len
+    else:
+        shared = env_shared
+    budget = max_model_len
     if shared is not None and budget is not None:
         budget = budget - shared.prefix_tokens
         if budget < 2:
             raise ValueError(f"--shared-prefix: {shared.prefix_tokens} tokens leave no room within "
-                             f"--max-model-len {args.max_model_len}")
+                             f"--max-model-len {max_model_len}")
     lengths = lengths.fitted(args.length_scale, budget)
-    return build_requests(lengths, args.seed, args.vocab_size, shared, args.max_model_len)
+    return build_requests(lengths, args.seed, args.vocab_size, shared, max_model_len)
 
 
 def loadgen_command(args: argparse.Namespace) -> int:

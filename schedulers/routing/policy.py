@@ -29,6 +29,7 @@ import numpy as np
 
 from .heuristics import HEURISTIC_NAMES, choose
 from .observation import ObservationConfig
+from .prefix_baselines import PREFIX_BASELINES, parse_router_spec
 from .snapshot import ReplicaSnapshot
 
 
@@ -62,10 +63,14 @@ class Policy(ABC):
 class HeuristicPolicy(Policy):
     """Routes like the heuristic ``name``: owns a generator for tie-breaking and ``random`` (seeded by
     :meth:`reset` with the episode seed) and the count of decisions since (``round_robin`` sends the
-    k-th request to k mod n)."""
+    k-th request to k mod n). ``params``: the thresholds of a prefix baseline (``cache_aware``,
+    ``affinity_token_load``; :mod:`schedulers.routing.prefix_baselines`)."""
 
-    def __init__(self, name: str) -> None:
-        self.name = name
+    def __init__(self, name: str, params: dict[str, float] | None = None, spec: str | None = None) -> None:
+        #: the heuristic; ``name`` is how the router was written (with its parameters, if any).
+        self.rule = name
+        self.name = spec or name
+        self.params = dict(params or {})
         self.needs_true_speed = name == "oracle"
         self.reset()
 
@@ -75,8 +80,8 @@ class HeuristicPolicy(Policy):
 
     def decide(self, snapshot: ReplicaSnapshot, prompt_tokens: float = 0.0, *, rows: np.ndarray | None = None,
                true_speed: np.ndarray | None = None) -> int:
-        pick = choose(self.name, snapshot, self.rng, decision_index=self.decisions, prompt_tokens=prompt_tokens,
-                      true_speed=true_speed)
+        pick = choose(self.rule, snapshot, self.rng, decision_index=self.decisions, prompt_tokens=prompt_tokens,
+                      true_speed=true_speed, params=self.params or None)
         self.decisions += 1
         return pick
 
@@ -110,9 +115,21 @@ def make_policy(name: str, checkpoint: Any = None, *, seed: int | None = None, s
 
     ``checkpoint`` is the file a learned policy loads (``ppo``); ``simulated=False`` refuses the
     ``oracle`` (a live cluster has no true speeds); ``options`` go to a registered factory
-    (``ppo``: ``deterministic``, ``temperature``, ``threads``). Raises ValueError naming the router
-    and what was expected.
+    (``ppo``: ``deterministic``, ``temperature``, ``threads``) or, as keyword options or written after
+    the name (``cache_aware:balance_abs_threshold=8``), the thresholds of a prefix baseline. Raises
+    ValueError naming the router and what was expected.
     """
+    spec = name
+    if isinstance(name, str) and ":" in name:
+        name, params = parse_router_spec(name)
+        options = {**params, **options}
+    if isinstance(name, str) and name in PREFIX_BASELINES:
+        if checkpoint is not None:
+            raise ValueError(f"router {spec!r} is a heuristic: expected no checkpoint")
+        parse_router_spec(":".join([name] + [f"{k}={v}" for k, v in options.items()]))  # checks the values
+        policy: Policy = HeuristicPolicy(name, options, spec)
+        policy.reset(seed)
+        return policy
     if not isinstance(name, str) or name not in HEURISTIC_NAMES and name not in _FACTORIES and name not in _PROVIDERS:
         raise ValueError(f"unknown router {name!r}; expected one of: {', '.join(policy_names(simulated=simulated))}")
     if name == "oracle" and not simulated:
@@ -122,7 +139,7 @@ def make_policy(name: str, checkpoint: Any = None, *, seed: int | None = None, s
         if checkpoint is not None or options:
             given = (["checkpoint"] if checkpoint is not None else []) + sorted(options)
             raise ValueError(f"router {name!r} is a heuristic: expected no checkpoint or options, got {', '.join(given)}")
-        policy: Policy = HeuristicPolicy(name)
+        policy = HeuristicPolicy(name)
     else:
         if name in _NEEDS_CHECKPOINT and not checkpoint:
             raise ValueError(f"router {name!r} needs a checkpoint (a policy trained by rewardkit train)")

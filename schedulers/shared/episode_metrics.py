@@ -28,11 +28,22 @@ class EpisodeMetrics:
     makespan: float
     #: requests routed to each replica.
     routed_per_replica: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: prompt tokens of the routed requests, and how many of them a replica's prefix cache held
+    #: (``None``: not known, e.g. on a live cluster whose engines were not asked).
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int | None = None
 
     @property
     def complete(self) -> bool:
         """Whether every request of the episode completed (``evaluate=True`` drains to the end)."""
         return self.num_completed == self.num_requests
+
+    @property
+    def prefix_hit_rate(self) -> float:
+        """Cached prompt tokens over all prompt tokens (NaN when unknown or without prompts)."""
+        if self.cached_prompt_tokens is None or not self.prompt_tokens:
+            return float("nan")
+        return self.cached_prompt_tokens / self.prompt_tokens
 
     def summary(self) -> dict[str, float]:
         """Scalar statistics (numpy's linear percentiles); NaN where no request completed."""
@@ -45,6 +56,7 @@ class EpisodeMetrics:
             out[f"{name}_mean"] = stat(values, np.mean)
             for q in (50, 90, 99):
                 out[f"{name}_p{q}"] = stat(values, lambda v, q=q: np.percentile(v, q))
+        out["prefix_hit_rate"] = self.prefix_hit_rate
         out["throughput"] = self.throughput
         out["makespan"] = self.makespan
         out["num_completed"] = float(self.num_completed)

@@ -165,3 +165,22 @@ def build_requests(
         if session is not None:
             histories[session] = history + user + ids(out)  # the next turn repeats this one (with a stand-in answer)
     return specs
+
+
+#: token ids of a workload's prompts are drawn below this (``rewardkit loadgen``'s ``--vocab-size`` default).
+PROMPT_VOCAB_SIZE = 2000
+
+
+def shared_prefix_requests(workload: Any, seed: int, vocab_size: int = PROMPT_VOCAB_SIZE) -> list[RequestSpec]:
+    """The requests of a workload with ``shared_prefix`` for ``seed``: what the simulator caches and
+    ``rewardkit loadgen --env`` sends.
+
+    The trace's prompt length is the request's own part: it is fitted, with the output, into
+    ``max_tokens`` less the system prompt, and the system prompt and the conversation's history are
+    put in front (a conversation that would outgrow ``max_tokens`` starts over).
+    """
+    shared = workload.shared_prefix
+    if shared is None:
+        raise ValueError("shared_prefix_requests needs a workload with shared_prefix")
+    lengths = lengths_from_workload(workload, seed).fitted(1.0, workload.max_tokens - shared.prefix_tokens)
+    return build_requests(lengths, seed, vocab_size, shared, workload.max_tokens)

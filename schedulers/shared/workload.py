@@ -21,7 +21,9 @@ from rewardkit.config import load_yaml
 from rewardkit.errors import ConfigError
 from rewardkit.params import Param, describe, validate_schema
 
-from ..limits import MAX_LENGTH_SCALE, MAX_QPS, MIN_LENGTH_SCALE, MIN_OBSERVATION_SCALE, MIN_QPS
+from ..limits import (MAX_LENGTH_SCALE, MAX_PREFIX_GROUPS, MAX_PREFIX_SESSIONS, MAX_PREFIX_TOKENS, MAX_QPS,
+                      MIN_LENGTH_SCALE, MIN_OBSERVATION_SCALE, MIN_QPS)
+from .requests import SharedPrefix
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,11 @@ class Workload:
     length_scale: float = 1.0
     reward_config: str = "configs/rewards/vidur_hybrid.yaml"
     observation: ObservationConfig = field(default_factory=ObservationConfig)
+    #: a shared-prefix workload (``groups`` system prompts of ``prefix_tokens``, ``sessions``
+    #: multi-turn conversations; the load generator's ``--shared-prefix G:T --sessions S``): the
+    #: simulator then gives each replica a prefix cache (:mod:`schedulers.sim.prefix_cache`), and
+    #: ``rewardkit loadgen --env`` sends the same prompts; ``None``: unique prompts.
+    shared_prefix: SharedPrefix | None = None
     #: file the workload was read from (for messages); not a YAML key.
     source: str | None = field(default=None, compare=False)
 
@@ -62,6 +69,29 @@ class Workload:
     def name(self) -> str:
         """Stem of the source file, or ``"env"``."""
         return Path(self.source).stem if self.source else "env"
+
+
+_SHARED_PREFIX_SCHEMA = {
+    "groups": Param.integer(doc="system prompts requests draw from", minimum=1, maximum=MAX_PREFIX_GROUPS),
+    "prefix_tokens": Param.integer(doc="tokens of each system prompt", minimum=1, maximum=MAX_PREFIX_TOKENS),
+    "sessions": Param.integer(0, "multi-turn conversations (0: single turns)", minimum=0, maximum=MAX_PREFIX_SESSIONS),
+}
+
+
+def _check_shared_prefix(v: Any) -> SharedPrefix | None:
+    if v is None:
+        return None
+    if not isinstance(v, Mapping):
+        raise ValueError("a mapping {groups: G, prefix_tokens: T, sessions: S} or null")
+    return SharedPrefix(**validate_schema(_SHARED_PREFIX_SCHEMA, v))
+
+
+def shared_prefix_fit_errors(shared: SharedPrefix | None, max_tokens: int, source: str | None) -> list[ConfigError]:
+    """A located error when the system prompt leaves no room for a question and an answer in ``max_tokens``."""
+    if shared is None or shared.prefix_tokens + 2 <= max_tokens:
+        return []
+    return [ConfigError(f"expected at most {max_tokens - 2} (max_tokens {max_tokens} less room for a 1-token question "
+                        f"and answer), got {shared.prefix_tokens}", source=source, path="shared_prefix.prefix_tokens")]
 
 
 #: the checks of the workload's top-level keys (the simulator's env schema includes them).
@@ -72,6 +102,8 @@ WORKLOAD_CHECKS = {
     "max_tokens": Param.integer(doc="", minimum=1),
     "length_scale": Param.between(MIN_LENGTH_SCALE, MAX_LENGTH_SCALE, doc="trace lengths are multiplied by this"),
     "reward_config": Param.string(doc="rewardkit reward YAML"),
+    "shared_prefix": Param(None, "shared-prefix workload", "a mapping {groups: G, prefix_tokens: T, sessions: S} or null",
+                           _check_shared_prefix),
 }
 #: the checks of the ``observation`` section.
 OBSERVATION_CHECKS = {
@@ -110,7 +142,11 @@ def workload_from_dict(data: Any, *, source: str | None = None, base: Workload |
     schema["observation"] = section_schema(OBSERVATION_CHECKS, base.observation)
     values = validate_schema(schema, {k: v for k, v in data.items() if k in mine}, source=source)
     values["observation"] = ObservationConfig(**values["observation"])
-    return dataclasses.replace(base, source=source if source is not None else base.source, **values)
+    out = dataclasses.replace(base, source=source if source is not None else base.source, **values)
+    errors = shared_prefix_fit_errors(out.shared_prefix, out.max_tokens, source)
+    if errors:
+        raise ConfigError.combine(errors)
+    return out
 
 
 def workload_with_overrides(workload: Workload, overrides: Mapping[str, Any] | None) -> Workload:

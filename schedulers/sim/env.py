@@ -78,6 +78,7 @@ Per-request credit
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import heapq
 import os
 from typing import Any, Mapping
@@ -92,6 +93,7 @@ from ..shared.arrivals import resolved_trace_file, sample_arrivals
 from ..shared.episode_metrics import EpisodeMetrics
 from ..shared.request_reward import credit_requests, load_reward_composer
 from .env_config import EnvConfig, load_env_config
+from .prefix_cache import SimulatedPrefixCache, shared_prefix_workload
 from .profiles import get_predictor
 from .registration import EnvGlobalScheduler
 from .reward_context import RewardContextBuilder, reward_credit, vidur_request_context
@@ -325,7 +327,11 @@ class VidurRoutingEnv(gym.Env):
             throughput = len(done) / makespan if makespan > 0 else float("nan")
         else:
             makespan, throughput = 0.0, 0.0
+        cache = self._tracker.prefix_cache
+        prompt_tokens = cache.prompt_tokens if cache is not None else sum(int(r.num_prefill_tokens) for r in ep.requests)
         return EpisodeMetrics(
+            prompt_tokens=prompt_tokens,
+            cached_prompt_tokens=cache.cached_tokens if cache is not None else 0,
             seed=ep.seed,
             num_requests=len(ep.requests),
             num_routed=ep.decisions,
@@ -367,8 +373,17 @@ class VidurRoutingEnv(gym.Env):
             speed_tau_s=cfg.observation.speed_tau_s,
         )
         ep = _Episode(seed, cfg.num_replicas)
-        for t, p, d in zip(arrivals.arrived_at, arrivals.prefill_tokens, arrivals.decode_tokens, strict=True):
+        prompts, cache = None, None
+        if cfg.shared_prefix is not None:
+            prompts = shared_prefix_workload(cfg, arrivals, seed, self._block_size)
+            arrivals = prompts.arrivals
+            capacity = min(int(rs._cache_config.num_blocks) for rs in scheduler.replica_scheduler_list)
+            cache = scheduler.tracker.prefix_cache = SimulatedPrefixCache(cfg.num_replicas, capacity, self._block_size)
+        for i, (t, p, d) in enumerate(zip(arrivals.arrived_at, arrivals.prefill_tokens, arrivals.decode_tokens,
+                                          strict=True)):
             request = Request(arrived_at=float(t), num_prefill_tokens=int(p), num_decode_tokens=int(d))
+            if cache is not None:
+                cache.add_request(request, prompts.block_hashes[i])
             ep.requests.append(request)
             event = RequestArrivalEvent(request.arrived_at, request)
             heapq.heappush(ep.heap, (event._priority_number, event))
@@ -411,6 +426,10 @@ class VidurRoutingEnv(gym.Env):
         ep = self._ep
         if ep.snapshot is None:
             ep.snapshot = self._tracker.snapshot()
+            cache = self._tracker.prefix_cache
+            if cache is not None and ep.pending:
+                ep.snapshot = dataclasses.replace(ep.snapshot, prefix_match=cache.match(ep.pending[0]),
+                                                  prefix_blocks=cache.router_blocks())
         return ep.snapshot
 
     def _observation(self) -> np.ndarray:

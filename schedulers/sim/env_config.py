@@ -28,7 +28,9 @@ from ..limits import (MAX_CV_SPLITS, MAX_FOREST_DEPTH, MAX_FOREST_TREES, MAX_GRI
                       MAX_PARALLEL, MAX_PREDICTION_BATCH, MAX_PREDICTION_TOKENS, MAX_REPLICAS, MAX_SPEED,
                       MIN_SLOWDOWN_DURATION_S, MIN_SLOWDOWN_INTERVAL_S,
                       MIN_SPEED)
-from ..shared.workload import OBSERVATION_CHECKS, WORKLOAD_CHECKS, ObservationConfig, Workload, section_schema
+from ..shared.requests import SharedPrefix
+from ..shared.workload import (OBSERVATION_CHECKS, WORKLOAD_CHECKS, ObservationConfig, Workload, section_schema,
+                               shared_prefix_fit_errors)
 from .slowdowns import SlowdownConfig, SlowdownEvent
 
 REPLICA_SCHEDULERS = ("sarathi", "vllm", "orca")
@@ -84,6 +86,10 @@ class EnvConfig:
     #: KV-cache blocks (of 16 tokens) per replica; ``None``: what Vidur's memory planner gives the
     #: model and device (a smaller engine's cache can be modelled with a fixed count).
     kv_blocks: int | None = None
+    #: a shared-prefix workload (``groups`` system prompts of ``prefix_tokens``, ``sessions``
+    #: multi-turn conversations; the load generator's ``--shared-prefix G:T --sessions S``): each
+    #: replica then keeps a prefix cache (:mod:`schedulers.sim.prefix_cache`); ``None``: unique prompts.
+    shared_prefix: SharedPrefix | None = None
     profiles_dir: str | None = None
     compute_profile: str | None = None
     network_profile: str | None = None
@@ -128,6 +134,8 @@ class EnvConfig:
             out.pop("replicas")
         if self.slowdowns is None:
             out.pop("slowdowns")
+        if self.shared_prefix is None:
+            out.pop("shared_prefix")
         return out
 
 
@@ -288,6 +296,7 @@ def _cross_check_errors(cfg: EnvConfig, source: str | None) -> list[ConfigError]
         need = -(-cfg.max_tokens // VIDUR_BLOCK_TOKENS)
         errors.append(ConfigError(f"expected at least {need} blocks (one request of max_tokens {cfg.max_tokens} in blocks of "
                                   f"{VIDUR_BLOCK_TOKENS} tokens), got {cfg.kv_blocks}", source=source, path="kv_blocks"))
+    errors += shared_prefix_fit_errors(cfg.shared_prefix, cfg.max_tokens, source)
     p = cfg.predictor
     for key, value, limit_key, limit in (
         ("max_tokens", cfg.max_tokens, "prediction_max_tokens_per_request", p.prediction_max_tokens_per_request),

@@ -42,6 +42,7 @@ EXTRAS = {
     "router": {"gymnasium", "torch", "matplotlib", "pandas", "sklearn", "scipy", "wandb", "ddsketch", "plotly_express",
                "fasteners", "huggingface_hub", "tqdm"},
     "serve": {"httpx", "tqdm"},
+    "remote": {"httpx"},
 }
 OPTIONAL = set().union(*EXTRAS.values()) | {"vidur"}
 
@@ -119,3 +120,20 @@ def test_a_command_without_what_it_needs_says_what_to_install(argv, installed, i
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
     assert install in done.stderr.strip().splitlines()[-1], done.stderr[-2000:]
+
+
+REMOTE_CONFIG = """
+from rewardkit import RewardComposer
+RewardComposer.from_dict({"version": 1, "components": {"rm": {"type": "remote_score",
+                          "params": {"url": "http://127.0.0.1:9/score"}}}}, source="rm.yaml")
+"""
+
+
+def test_a_remote_term_without_httpx_is_a_located_error_naming_the_extra():
+    """``import rewardkit`` needs no httpx; a config with a remote term says what to install, where."""
+    done = run(REMOTE_CONFIG, OPTIONAL)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("rewardkit.errors.ConfigError: rm.yaml: components.rm: the remote_score component "
+                           "needs httpx: pip install 'rewardkit[remote]'"), last
+    assert run(REMOTE_CONFIG, OPTIONAL - EXTRAS["remote"]).returncode == 0

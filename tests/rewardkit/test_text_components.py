@@ -38,6 +38,11 @@ def test_check_component_covers_text_components(cls) -> None:
     assert ("monotone as declared" in checked) == (cls is LengthPenalty)
 
 
+def test_text_components_are_not_checked_in_other_array_libraries() -> None:
+    with pytest.raises(ValueError, match="reads text .*libraries= does not apply"):
+        check_component(LengthPenalty, libraries=("torch",), examples=2)
+
+
 def test_values_of_each_text_component() -> None:
     c = RewardComposer.from_dict(TEXT)
     out = c({"completion": COMPLETIONS, "solution": SOLUTIONS, "latency": np.zeros(4)})

@@ -263,6 +263,20 @@ def test_bad_gateway_flags_are_one_line_errors(capsys):
     assert "--scrape-interval: expected 0 or seconds from 0.01 to 86400, got -1" in capsys.readouterr().err
     assert main(["gateway", "--backend", "http://127.0.0.1:1", "--torch-threads", "0"]) == 2
     assert "--torch-threads: expected an integer from 1 to 256, got 0" in capsys.readouterr().err
+    assert main(["gateway", "--backend", "http://127.0.0.1:1", "--router", "cache_aware:cache_threshold=2"]) == 2
+    assert "cache_threshold: expected a number >= 0 and <= 1, got 2.0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("router", ["cache_aware", "affinity_token_load:queue_threshold=8"])
+def test_the_prefix_baselines_keep_a_conversation_on_the_replica_that_cached_it(cluster_factory, router):
+    c = cluster_factory([StubEngine("a"), StubEngine("b")], router=router, scrape_interval_s=0)
+    system = list(range(10, 138))  # a 128-token system prompt: 4 blocks of the gateway's 32
+    served = set()
+    for turn in range(6):
+        r = completion(c.url, prompt=system + list(range(1000, 1000 + 8 * (turn + 1))))
+        assert r.status_code == 200
+        served.add(r.headers["x-rewardkit-replica"])
+    assert len(served) == 1  # every turn after the first followed its cached prefix
 
 
 def test_the_usage_event_the_gateway_asks_for_reaches_only_clients_that_asked(cluster_factory, tmp_path):
