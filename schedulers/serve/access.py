@@ -45,7 +45,8 @@ def redact_url(url: str) -> str:
         return "<unparseable URL>"
     if not parsed.password:
         return url
-    return str(parsed.copy_with(password="***"))
+    netloc = parsed.netloc.decode("ascii", "replace").rsplit("@", 1)[-1]
+    return f"{parsed.scheme}://{parsed.username}:***@{netloc}{parsed.raw_path.decode('ascii', 'replace').rstrip('/')}"
 
 
 def backend_headers(api_key: str | None, headers: list[str] | None) -> dict[str, str]:

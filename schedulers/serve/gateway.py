@@ -171,7 +171,7 @@ class Gateway:
             for i, result in zip(healthy, results, strict=True):
                 if isinstance(result, Exception) and type(result).__name__ not in reported:
                     reported.add(type(result).__name__)
-                    print(f"rewardkit gateway: reading {self.urls[i]}/metrics failed ({type(result).__name__}: "
+                    print(f"rewardkit gateway: reading {redact_url(self.urls[i])}/metrics failed ({type(result).__name__}: "
                           f"{result}); the next scrapes go on", file=sys.stderr)
             await asyncio.sleep(self.settings.scrape_interval_s)
 
