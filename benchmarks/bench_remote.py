@@ -85,9 +85,9 @@ async def raw_calls(client: httpx.AsyncClient, url: str, texts: list[str]) -> li
     return [s for scores in await asyncio.gather(*(one(b) for b in batches)) for s in scores]
 
 
-def timed(fn) -> tuple[float, object]:
+def timed(fn, *args) -> tuple[float, object]:
     start = time.perf_counter()
-    out = fn()
+    out = fn(*args)
     return time.perf_counter() - start, out
 
 
@@ -124,16 +124,16 @@ def run(url: str, repeats: int, delay_s: float) -> int:
         for warm in range(3):  # connections, first-call costs
             concurrent({"completion": completions(f"warm{warm}")})
             loop.run_until_complete(raw_calls(client, url, completions(f"warm{warm}")))
-        seconds, _ = timed(lambda: one_at_a_time({"completion": completions("serial")}))
+        seconds, _ = timed(one_at_a_time, {"completion": completions("serial")})
         times[names[0]].append(seconds)
         for r in tqdm(range(repeats), desc="repeats", unit="repeat"):
             if r < 3:
-                seconds, _ = timed(lambda: batched_serial({"completion": completions(f"bs{r}")}))
+                seconds, _ = timed(batched_serial, {"completion": completions(f"bs{r}")})
                 times[names[1]].append(seconds)
             texts = completions(f"c{r}")
-            seconds, out = timed(lambda: concurrent({"completion": texts}))
+            seconds, out = timed(concurrent, {"completion": texts})
             times[names[2]].append(seconds)
-            raw_seconds, raw = timed(lambda: loop.run_until_complete(raw_calls(client, url, completions(f"r{r}"))))
+            raw_seconds, raw = timed(loop.run_until_complete, raw_calls(client, url, completions(f"r{r}")))
             times[names[3]].append(raw_seconds)
             expected = [float(len(t)) for t in texts]
             assert np.array_equal(out.terms["score"].raw, expected), "the composer's scores differ from the scorer's"

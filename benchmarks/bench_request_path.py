@@ -44,7 +44,7 @@ import uvicorn
 uvicorn.run(StubEngine("stub").app(), host="127.0.0.1", port=int(sys.argv[1]), log_level="error", access_log=False)
 """
 BUSY = "while True:\n    pass\n"
-PAYLOAD = b'{"model": "stub-model", "prompt": [1, 2, 3, 4, 5, 6, 7, 8], "max_tokens": 1}'
+PAYLOAD = b'{"model": "stub-model", "prompt": "route me to a replica", "max_tokens": 1}'  # sglang-router takes text prompts
 
 
 def wait_healthy(url: str, timeout_s: float = 60.0) -> None:
@@ -132,7 +132,7 @@ def start(cmd: list[str], log: Path, cpu: str | None = None) -> subprocess.Popen
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sglang", default=str(ROOT.parent / "main" / ".venv-sglang" / "bin" / "python"),
+    parser.add_argument("--sglang", default=str(ROOT / ".venv-sglang" / "bin" / "python"),
                         help="the Python of the environment holding sglang-router")
     parser.add_argument("--requests", type=int, default=3000, help="requests per throughput run")
     parser.add_argument("--latency-requests", type=int, default=1500, help="sequential requests per path")
@@ -156,8 +156,8 @@ def main(argv: list[str] | None = None) -> int:
             wait_healthy(url)
         sg_port, gw_port = free_port(), free_port()
         procs.append(start([args.sglang, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port",
-                            str(sg_port), "--policy", "cache_aware", "--log-level", "error", "--worker-urls",
-                            *stub_urls], logs / "sglang.log"))
+                            str(sg_port), "--policy", "cache_aware", "--log-level", "error",
+                            "--prometheus-port", str(free_port()), "--worker-urls", *stub_urls], logs / "sglang.log"))
         gw_cmd = [str(Path(exe).with_name("rewardkit")), "gateway", "--port", str(gw_port), "--router", args.router,
                   *[flag for url in stub_urls for flag in ("--backend", url)], *args.gateway_arg]
         procs.append(start(gw_cmd, logs / "gateway.log"))

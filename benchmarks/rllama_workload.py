@@ -1,8 +1,9 @@
 """RLlama 0.7.0 on bench_compose's first workload; run by bench_compose.py under RLlama's interpreter.
 
 Six components that each read one float of the context, weights on a linear schedule from 1.0
-to 0.1 over 100,000 steps (``--own-schedules``: each on its own linear schedule); per step ``shaper.shape(composer.calculate(ctx), step)``, RLlama's
-documented loop. RLlama names a component by its class, so the six are six classes.
+to 0.1 over 100,000 steps (``--own-schedules``: each on its own linear schedule); per step
+``shaper.shape(composer.calculate(ctx), step)``, RLlama's documented loop. RLlama names a
+component by its class, so the six are six classes.
 
 RLlama 0.7.0's package ``__init__`` fails to import (``rllama.rewards.components.learning``
 imports ``rllama.rewards.rewards``), so its composer, base class and shaper are loaded from their

@@ -156,17 +156,19 @@ class BaseReward:
         """A function ``f(*inputs, terminated, truncated) -> float`` for one environment.
 
         Inputs come positionally in the order of ``input_keys`` (floats, or lists of floats for
-        vector inputs; ``None`` for an absent optional input). The default wraps :meth:`compute`;
-        components override it with plain-float maths for speed, and the property tests check
-        both paths agree.
+        vector inputs, a ``str`` for text inputs; ``None`` for an absent optional input). The
+        default wraps :meth:`compute`; components override it with plain-float maths for speed,
+        and the property tests check both paths agree.
         """
         names = list(self.input_keys)
         compute = self.compute
         term = self.name
+        text = self.text_inputs
 
         def one_env(*args: Any) -> float:
             *values, terminated, truncated = args
-            x = {n: np.asarray(v, dtype=np.float64)[None] for n, v in zip(names, values, strict=True) if v is not None}
+            x = {n: [v] if n in text else np.asarray(v, dtype=np.float64)[None]
+                 for n, v in zip(names, values, strict=True) if v is not None}
             out = checked_output(compute(x, np.array([terminated]), np.array([truncated])), 1, term, finite=False)
             return float(out[0])
 

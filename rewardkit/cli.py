@@ -79,10 +79,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 # ---- explain -------------------------------------------------------------------------------
-def load_contexts(path: str) -> list[dict[str, Any]]:
+def load_contexts(path: str, text_keys: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """Read ``path`` as one context (a JSON object) or a sequence of them (a JSON list).
 
-    Numbers stay floats; lists become float arrays (per-replica vectors). Errors name the file
+    Numbers stay floats; lists become float arrays (per-replica vectors); keys in ``text_keys``
+    (read as text by the config) hold a string or a list of strings. Errors name the file
     and the key. The file gets the limits of YAML configs (size, nesting depth, number of values).
     """
     require_path(path, "load_contexts")
@@ -116,16 +117,20 @@ def load_contexts(path: str) -> list[dict[str, Any]]:
     for n, item in enumerate(items):
         where = f"[{n}]" if isinstance(data, list) else ""
         if not isinstance(item, dict):
-            raise ContextError(f"{path}{where}: expected a JSON object mapping signal names to numbers, "
+            raise ContextError(f"{path}{where}: expected a JSON object mapping signal names to numbers or text, "
                                f"got {type(item).__name__}")
         ctx: dict[str, Any] = {}
         for key, value in item.items():
-            ctx[key] = _context_value(value, f"{path}{where}: key {key!r}")
+            ctx[key] = _context_value(value, f"{path}{where}: key {key!r}", key in text_keys)
         contexts.append(ctx)
     return contexts
 
 
-def _context_value(value: Any, where: str) -> Any:
+def _context_value(value: Any, where: str, text: bool = False) -> Any:
+    if text:
+        if isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            return value
+        raise ContextError(f"{where}: expected text (a string, or a list of strings), got {describe(value)}")
     if isinstance(value, bool) or value is None or isinstance(value, (str, dict)):
         raise ContextError(f"{where}: expected a number or a list of numbers, got {describe(value)}")
     if isinstance(value, (int, float)):
@@ -190,7 +195,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.context is None:
         print("rewardkit explain: error: give --context CTX_JSON (or --show-code)", file=sys.stderr)
         return EXIT_USAGE
-    contexts = load_contexts(args.context)
+    contexts = load_contexts(args.context, frozenset(s.key for s in composer.reader.slots if s.text))
     required = composer.required_context_keys()
     for n, ctx in enumerate(contexts):
         missing = sorted(required - set(ctx))

@@ -294,14 +294,7 @@ class InputReader:
             inputs, dtype = raw, F64
             xp: Any = np
         elif library in (None, "numpy"):
-            inputs = [value if value is None or slot.text else self.as_float_array(value, slot.key)
-                      for slot, value in zip(self.slots, raw, strict=True)]
-            dtypes = {a.dtype for slot, a, v in zip(self.slots, inputs, raw, strict=True)
-                      if a is not None and not slot.text and library_of(v) is not None}
-            dtype = F32 if dtypes == {F32} else F64
-            if F32 in dtypes or dtype is F32:
-                inputs = [a if a is None or s.text or a.dtype == dtype else a.astype(dtype)
-                          for s, a in zip(self.slots, inputs, strict=True)]
+            inputs, dtype = self._host_inputs(raw)
             xp = np
         else:
             xp = array_namespace(*(v for s, v in zip(self.slots, raw, strict=True)
@@ -321,6 +314,18 @@ class InputReader:
                     inputs = list(raw)
                 inputs[j] = xp.broadcast_to(arr, (n,) + tuple(arr.shape))
         return BatchInputs(inputs, batch, dtype)
+
+    def _host_inputs(self, raw: list[Any]) -> tuple[list[Any], Any]:
+        """The context's values as NumPy float arrays (float32 kept when every array is float32), and their dtype."""
+        inputs = [value if value is None or slot.text else self.as_float_array(value, slot.key)
+                  for slot, value in zip(self.slots, raw, strict=True)]
+        dtypes = {a.dtype for slot, a, v in zip(self.slots, inputs, raw, strict=True)
+                  if a is not None and not slot.text and library_of(v) is not None}
+        dtype = F32 if dtypes == {F32} else F64
+        if F32 in dtypes or dtype is F32:
+            inputs = [a if a is None or s.text or a.dtype == dtype else a.astype(dtype)
+                      for s, a in zip(self.slots, inputs, strict=True)]
+        return inputs, dtype
 
     def _library_inputs(self, raw: list[Any], xp: Any, device: Any) -> tuple[list[Any], Any]:
         """The context's values as float arrays of a non-NumPy library on ``device``, and their dtype."""
@@ -400,7 +405,8 @@ class InputReader:
         n = inputs.batch if inputs.batch is not None else 1
         ref = next((a for slot, a in zip(self.slots, inputs.values, strict=True)
                     if a is not None and not slot.text), None)
-        if terminated is None and truncated is None:
+        # None and False (what the compiled single-environment path hands over) share one array
+        if (terminated is None or terminated is False) and (truncated is None or truncated is False):
             flags = self.no_flags(n, ref)
             return flags, flags, flags
         term = episode_flags(terminated, n, "terminated", ref)

@@ -80,7 +80,7 @@ def offline_command(args: argparse.Namespace) -> int:
     try:
         check_out_dir(out)
         path = train_from_log(args.from_log, out, mode=args.mode, init=args.init, epochs=args.epochs)
-    except (ConfigError, CheckpointError, FileNotFoundError) as exc:
+    except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as exc:  # check_out_dir's are ValueErrors
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"learned from {', '.join(args.from_log)} ({args.mode}); policy: {path}")

@@ -69,7 +69,7 @@ class Judge(RemoteTerm):
     failure of that item. A chat endpoint takes one conversation per request (``batch_size: 1``);
     a completions endpoint takes ``batch_size`` prompts per request. Concurrency, timeouts,
     retries, the cache, budgets and the failure policy are those of ``remote_score``; the
-    breakdown also counts ``text_answers`` (items scored from text).
+    breakdown also counts ``text_answers`` (items scored from text). See docs/remote-terms.md.
     """
 
     params = {

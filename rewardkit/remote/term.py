@@ -72,7 +72,7 @@ class RemoteTerm(BaseReward):
             raise InvalidInputError(f"{self.name}: context key {self.input_keys['prompt']!r}: expected "
                                     f"{len(completions)} prompts (one per completion), got {len(prompts)}")
         stats = self._last = CallStats(spend_requests=self._budget.spent)
-        keys: list[Hashable] = list(zip(prompts, completions))
+        keys: list[Hashable] = list(zip(prompts, completions, strict=True))
         start = time.perf_counter()
         try:
             outcome = await score_items(keys, lambda batch: self.score_batch(batch, stats), cache=self._cache,

@@ -29,6 +29,21 @@ def _linear(in_dim: int, out_dim: int, gain: float) -> nn.Linear:
     return layer
 
 
+class NonFiniteWeightsError(ValueError):
+    """A policy's weights hold NaN or inf: it would answer every request with an error."""
+
+
+def check_finite_weights(state: Any) -> None:
+    """Every tensor of a policy's ``state_dict`` finite; :class:`NonFiniteWeightsError` naming the
+    first that is not (checked on every save and every load of a checkpoint)."""
+    if not isinstance(state, dict):
+        return
+    for name, value in state.items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            raise NonFiniteWeightsError(f"policy_state.{name}: expected finite weights, got NaN or inf (training "
+                                        "diverged: a non-finite reward or loss?)")
+
+
 def check_policy_sizes(n_features: Any, hidden_sizes: Any, critic_hidden_sizes: Any) -> None:
     """Refuse sizes beyond :mod:`schedulers.limits` before any layer is allocated (a checkpoint
     declaring 200,000-wide layers would otherwise take seconds and gigabytes to fail)."""
@@ -199,7 +214,9 @@ class ReplicaScorerPolicy(nn.Module):
     def to_checkpoint(self) -> dict[str, Any]:
         """Constructor arguments and weights: enough to rebuild the policy without the config."""
         kwargs = dict(self.kwargs, temperature=self.temperature)
-        return {"policy_kwargs": kwargs, "policy_state": self.state_dict()}
+        state = self.state_dict()
+        check_finite_weights(state)  # a checkpoint that loads must be one that routes
+        return {"policy_kwargs": kwargs, "policy_state": state}
 
     @classmethod
     def from_checkpoint_dict(cls, data: dict[str, Any]) -> "ReplicaScorerPolicy":
@@ -216,5 +233,6 @@ class ReplicaScorerPolicy(nn.Module):
         check_policy_sizes(kwargs.get("n_features"), kwargs.get("hidden_sizes", (64, 64)),
                            kwargs.get("critic_hidden_sizes", (64,)))
         policy = cls(**kwargs)
+        check_finite_weights(data["policy_state"])
         policy.load_state_dict(data["policy_state"])
         return policy

@@ -36,18 +36,29 @@ def observation_config_from_checkpoint(data: dict[str, Any]) -> ObservationConfi
     n_features = int(data["policy_kwargs"].get("n_features", len(FEATURE_NAMES)))
     if not (isinstance(saved, dict) and saved):
         return ObservationConfig(prefix_match=n_features == len(FEATURE_NAMES) + len(PREFIX_FEATURES))
-    fields = dataclasses.fields(ObservationConfig)
-    # the env YAML's bounds (a scale of 0 divides counts into inf); keys added after the checkpoint take defaults
-    schema = {f.name: Param.boolean(f.default) if isinstance(f.default, bool) else
-              Param.between(MIN_OBSERVATION_SCALE, float("inf"), f.default) for f in fields}
-    known = {f.name for f in fields}
-    config = ObservationConfig(**validate_schema(schema, {k: v for k, v in saved.items() if k in known},
-                                                 path="observation"))
+    config = parse_observation_config(saved, strict=False)
     columns = len(FEATURE_NAMES) + (len(PREFIX_FEATURES) if config.prefix_match else 0)
     if n_features != columns:
         raise ValueError(f"policy_kwargs.n_features: expected {columns} (the observation's columns, prefix_match: "
                          f"{str(config.prefix_match).lower()}), got {n_features}")
     return config
+
+
+def parse_observation_config(saved: dict[str, Any], strict: bool = True) -> ObservationConfig:
+    """Observation settings as saved (a checkpoint's or a decision log header's), with the env
+    YAML's bounds (a scale of 0 divides counts into inf; ``"abc"`` is no number): a ``ConfigError``
+    naming ``observation.<key>``. Keys added since take their defaults; ``strict`` refuses keys
+    this version does not know (a log's header), a checkpoint's are ignored."""
+    fields = dataclasses.fields(ObservationConfig)
+    schema = {f.name: Param.boolean(f.default) if isinstance(f.default, bool) else
+              Param.between(MIN_OBSERVATION_SCALE, float("inf"), f.default) for f in fields}
+    known = {f.name for f in fields}
+    if strict:
+        unknown = sorted(str(k) for k in saved if k not in known)
+        if unknown:
+            raise ConfigError(f"unknown key; expected some of {', '.join(sorted(known))}", path=f"observation.{unknown[0]}")
+    return ObservationConfig(**validate_schema(schema, {k: v for k, v in saved.items() if k in known},
+                                               path="observation"))
 
 
 class PPORouter(Policy):

@@ -44,7 +44,7 @@ class Policy(ABC):
     #: it reads the replicas' true current speeds (``true_speed``), which only a simulator knows.
     needs_true_speed: bool = False
 
-    def reset(self, seed: int | None = None) -> None:
+    def reset(self, seed: int | None = None) -> None:  # noqa: B027 - most policies keep no state
         """Start an episode (``seed``: the episode seed; it seeds any randomness the policy uses)."""
 
     @abstractmethod

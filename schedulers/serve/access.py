@@ -10,13 +10,14 @@ started with ``--api-key`` wants the bearer token); no client header is forwarde
 
 from __future__ import annotations
 
+import base64
 import hmac
 import ipaddress
 import re
 import uuid
+from urllib.parse import unquote, urlsplit
 
-import httpx
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from .attempt import openai_error
 
@@ -40,13 +41,24 @@ def request_id(header: str | None) -> str:
 def redact_url(url: str) -> str:
     """``url`` with any password written as ``***``."""
     try:
-        parsed = httpx.URL(url)
-    except (httpx.InvalidURL, TypeError, ValueError):
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
         return "<unparseable URL>"
-    if not parsed.password:
+    if not password:
         return url
-    netloc = parsed.netloc.decode("ascii", "replace").rsplit("@", 1)[-1]
-    return f"{parsed.scheme}://{parsed.username}:***@{netloc}{parsed.raw_path.decode('ascii', 'replace').rstrip('/')}"
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return parts._replace(netloc=f"{parts.username}:***@{host}").geturl()
+
+
+def split_credentials(url: str) -> tuple[str, dict[str, str]]:
+    """``url`` without its ``user:password@`` and the ``Authorization: Basic`` header that carries them."""
+    parts = urlsplit(url)
+    if parts.username is None:
+        return url, {}
+    token = base64.b64encode(f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()).decode()
+    bare = parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]).geturl()
+    return bare, {"Authorization": f"Basic {token}"}
 
 
 def backend_headers(api_key: str | None, headers: list[str] | None) -> dict[str, str]:
@@ -75,24 +87,20 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class RequireApiKey:
-    """ASGI middleware: a request to any path but :data:`OPEN_PATHS` needs the key (a 401 otherwise)."""
+def allowed(scope: Scope, key: bytes) -> bool:
+    """Whether a request may pass: an open path, or the key as ``Authorization: Bearer`` or ``x-api-key``."""
+    if scope.get("path") in OPEN_PATHS:
+        return True
+    for name, value in scope["headers"]:
+        if name == b"authorization" and value[:7].lower() == b"bearer ":
+            return hmac.compare_digest(value[7:].strip(), key)
+        if name == b"x-api-key":
+            return hmac.compare_digest(value.strip(), key)
+    return False
 
-    def __init__(self, app: ASGIApp, key: str) -> None:
-        self.app, self._key = app, key.encode()
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or self._allowed(scope):
-            await self.app(scope, receive, send)
-            return
-        response = openai_error(401, "expected an API key: Authorization: Bearer KEY", "authentication_error",
-                                headers={"www-authenticate": "Bearer"})
-        await response(scope, receive, send)
-
-    def _allowed(self, scope: Scope) -> bool:
-        for name, value in scope["headers"]:
-            if name == b"authorization" and value[:7].lower() == b"bearer ":
-                return hmac.compare_digest(value[7:].strip(), self._key)
-            if name == b"x-api-key":
-                return hmac.compare_digest(value.strip(), self._key)
-        return False
+async def refuse(scope: Scope, receive: Receive, send: Send) -> None:
+    """The 401 for a request without the key, in OpenAI's shape."""
+    response = openai_error(401, "expected an API key: Authorization: Bearer KEY", "authentication_error",
+                            headers={"www-authenticate": "Bearer"})
+    await response(scope, receive, send)

@@ -16,11 +16,11 @@ import json
 import time
 from typing import Any, AsyncIterator
 
-import httpx
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from ..live.decision_log import Decision
+from ..shared.engine_http import EngineClient, EngineConnectError, EngineError, EngineResponse, EngineTimeout
 from ..shared.sse import EventTooLarge, SSEStream
 from .deadlines import DeadlineExceeded, RequestClock
 
@@ -74,40 +74,44 @@ def failure(exc: BaseException, replica: int) -> tuple[int, str, str]:
 class Attempt:
     """One request on one replica: its bookkeeping from send to close, and its answer's relay.
 
-    ``gw`` is the :class:`~schedulers.serve.gateway.Gateway` (its view, metrics, log and open attempts).
+    ``gw`` is the :class:`~schedulers.serve.gateway.Gateway` (its view, metrics, log and open attempts);
+    ``decision`` is None when nothing reads it (no decision log, no reward config).
     """
 
-    def __init__(self, gw: Any, replica: int, decision: Decision, key: int, clock: RequestClock) -> None:
+    def __init__(self, gw: Any, replica: int, decision: Decision | None, key: int, clock: RequestClock) -> None:
         self.gw, self.replica, self.decision, self.key, self.clock = gw, replica, decision, key, clock
-        self.label = str(replica)
         self.sent_at = time.monotonic()
         self.first: float | None = None
-        self.response: httpx.Response | None = None
+        self.response: EngineResponse | None = None
+        self._upstream: Any = None  # the engine client's stream context, entered
+        self._chunks: AsyncIterator[bytes] | None = None
         self.closed = False
-        gw.routed.labels(self.label).inc()
-        gw.in_flight.labels(self.label).inc()
+        gw._routed[replica].inc()
+        gw._in_flight[replica].inc()
         gw.open_attempts.add(self)
 
     # ---- sending ---------------------------------------------------------------------------------
-    async def send(self, client: httpx.AsyncClient, upstream: httpx.Request) -> httpx.Response:
-        """Send and wait for the response headers under the first-byte deadline."""
+    async def send(self, engine: EngineClient, url: str, body: bytes, headers: dict[str, str]) -> EngineResponse:
+        """Send and wait for the response head under the first-byte deadline."""
         self.clock.attempt_started()
+        upstream = engine.stream("POST", url, body, headers)
         try:
             async with self.clock.bound("first_byte"):
-                self.response = await client.send(upstream, stream=True)
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+                self.response, self._chunks = await upstream.__aenter__()
+        except (EngineConnectError, EngineTimeout) as exc:  # refused, nothing back, or no connection in time
             raise BackendUnreachable(f"{type(exc).__name__}: {exc}") from None
-        except httpx.HTTPError as exc:  # reset or broken before any answer
+        except EngineError as exc:  # a broken answer before its head
             raise BackendFailed(f"{type(exc).__name__}: {exc}", answered=False) from None
+        self._upstream = upstream
         return self.response
 
     async def read(self) -> bytes:
         """A plain answer's body, under the whole request's deadline."""
-        assert self.response is not None
+        assert self._chunks is not None
         try:
             async with self.clock.bound("total"):
-                return await self.response.aread()
-        except httpx.HTTPError as exc:
+                return b"".join([chunk async for chunk in self._chunks])
+        except EngineError as exc:
             raise BackendFailed(f"{type(exc).__name__}: {exc}", answered=True) from None
 
     # ---- closing ---------------------------------------------------------------------------------
@@ -125,11 +129,14 @@ class Attempt:
             raise
 
     async def end(self, status: str, output_tokens: int = 0, error: str | None = None) -> None:
-        """Close the upstream response (cancelling the engine's work if unfinished) and record the outcome."""
-        response, self.response = self.response, None
+        """Close the upstream answer (an unfinished one closes its connection: the engine cancels the
+        request) and record the outcome."""
+        upstream, chunks, self._upstream, self._chunks = self._upstream, self._chunks, None, None
         try:
-            if response is not None:
-                await response.aclose()
+            if chunks is not None:
+                await chunks.aclose()  # type: ignore[attr-defined]
+            if upstream is not None:
+                await upstream.__aexit__(None, None, None)
         finally:
             self.record(status, output_tokens, error)
 
@@ -144,10 +151,13 @@ class Attempt:
         if status == "ok" and self.first is None and output_tokens:
             gw.view.token(self.key, output_tokens)  # a plain response: its tokens arrive at once
         gw.view.finished(self.key, completed=status == "ok")
-        gw.in_flight.labels(self.label).dec()
+        gw._in_flight[self.replica].dec()
+        if status != "retried":
+            gw._e2e[self.replica].observe(e2e)
+        if d is None:
+            return
         d.status, d.output_tokens, d.error = status, output_tokens, error
         if status != "retried":
-            gw.e2e.labels(self.label).observe(e2e)
             d.e2e_s = e2e
         d.ttft_s = None if self.first is None else self.first - self.sent_at
         if status == "ok":
@@ -159,12 +169,12 @@ class Attempt:
         """Pass the engine's stream through event by event (the usage event the gateway asked for is
         kept only when the client asked too). A failure, a deadline or a malformed stream ends it with
         an error event and ``[DONE]``; a client that goes away closes the generator, and closing
-        the upstream response cancels the engine's request."""
-        assert self.response is not None
+        the upstream answer cancels the engine's request."""
+        assert self._chunks is not None
         status, error = "cancelled", "the client went away"
         counter = SSEStream()
         done = False
-        chunks = self.response.aiter_raw()
+        chunks = self._chunks
         try:
             while True:
                 try:
@@ -177,7 +187,7 @@ class Attempt:
                 if counter.counted > before:
                     if self.first is None:
                         self.first = time.monotonic()
-                        self.gw.ttft.labels(self.label).observe(self.first - self.sent_at)
+                        self.gw._ttft[self.replica].observe(self.first - self.sent_at)
                     self.gw.view.token(self.key, counter.counted - before)
                 done = done or any(event.done for event in events)
                 out = b"".join(event.raw for event in events if client_wants_usage or not event.usage_only)
@@ -186,12 +196,11 @@ class Attempt:
             if not done:
                 raise BackendFailed("the stream ended without [DONE]", answered=True)
             status, error = "ok", None
-        except (httpx.HTTPError, BackendFailed, DeadlineExceeded, EventTooLarge) as exc:
+        except (EngineError, BackendFailed, DeadlineExceeded, EventTooLarge) as exc:
             code, message, kind = failure(exc, self.replica)
             status, error = "error", message
             yield error_event(code, message, kind)
         finally:
-            await chunks.aclose()
             await self.end(status, counter.tokens, error)
 
 

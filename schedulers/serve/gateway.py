@@ -13,6 +13,8 @@ an error event (:mod:`schedulers.serve.attempt`, which closes every attempt on e
 healthy backend is a 503; a malformed body a 400, an oversized one a 413
 (:mod:`schedulers.serve.request_body`), always in OpenAI's error shape; a client that disconnects
 cancels its upstream request, plain or streamed. Access and redaction: :mod:`schedulers.serve.access`.
+Upstream calls go through the one :class:`~schedulers.shared.engine_http.EngineClient`; the routed
+endpoints are served by raw ASGI (:class:`GatewayASGI`), the rest by Starlette.
 """
 
 from __future__ import annotations
@@ -23,13 +25,11 @@ import dataclasses
 import json
 import sys
 import time
-from typing import Any, AsyncIterator, Awaitable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
-import httpx
 import numpy as np
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.applications import Starlette
-from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -40,15 +40,16 @@ from ..routing.observation import ObservationConfig, build_observation, feature_
 from ..routing.heuristics import HEURISTIC_NAMES
 from ..routing.policy import make_policy
 from ..shared.engine_client import REPLICA_HEADER
+from ..shared.engine_http import EngineClient, EngineError
 from ..shared.prometheus import kv_capacity_tokens, parse_metrics
 from ..shared.request_reward import reads_request_keys_only, request_context
-from .access import RequireApiKey, redact_url, request_id
+from .access import allowed, redact_url, refuse, request_id, split_credentials
 from .attempt import Attempt, BackendFailed, BackendUnreachable, RelayResponse, failure, openai_error
 from .deadlines import DeadlineExceeded, Deadlines, Drain, RequestClock
 from .request_body import BadRequest, Payload, parse_payload, read_body, upstream_body
 from .settings import MAX_BODY_BYTES, GatewaySettings
 
-__all__ = ["Gateway", "GatewayApp", "GatewaySettings", "MAX_BODY_BYTES", "create_app", "openai_error"]
+__all__ = ["Gateway", "GatewayApp", "GatewayASGI", "GatewaySettings", "MAX_BODY_BYTES", "create_app", "openai_error"]
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
@@ -63,7 +64,14 @@ class Gateway:
     def __init__(self, settings: GatewaySettings) -> None:
         self.settings = settings
         n = len(settings.backends)
-        self.urls = [u.rstrip("/") for u in settings.backends]
+        # credentials in a URL travel as a header (the engine client sends none from the URL); the log and
+        # messages show the URL with its password as ***
+        split = [split_credentials(u.rstrip("/")) for u in settings.backends]
+        self.urls = [url for url, _ in split]
+        self.shown_urls = [redact_url(u.rstrip("/")) for u in settings.backends]
+        #: headers of every call to backend i (its credentials, then --backend-api-key/--backend-header)
+        self.backend_headers = [{**auth, **settings.extra_headers} for _, auth in split]
+        self._post_headers = [{"content-type": "application/json", **h} for h in self.backend_headers]
         self.view = LiveClusterView(n, settings.declared_speeds, kv_capacity=settings.kv_capacity_blocks)
         self.policy = _policy(settings)
         #: the rows every decision logs: the policy's own settings, else the defaults
@@ -94,14 +102,21 @@ class Gateway:
         if settings.decision_log:
             try:
                 self.log = DecisionLogWriter(settings.decision_log, router=settings.router,
-                                             replicas=[redact_url(u) for u in self.urls],
+                                             replicas=self.shown_urls,
                                              observation=dataclasses.asdict(self.obs_config),
                                              features=list(feature_names(self.obs_config)), reward=settings.reward)
             except OSError as exc:
                 raise ValueError(f"--decision-log {settings.decision_log}: cannot write it "
                                  f"({exc.strerror or type(exc).__name__})") from None
-        self.client: httpx.AsyncClient | None = None
-        self.upstream: list[httpx.AsyncClient] = []
+        #: the one engine client (health checks, scrapes, /v1/models and every routed request)
+        self.engine: EngineClient | None = None
+        # each replica's labelled metrics, looked up once (a label lookup per request is measurable)
+        labels = [str(i) for i in range(n)]
+        self._routed = [self.routed.labels(x) for x in labels]
+        self._in_flight = [self.in_flight.labels(x) for x in labels]
+        self._e2e = [self.e2e.labels(x) for x in labels]
+        self._ttft = [self.ttft.labels(x) for x in labels]
+        self._replica_header = [(REPLICA_HEADER.encode(), x.encode()) for x in labels]
         self._health_task: asyncio.Task | None = None
         self._scrape_task: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -114,18 +129,9 @@ class Gateway:
     # ---- lifecycle -------------------------------------------------------------------------------
     async def startup(self) -> None:
         self._loop = asyncio.get_running_loop()
-        headers = self.settings.extra_headers
-        # health checks and /v1/models: the whole request within the request deadline
-        self.client = httpx.AsyncClient(timeout=httpx.Timeout(self.settings.request_timeout_s,
-                                                              connect=self.settings.connect_timeout_s),
-                                        headers=headers)
-        # requests: only the connect timeout here; first byte and whole request are the attempt's deadlines
-        # (:mod:`.deadlines`). One connection pool per backend: httpx's pool scans its connections for every
-        # queued request, so one shared pool costs O(connections x requests in flight) per request
-        timeout = httpx.Timeout(None, connect=self.settings.connect_timeout_s)
-        self.upstream = [httpx.AsyncClient(timeout=timeout, headers=headers,
-                                           limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
-                         for _ in self.urls]
+        # each read is bounded by the whole request's deadline here; an attempt's own deadlines
+        # (first byte, whole request, drain: :mod:`.deadlines`) are what end it
+        self.engine = EngineClient(self.settings.request_timeout_s, self.settings.connect_timeout_s)
         self._health_task = asyncio.create_task(self._health_loop())
         if self.settings.scrape_interval_s > 0:
             self._scrape_task = asyncio.create_task(self._scrape_loop())
@@ -141,10 +147,8 @@ class Gateway:
                 task.cancel()
         for attempt in list(self.open_attempts):  # none after a drain; a forced stop leaves no phantom
             await attempt.end("cancelled", 0, "the gateway stopped")
-        if self.client is not None:
-            await self.client.aclose()
-            for client in self.upstream:
-                await client.aclose()
+        if self.engine is not None:
+            await self.engine.aclose()
         if self.log is not None:
             log, self.log = self.log, None
             log.close()
@@ -156,9 +160,10 @@ class Gateway:
 
     async def _check(self, i: int) -> None:
         try:
-            resp = await self.client.get(self.urls[i] + "/health", timeout=max(self.settings.health_interval_s, 0.5))
-            ok = resp.status_code == 200
-        except httpx.HTTPError:
+            resp = await self.engine.request("GET", self.urls[i] + "/health", headers=self.backend_headers[i],
+                                             timeout_s=max(self.settings.health_interval_s, 0.5))
+            ok = resp.status == 200
+        except EngineError:
             ok = False
         self.set_healthy(i, ok)
 
@@ -171,21 +176,23 @@ class Gateway:
             for i, result in zip(healthy, results, strict=True):
                 if isinstance(result, Exception) and type(result).__name__ not in reported:
                     reported.add(type(result).__name__)
-                    print(f"rewardkit gateway: reading {redact_url(self.urls[i])}/metrics failed ({type(result).__name__}: "
+                    print(f"rewardkit gateway: reading {self.shown_urls[i]}/metrics failed ({type(result).__name__}: "
                           f"{result}); the next scrapes go on", file=sys.stderr)
             await asyncio.sleep(self.settings.scrape_interval_s)
 
     async def _scrape(self, i: int) -> None:
         """Fold backend ``i``'s ``/metrics`` into the view; an engine without them is just not read."""
         try:
-            resp = await self.client.get(self.urls[i] + "/metrics", timeout=max(self.settings.scrape_interval_s, 1.0))
-        except httpx.HTTPError:
+            resp = await self.engine.request("GET", self.urls[i] + "/metrics", headers=self.backend_headers[i],
+                                             timeout_s=max(self.settings.scrape_interval_s, 1.0))
+        except EngineError:
             return
-        if resp.status_code == 200:
-            metrics = parse_metrics(resp.text)
+        if resp.status == 200:
+            text = resp.body.decode("utf-8", "replace")
+            metrics = parse_metrics(text)
             if metrics:
                 self.view.engine_reported(int(i), metrics)
-            capacity = kv_capacity_tokens(resp.text)
+            capacity = kv_capacity_tokens(text)
             if capacity is not None:
                 self.view.engine_capacity(int(i), capacity)
 
@@ -212,20 +219,29 @@ class Gateway:
         return any(ok and i not in exclude for i, ok in enumerate(self.view.healthy))
 
     def decide(self, prompt_tokens: int, prompt_ids: list[int], exclude: set[int],
-               timed: bool = True) -> tuple[int, np.ndarray] | None:
-        """The replica for a request (None: no healthy replica) and the observation rows of all replicas."""
+               with_rows: bool = True, timed: bool = True) -> tuple[int, np.ndarray | None] | None:
+        """The replica for a request (None: no healthy replica) and the observation rows of all replicas
+        (built when ``with_rows`` or the policy reads them; else None)."""
         start = time.perf_counter()
-        keep = self.view.healthy.copy()
-        keep[list(exclude)] = False
+        keep = self.view.healthy
+        if exclude:
+            keep = keep.copy()
+            keep[list(exclude)] = False
         if not keep.any():
             return None
-        snap = self.view.snapshot(self.view.prefix_match(prompt_ids))
-        rows = build_observation(snap, prompt_tokens, self.obs_config)
-        candidates = np.flatnonzero(keep)
-        pick = self.policy.decide(restrict(snap, keep), prompt_tokens, rows=rows[keep])
+        snap = self.view.snapshot(self.view.prefix_match(prompt_ids) if prompt_ids else None)
+        rows = None
+        if with_rows or self.policy.observation is not None:
+            rows = build_observation(snap, prompt_tokens, self.obs_config)
+        if keep.all():
+            replica = self.policy.decide(snap, prompt_tokens, rows=rows)
+        else:
+            candidates = np.flatnonzero(keep)
+            replica = int(candidates[self.policy.decide(restrict(snap, keep), prompt_tokens,
+                                                        rows=None if rows is None else rows[keep])])
         if timed:
             self.decision_time.observe(time.perf_counter() - start)
-        return int(candidates[pick]), rows
+        return int(replica), rows
 
     # ---- rewards and records ---------------------------------------------------------------------
     def request_reward(self, ttft_s: float | None, e2e_s: float | None, prompt_tokens: int,
@@ -280,8 +296,44 @@ def _request_reward_composer(path: str | None) -> Any:
     return composer
 
 
+def _policy(settings: GatewaySettings) -> Any:
+    """The router, or a one-line error naming the flag (a checkpoint that cannot be used, whatever fails)."""
+    learned = settings.router not in HEURISTIC_NAMES
+    options = {"threads": settings.torch_threads} if settings.checkpoint and learned else {}
+    try:
+        return make_policy(settings.router, settings.checkpoint, seed=settings.seed, simulated=False, **options)
+    except ValueError as exc:  # CheckpointError too: a one-line message naming the flag
+        raise ValueError(f"--router {settings.router}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - a checkpoint torch or the policy cannot build on: one line, no traceback
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise ValueError(f"--checkpoint {settings.checkpoint}: expected a policy written by rewardkit train, got one "
+                         f"that cannot be loaded ({type(exc).__name__}: {reason})") from None
+
+
+def _request_reward_composer(path: str | None) -> Any:
+    """The reward config's composer, refused when it reads more than per-request keys (as the live env does:
+    a live cluster has no simulated step, and every reward would silently be null)."""
+    if not path:
+        return None
+    from rewardkit import RewardComposer
+
+    try:
+        composer = RewardComposer.from_yaml(path)
+    except ValueError as exc:
+        raise ValueError(f"--reward {path}: {exc}") from None
+    needed = getattr(composer, "context_keys", None)
+    if callable(needed) and not reads_request_keys_only(needed()):
+        raise ValueError(f"--reward {path}: expected a reward of per-request keys only (ttft, e2e, prompt_tokens, "
+                         f"decode_tokens), got one reading {', '.join(sorted(needed()))}")
+    return composer
+
+
 class GatewayApp(Gateway):
-    """The HTTP side of the gateway: its handlers (routes in :func:`create_app`)."""
+    """The HTTP side of the gateway: its handlers (routes in :func:`create_app`).
+
+    The two routed endpoints are served by raw ASGI (:meth:`handle`): the request path is the
+    gateway's cost per request, and a framework's request and response objects were most of it.
+    """
 
     async def health(self, request: Request) -> Response:
         ok = bool(self.view.healthy.any()) and not self.drain.begun
@@ -294,24 +346,33 @@ class GatewayApp(Gateway):
     async def models(self, request: Request) -> Response:
         for i in np.flatnonzero(self.view.healthy):
             try:
-                resp = await self.client.get(self.urls[i] + "/v1/models")
-                return Response(resp.content, status_code=resp.status_code, media_type="application/json")
-            except httpx.HTTPError:
+                resp = await self.engine.request("GET", self.urls[i] + "/v1/models", headers=self.backend_headers[i])
+                return Response(resp.body, status_code=resp.status, media_type="application/json")
+            except EngineError:
                 self.set_healthy(int(i), False)
         return openai_error(503, "no healthy backend", "service_unavailable")
 
-    async def completions(self, request: Request) -> Response:
-        return await self.proxy(request, chat=False)
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any, chat: bool) -> None:
+        """``POST /v1/completions`` and ``/v1/chat/completions``: read, route, forward, answer."""
+        headers = dict(scope["headers"])
+        answer = await self.proxy(headers, receive, chat)
+        if isinstance(answer, tuple):  # a whole answer: sent as it is
+            status, content_type, replica, content = answer
+            await send({"type": "http.response.start", "status": status,
+                        "headers": [(b"content-type", content_type), (b"content-length", str(len(content)).encode()),
+                                    self._replica_header[replica]]})
+            await send({"type": "http.response.body", "body": content})
+        else:
+            await answer(scope, receive, send)
 
-    async def chat(self, request: Request) -> Response:
-        return await self.proxy(request, chat=True)
-
-    async def proxy(self, request: Request, chat: bool) -> Response:
-        """Read and check the body, then forward it while the client stays (a client that leaves cancels it)."""
+    async def proxy(self, headers: dict[bytes, bytes], receive: Any,
+                    chat: bool) -> tuple[int, bytes, int, bytes] | Response:
+        """Read and check the body, then forward it while the client stays (a client that leaves cancels
+        it); the answer: ``(status, content type, replica, body)`` when whole, else a response to run."""
         clock = RequestClock(self.deadlines, self.drain)
         try:
             async with clock.bound("total"):
-                body = await read_body(request, self.settings.max_body_bytes)
+                body = await read_body(receive, headers, self.settings.max_body_bytes)
             payload = parse_payload(body, chat)
             body = upstream_body(body, payload)
         except BadRequest as exc:
@@ -320,34 +381,36 @@ class GatewayApp(Gateway):
             return openai_error(408, f"the request body did not arrive in time ({exc})")
         if self.drain.begun:
             return openai_error(503, "the gateway is shutting down", "service_unavailable")
-        rid = request_id(request.headers.get("x-request-id"))
+        keep_record = self.log is not None or self.composer is not None
+        rid = request_id(headers.get(b"x-request-id", b"").decode("latin-1") or None) if keep_record else ""
         path = "/v1/chat/completions" if chat else "/v1/completions"
         try:
-            return await until_client_leaves(request, self.forward(path, body, payload, rid, clock))
+            return await until_client_leaves(receive, self.forward(path, body, payload, rid, clock, keep_record))
         except ClientGone:
             return Response(status_code=499)
 
-    async def forward(self, path: str, body: bytes, payload: Payload, rid: str, clock: RequestClock) -> Response:
+    async def forward(self, path: str, body: bytes, payload: Payload, rid: str, clock: RequestClock,
+                      keep_record: bool) -> tuple[int, bytes, int, bytes] | Response:
         """Route and send; move the request once when its replica is down or its first byte late; relay
         the answer. Every attempt is closed on every path (:class:`~schedulers.serve.attempt.Attempt`)."""
         tried: set[int] = set()
         last: tuple[int, str, str] = (503, "no healthy backend", "service_unavailable")
         while len(tried) < 2:
-            decided = self.decide(payload.prompt_tokens, payload.prompt_ids, tried)
+            decided = self.decide(payload.prompt_tokens, payload.prompt_ids, tried, with_rows=self.log is not None)
             if decided is None:
                 break
             replica, rows = decided
             tried.add(replica)
-            attempt = Attempt(self, replica, Decision(rid, self.settings.router, replica, rows.round(6).tolist(),
-                                                      payload.prompt_tokens),
+            decision = None
+            if keep_record:
+                decision = Decision(rid, self.settings.router, replica,
+                                    [] if rows is None else rows.round(6).tolist(), payload.prompt_tokens)
+            attempt = Attempt(self, replica, decision,
                               self.view.sent(replica, payload.prompt_tokens, payload.prompt_ids), clock)
-            client = self.upstream[replica]
             async with attempt.closed_on_exit():
-                upstream = client.build_request("POST", self.urls[replica] + path, content=body,
-                                                headers={"content-type": "application/json"})
                 try:
-                    resp = await attempt.send(client, upstream)
-                    if payload.stream and resp.status_code == 200:
+                    resp = await attempt.send(self.engine, self.urls[replica] + path, body, self._post_headers[replica])
+                    if payload.stream and resp.status == 200:
                         return RelayResponse(attempt, payload.client_wants_usage,
                                              resp.headers.get("content-type", "text/event-stream"),
                                              {REPLICA_HEADER: str(replica)})
@@ -365,23 +428,21 @@ class GatewayApp(Gateway):
                         continue
                     await attempt.end("error", 0, last[1])
                     return openai_error(last[0], last[1], last[2])
-                ok = resp.status_code == 200
+                ok = resp.status == 200
                 await attempt.end("ok" if ok else "error", _usage(content) if ok else 0,
-                                  None if ok else f"the backend answered HTTP {resp.status_code}")
-                return Response(content, status_code=resp.status_code,
-                                media_type=resp.headers.get("content-type", "application/json"),
-                                headers={REPLICA_HEADER: str(replica)})
+                                  None if ok else f"the backend answered HTTP {resp.status}")
+                return resp.status, resp.headers.get("content-type", "application/json").encode(), replica, content
         status, message, kind = last
         if status == 503:
             message = f"no healthy backend answered ({len(tried)} tried; last error: {message})"
         return openai_error(status, message, kind)
 
 
-async def until_client_leaves(request: Request, work: Awaitable[Response]) -> Response:
-    """``work``'s response, or :class:`ClientGone` (``work`` cancelled, so its upstream request is) when the
+async def until_client_leaves(receive: Callable[[], Awaitable[dict[str, Any]]], work: Awaitable[Any]) -> Any:
+    """``work``'s result, or :class:`ClientGone` (``work`` cancelled, so its upstream request is) when the
     client closes its connection first."""
     task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(_disconnected(request))
+    watcher = asyncio.ensure_future(_disconnected(receive))
     try:
         await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -394,13 +455,34 @@ async def until_client_leaves(request: Request, work: Awaitable[Response]) -> Re
     raise ClientGone
 
 
-async def _disconnected(request: Request) -> None:
+async def _disconnected(receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
     """Return when the client has closed its connection (the body has been read already)."""
-    while (await request.receive())["type"] != "http.disconnect":
+    while (await receive())["type"] != "http.disconnect":
         pass
 
 
-def create_app(settings: GatewaySettings) -> Starlette:
+class GatewayASGI:
+    """The gateway's ASGI entry: the API key checked (when set), the routed endpoints straight to
+    :meth:`GatewayApp.handle`, the rest (health, metrics, models, lifespan) through Starlette."""
+
+    ROUTED = {"/v1/completions": False, "/v1/chat/completions": True}
+
+    def __init__(self, gateway: GatewayApp, app: Starlette, api_key: str | None = None) -> None:
+        self.gateway, self.app, self.state = gateway, app, app.state
+        self._key = api_key.encode() if api_key else None
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and self._key is not None and not allowed(scope, self._key):
+            await refuse(scope, receive, send)
+            return
+        chat = self.ROUTED.get(scope.get("path", "")) if scope["type"] == "http" else None
+        if chat is not None and scope["method"] == "POST":
+            await self.gateway.handle(scope, receive, send, chat)
+        else:
+            await self.app(scope, receive, send)
+
+
+def create_app(settings: GatewaySettings) -> GatewayASGI:
     """The gateway as an ASGI app (``uvicorn`` serves it in ``rewardkit gateway``)."""
     gw = GatewayApp(settings)
 
@@ -412,13 +494,10 @@ def create_app(settings: GatewaySettings) -> Starlette:
         finally:
             await gw.shutdown()
 
-    routes = [Route("/health", gw.health), Route("/metrics", gw.metrics), Route("/v1/models", gw.models),
-              Route("/v1/completions", gw.completions, methods=["POST"]),
-              Route("/v1/chat/completions", gw.chat, methods=["POST"])]
-    middleware = [Middleware(RequireApiKey, key=settings.api_key)] if settings.api_key else []
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
+    routes = [Route("/health", gw.health), Route("/metrics", gw.metrics), Route("/v1/models", gw.models)]
+    app = Starlette(routes=routes, lifespan=lifespan)
     app.state.gateway = gw
-    return app
+    return GatewayASGI(gw, app, settings.api_key)
 
 
 def _usage(content: bytes) -> int:

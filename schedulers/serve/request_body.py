@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
-
-from starlette.requests import Request
+from typing import Any, Awaitable, Callable
 
 
 class BadRequest(Exception):
@@ -41,17 +39,23 @@ class Payload:
         return isinstance(options, dict) and bool(options.get("include_usage"))
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body, at most ``limit`` bytes: :class:`BadRequest` 413 before more is held."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+async def read_body(receive: Callable[[], Awaitable[dict[str, Any]]], headers: dict[bytes, bytes], limit: int) -> bytes:
+    """The body of a raw ASGI request, at most ``limit`` bytes: :class:`BadRequest` 413 before more is held
+    (and 400 when the client leaves mid-body)."""
+    declared = headers.get(b"content-length", b"").decode("latin-1")
+    if declared.isdigit() and int(declared) > limit:
         raise BadRequest(413, f"expected a request body of at most {limit} bytes, got {declared}")
-    parts, size = [], 0
-    async for chunk in request.stream():
+    parts, size, more = [], 0, True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise BadRequest(400, "the client went away before its request body ended")
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
             raise BadRequest(413, f"expected a request body of at most {limit} bytes, got more")
         parts.append(chunk)
+        more = message.get("more_body", False)
     return b"".join(parts)
 
 

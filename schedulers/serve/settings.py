@@ -12,8 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import httpx
+from urllib.parse import urlsplit
 
 from ..limits import MAX_REPLICAS, MAX_SPEED, MAX_TORCH_THREADS, MIN_SPEED
 
@@ -50,11 +49,13 @@ def backend_url(url: object) -> str:
     if not isinstance(url, str):
         raise ValueError(expected)
     try:
-        parsed = httpx.URL(url)
+        parsed = urlsplit(url)
         port = parsed.port
-    except (httpx.InvalidURL, ValueError, TypeError):
+    except ValueError as exc:  # an unclosed IPv6 bracket, a port past 65535 or not a number
+        if "port" in str(exc).lower():
+            raise ValueError(f"--backend: expected a port from 1 to 65535 in {url!r}") from None
         raise ValueError(expected) from None
-    if parsed.scheme not in ("http", "https") or not parsed.host:
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise ValueError(expected)
     if port is not None and not 1 <= port <= 65535:
         raise ValueError(f"--backend: expected a port from 1 to 65535, got {port} in {url!r}")

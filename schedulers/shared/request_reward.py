@@ -32,7 +32,8 @@ REQUEST_CONTEXT_KEYS = ("ttft", "e2e", "prompt_tokens", "decode_tokens", "delay_
 def request_context(ttft: float, e2e: float, prompt_tokens: float, decode_tokens: float,
                     delay_caused: float = 0.0) -> dict[str, float]:
     """What one finished request tells the reward (see the module doc), as floats."""
-    return dict(zip(REQUEST_CONTEXT_KEYS, map(float, (ttft, e2e, prompt_tokens, decode_tokens, delay_caused))))
+    values = (ttft, e2e, prompt_tokens, decode_tokens, delay_caused)
+    return {key: float(value) for key, value in zip(REQUEST_CONTEXT_KEYS, values, strict=True)}
 
 
 def reads_request_keys_only(keys: Iterable[str] | None) -> bool:

@@ -5,12 +5,10 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from pathlib import Path
 from typing import Any, Mapping
 
 from rewardkit.errors import ConfigError
 
-from ..paths import resolve_path
 from ..shared.arrivals import resolved_trace_file
 from .env_config import VIDUR_BLOCK_TOKENS, EnvConfig, replica_setup_spec
 from .profiles import prepare_profiles

@@ -46,7 +46,6 @@ def arrival_digests(tmp: Path) -> dict[str, str]:
     except ImportError:  # the code the values were recorded on
         from schedulers.shared.arrivals import sample_arrivals
         from schedulers.sim.env_config import load_env_config as load_workload
-        from schedulers.live.config import is_live_env_file, load_live_env_config
     from schedulers.loadgen.workload import lengths_from_env
 
     out = {}

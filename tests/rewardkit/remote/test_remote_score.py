@@ -188,3 +188,20 @@ def test_compute_runs_outside_an_event_loop_and_refuses_inside_one(scorer) -> No
 
     with pytest.raises(RuntimeError, match="await compute_async"):
         asyncio.run(inside())
+
+
+def test_connections_close_with_their_event_loop(scorer) -> None:
+    """A loop's shutdown (asyncio.run's end, composer.close()) closes the term's HTTP client there."""
+    from rewardkit import RewardComposer
+
+    _, url = scorer
+    rm = term(url)
+    score(rm, ["a"])
+    assert rm._client._held[1].is_closed
+    composer = RewardComposer.from_dict({"version": 1, "components": {"rm": {"type": "remote_score",
+                                                                           "params": {"url": url}}}})
+    composer({"completion": ["abc"]})
+    client = composer.spec.nodes[0].component._client._held[1]
+    assert not client.is_closed  # kept open between calls: connections are reused
+    composer.close()
+    assert client.is_closed
