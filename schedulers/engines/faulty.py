@@ -31,6 +31,15 @@ MODES = ("ok", "die_mid_body", "hang_after_headers", "slow_plain", "trickle", "c
          "die_mid_stream", "error_500", "garbage")
 
 
+async def _cancel_the_rest() -> None:
+    """Cancel every other task of this loop and let them finish (their sockets close cleanly)."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.sleep(0)
+
+
 @dataclass
 class FaultyEngine:
     """Serves on 127.0.0.1:``port`` in a daemon thread (:meth:`start`, :meth:`stop`)."""
@@ -59,8 +68,10 @@ class FaultyEngine:
             ready.set()
             try:
                 self._loop.run_forever()
-            finally:
+            finally:  # end the open connections' handlers and close their sockets, then the loop
                 server.close()
+                self._loop.run_until_complete(_cancel_the_rest())
+                self._loop.close()
 
         self._thread = threading.Thread(target=run, daemon=True)
         self._thread.start()

@@ -11,7 +11,6 @@ then ``[DONE]`` in a stream (whose 200 is already sent).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from typing import Any, AsyncIterator
@@ -115,18 +114,19 @@ class Attempt:
             raise BackendFailed(f"{type(exc).__name__}: {exc}", answered=True) from None
 
     # ---- closing ---------------------------------------------------------------------------------
-    @contextlib.asynccontextmanager
-    async def closed_on_exit(self) -> AsyncIterator["Attempt"]:
-        """Close the attempt when the body leaves by an exception (a cancelled task: the client went
-        away; anything else: an error); a normal exit leaves it to whoever holds it (a stream's relay)."""
-        try:
-            yield self
-        except asyncio.CancelledError:
+    async def __aenter__(self) -> "Attempt":
+        return self
+
+    async def __aexit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        """``async with attempt:`` closes it when the body leaves by an exception (a cancelled task: the
+        client went away; anything else: an error); a normal exit leaves it to whoever holds it (a
+        stream's relay)."""
+        if kind is None or self.closed:
+            return
+        if issubclass(kind, asyncio.CancelledError):
             await asyncio.shield(self.end("cancelled", 0, "the client went away"))
-            raise
-        except BaseException as exc:
-            await asyncio.shield(self.end("error", 0, f"{type(exc).__name__}: {exc}"[:300]))
-            raise
+        else:
+            await asyncio.shield(self.end("error", 0, f"{kind.__name__}: {exc}"[:300]))
 
     async def end(self, status: str, output_tokens: int = 0, error: str | None = None) -> None:
         """Close the upstream answer (an unfinished one closes its connection: the engine cancels the

@@ -13,11 +13,10 @@ requests outlasting ``--drain`` end with an answer from the gateway instead of b
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import time
 from dataclasses import dataclass
-from typing import AsyncIterator
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -74,20 +73,10 @@ class RequestClock:
         if self.deadlines.first_byte_s is not None:
             self.first_byte_at = min(self.total_at, time.monotonic() + self.deadlines.first_byte_s)
 
-    @contextlib.asynccontextmanager
-    async def bound(self, phase: str) -> AsyncIterator[None]:
-        """Run the body under the ``first_byte`` or ``total`` deadline (and the drain's end);
-        :class:`DeadlineExceeded` names the one that passed."""
-        at = self.first_byte_at if phase == "first_byte" else self.total_at
-        try:
-            async with asyncio.timeout_at(loop_time(min(at, self.drain.at))) as scope:
-                self.drain._scopes.add(scope)
-                try:
-                    yield
-                finally:
-                    self.drain._scopes.discard(scope)
-        except TimeoutError:
-            raise self.exceeded(phase) from None
+    def bound(self, phase: str) -> "_Bound":
+        """``async with clock.bound(phase):`` runs the body under the ``first_byte`` or ``total`` deadline
+        (and the drain's end); :class:`DeadlineExceeded` names the one that passed."""
+        return _Bound(self, phase)
 
     def exceeded(self, phase: str) -> DeadlineExceeded:
         """The deadline that has passed for a step in ``phase``."""
@@ -100,6 +89,31 @@ class RequestClock:
     def remaining(self) -> float:
         """Seconds left of the whole request (or the drain)."""
         return min(self.total_at, self.drain.at) - time.monotonic()
+
+
+class _Bound:
+    """One step under a deadline: an ``asyncio.Timeout`` the drain can pull in (a class, not a generator:
+    three of these run per request)."""
+
+    __slots__ = ("clock", "phase", "scope")
+
+    def __init__(self, clock: RequestClock, phase: str) -> None:
+        self.clock, self.phase = clock, phase
+        self.scope: asyncio.Timeout | None = None
+
+    async def __aenter__(self) -> None:
+        clock = self.clock
+        at = clock.first_byte_at if self.phase == "first_byte" else clock.total_at
+        self.scope = asyncio.timeout_at(loop_time(min(at, clock.drain.at)))
+        await self.scope.__aenter__()
+        clock.drain._scopes.add(self.scope)
+
+    async def __aexit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        self.clock.drain._scopes.discard(self.scope)
+        try:
+            await self.scope.__aexit__(kind, exc, tb)
+        except TimeoutError:
+            raise self.clock.exceeded(self.phase) from None
 
 
 def loop_time(monotonic_at: float) -> float | None:

@@ -384,8 +384,11 @@ class GatewayApp(Gateway):
         keep_record = self.log is not None or self.composer is not None
         rid = request_id(headers.get(b"x-request-id", b"").decode("latin-1") or None) if keep_record else ""
         path = "/v1/chat/completions" if chat else "/v1/completions"
+        work = self.forward(path, body, payload, rid, clock, keep_record)
+        if payload.stream:  # once its answer starts, the stream response notices a client that leaves
+            return await work
         try:
-            return await until_client_leaves(receive, self.forward(path, body, payload, rid, clock, keep_record))
+            return await until_client_leaves(receive, work)
         except ClientGone:
             return Response(status_code=499)
 
@@ -407,7 +410,7 @@ class GatewayApp(Gateway):
                                     [] if rows is None else rows.round(6).tolist(), payload.prompt_tokens)
             attempt = Attempt(self, replica, decision,
                               self.view.sent(replica, payload.prompt_tokens, payload.prompt_ids), clock)
-            async with attempt.closed_on_exit():
+            async with attempt:
                 try:
                     resp = await attempt.send(self.engine, self.urls[replica] + path, body, self._post_headers[replica])
                     if payload.stream and resp.status == 200:
@@ -439,20 +442,27 @@ class GatewayApp(Gateway):
 
 
 async def until_client_leaves(receive: Callable[[], Awaitable[dict[str, Any]]], work: Awaitable[Any]) -> Any:
-    """``work``'s result, or :class:`ClientGone` (``work`` cancelled, so its upstream request is) when the
-    client closes its connection first."""
-    task = asyncio.ensure_future(work)
+    """``work``'s result, run in this task, or :class:`ClientGone` when the client closes its connection
+    first (``work`` is cancelled, and with it the upstream request). One watcher task per request."""
+    task = asyncio.current_task()
+    state = {"gone": False, "over": False}
+
+    def client_left(watcher: asyncio.Task) -> None:
+        if not watcher.cancelled() and not state["over"]:
+            state["gone"] = True
+            task.cancel()
+
     watcher = asyncio.ensure_future(_disconnected(receive))
+    watcher.add_done_callback(client_left)
     try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        return await work
+    except asyncio.CancelledError:
+        if state["gone"] and task.uncancel() == 0:
+            raise ClientGone from None
+        raise
     finally:
-        for pending in (task, watcher):
-            if not pending.done():
-                pending.cancel()
-        await asyncio.gather(task, watcher, return_exceptions=True)
-    if not task.cancelled():
-        return task.result()
-    raise ClientGone
+        state["over"] = True
+        watcher.cancel()
 
 
 async def _disconnected(receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
