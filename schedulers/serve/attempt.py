@@ -91,12 +91,16 @@ class Attempt:
 
     # ---- sending ---------------------------------------------------------------------------------
     async def send(self, engine: EngineClient, url: str, body: bytes, headers: dict[str, str]) -> EngineResponse:
-        """Send and wait for the response head under the first-byte deadline."""
+        """Send and wait for the response head under the first-byte deadline (without one, the caller
+        runs this under the whole request's: see ``Gateway.forward``)."""
         self.clock.attempt_started()
         upstream = engine.stream("POST", url, body, headers)
         try:
-            async with self.clock.bound("first_byte"):
+            if self.clock.deadlines.first_byte_s is None:  # the whole request's deadline, already running
                 self.response, self._chunks = await upstream.__aenter__()
+            else:
+                async with self.clock.bound("first_byte"):
+                    self.response, self._chunks = await upstream.__aenter__()
         except (EngineConnectError, EngineTimeout) as exc:  # refused, nothing back, or no connection in time
             raise BackendUnreachable(f"{type(exc).__name__}: {exc}") from None
         except EngineError as exc:  # a broken answer before its head
@@ -104,10 +108,12 @@ class Attempt:
         self._upstream = upstream
         return self.response
 
-    async def read(self) -> bytes:
-        """A plain answer's body, under the whole request's deadline."""
+    async def read(self, bounded: bool = True) -> bytes:
+        """A plain answer's body, under the whole request's deadline (``bounded=False``: the caller's)."""
         assert self._chunks is not None
         try:
+            if not bounded:
+                return b"".join([chunk async for chunk in self._chunks])
             async with self.clock.bound("total"):
                 return b"".join([chunk async for chunk in self._chunks])
         except EngineError as exc:

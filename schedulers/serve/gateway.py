@@ -411,13 +411,17 @@ class GatewayApp(Gateway):
             attempt = Attempt(self, replica, decision,
                               self.view.sent(replica, payload.prompt_tokens, payload.prompt_ids), clock)
             async with attempt:
+                # without a first-byte deadline, one scope of the whole request's covers sending and the answer
+                one_scope = clock.deadlines.first_byte_s is None
                 try:
-                    resp = await attempt.send(self.engine, self.urls[replica] + path, body, self._post_headers[replica])
-                    if payload.stream and resp.status == 200:
-                        return RelayResponse(attempt, payload.client_wants_usage,
-                                             resp.headers.get("content-type", "text/event-stream"),
-                                             {REPLICA_HEADER: str(replica)})
-                    content = await attempt.read()
+                    async with clock.bound("total") if one_scope else contextlib.nullcontext():
+                        resp = await attempt.send(self.engine, self.urls[replica] + path, body,
+                                                  self._post_headers[replica])
+                        if payload.stream and resp.status == 200:
+                            return RelayResponse(attempt, payload.client_wants_usage,
+                                                 resp.headers.get("content-type", "text/event-stream"),
+                                                 {REPLICA_HEADER: str(replica)})
+                        content = await attempt.read(bounded=not one_scope)
                 except (BackendUnreachable, BackendFailed, DeadlineExceeded) as exc:
                     last = failure(exc, replica)
                     if isinstance(exc, BackendUnreachable):

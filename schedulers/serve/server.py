@@ -20,8 +20,15 @@ DRAIN_MARGIN_S = 3.0
 
 
 def guarded_protocol(base: type, header_timeout_s: float, max_connections: int) -> type:
-    """A subclass of uvicorn's HTTP protocol ``base`` with a header deadline and a connection cap."""
+    """A subclass of uvicorn's HTTP protocol ``base`` with a header deadline and a connection cap.
+
+    A connection is idle from its opening and from the end of each answer until its next request's
+    headers have arrived (uvicorn then starts a new request cycle). One sweep every
+    ``header_timeout_s / 2`` closes connections idle for longer than ``header_timeout_s``: a
+    per-request timer would cost every request a timer; the sweep costs each request one clock read.
+    """
     warned: list[bool] = []
+    sweeping: list[bool] = []
 
     class Guarded(base):  # type: ignore[misc, valid-type]
         def connection_made(self, transport: Any) -> None:
@@ -33,20 +40,27 @@ def guarded_protocol(base: type, header_timeout_s: float, max_connections: int) 
                           "new ones are closed until some end", file=sys.stderr)
                 transport.close()
                 return
-            self._arm_header_deadline()
+            self._idle_cycle, self._idle_since = self.cycle, self.loop.time()
+            if not sweeping:
+                sweeping.append(True)
+                self.loop.call_later(header_timeout_s / 2, _sweep, self.loop, self.connections)
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            self._arm_header_deadline()
+            self._idle_cycle, self._idle_since = self.cycle, self.loop.time()
 
-        def _arm_header_deadline(self) -> None:
-            self.loop.call_later(header_timeout_s, self._header_deadline, self.cycle)
+        def waiting_too_long(self, now: float) -> bool:
+            """No request's headers since the connection went idle more than ``header_timeout_s`` ago."""
+            idle_since = getattr(self, "_idle_since", None)
+            return (idle_since is not None and self.cycle is self._idle_cycle
+                    and (self.cycle is None or self.cycle.response_complete) and now - idle_since > header_timeout_s)
 
-        def _header_deadline(self, cycle: Any) -> None:
-            """Close the connection when no request's headers arrived since the timer was armed."""
-            idle = self.cycle is cycle and (cycle is None or cycle.response_complete)
-            if idle and not self.transport.is_closing():
-                self.transport.close()
+    def _sweep(loop: Any, connections: set) -> None:
+        now = loop.time()
+        for conn in list(connections):
+            if isinstance(conn, Guarded) and conn.waiting_too_long(now) and not conn.transport.is_closing():
+                conn.transport.close()
+        loop.call_later(header_timeout_s / 2, _sweep, loop, connections)
 
     Guarded.__name__ = Guarded.__qualname__ = f"Guarded{base.__name__}"
     return Guarded
