@@ -257,10 +257,30 @@ def evaluate_command(args: argparse.Namespace) -> int:
             raise ValueError(f"--baselines: expected at least one heuristic name (or a --checkpoint), got {args.baselines!r}")
         out = Path(args.out) if args.out else Path("runs") / f"eval-{cfg.name}"
         check_out_dir(out)
+        if not simulated:
+            check_live_backends(cfg, args.env)
         results = evaluate_policies(cfg, routers, seeds, out_dir=out)
     except (ConfigError, ValueError, OSError, RuntimeError) as exc:  # RuntimeError: VidurSetupError; OSError: a write
         print(f"error: {os_error(exc) if isinstance(exc, OSError) else exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(results.format_table())
     print(f"results and plots in {out}/")
+    unanswered = sorted({row["router"] for row in results.episodes if not row.get("num_completed")})
+    if unanswered:
+        print(f"error: no request was answered in some episodes of {', '.join(unanswered)} (see {out}/episodes.csv): "
+              "their figures are NaN; are the engines up?", file=sys.stderr)
+        return 1
     return 0
+
+
+def check_live_backends(cfg: Any, env: str) -> None:
+    """A one-line error when none of a live env's backends answers (every episode would fail)."""
+    from .live.reachability import unreachable_backends
+
+    failed = unreachable_backends(cfg.live.backends)
+    if len(failed) == len(set(cfg.live.backends)):
+        first, reason = next(iter(failed.items()))
+        raise ValueError(f"{env}: live.backends: none of the {len(failed)} backends answers ({first}: {reason}); "
+                         "start the engines first")
+    for url, reason in failed.items():
+        print(f"warning: {env}: live.backends: {url} does not answer ({reason})", file=sys.stderr)

@@ -35,6 +35,8 @@ class StubEngine:
     kv_usage: float = 0.0
     #: KV-cache blocks of 16 tokens the stub says it holds (``vllm:cache_config_info``)
     kv_blocks: int = 2048
+    #: the model length: /v1/models says it (as vLLM does) and longer requests get vLLM's 400; None: no limit
+    max_model_len: int | None = None
     served: int = 0
     cancelled: int = 0
     running: int = 0
@@ -58,7 +60,10 @@ class StubEngine:
         return (await self._gate()) or PlainTextResponse("ok")
 
     async def models(self, request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [{"id": "stub-model", "object": "model", "owned_by": self.name}]})
+        model = {"id": "stub-model", "object": "model", "owned_by": self.name}
+        if self.max_model_len is not None:
+            model["max_model_len"] = self.max_model_len
+        return JSONResponse({"object": "list", "data": [model]})
 
     async def metrics(self, request: Request) -> Response:
         text = (f"vllm:num_requests_running{{model_name=\"stub\"}} {self.running}\n"
@@ -76,6 +81,10 @@ class StubEngine:
         tokens = int(payload.get("max_tokens", 8))
         prompt = payload.get("prompt")
         prompt_tokens = len(prompt) if isinstance(prompt, list) else max(1, len(str(prompt or "")) // 4)
+        if self.max_model_len is not None and prompt_tokens + tokens > self.max_model_len:
+            return JSONResponse({"error": {"message": f"This model's maximum context length is {self.max_model_len} "
+                                           f"tokens. However, you requested {prompt_tokens + tokens} tokens",
+                                           "type": "BadRequestError", "code": 400}}, status_code=400)
         if payload.get("stream"):
             usage = bool((payload.get("stream_options") or {}).get("include_usage"))
             return StreamingResponse(self._stream(tokens, prompt_tokens if usage else None), media_type="text/event-stream")

@@ -6,9 +6,9 @@ and the reward config; a gateway restarted on the same file appends a new header
 ``"kind": "decision"`` line per routed request: its time, id, router, ``action`` (replica index),
 ``observation`` (the rows :func:`schedulers.routing.observation.build_observation` gave, whatever
 router decided), prompt and output tokens, TTFT and e2e (s), ``status`` (``ok``, ``error``,
-``cancelled``, ``retried``: a first attempt that was retried elsewhere) and the per-request
-``reward`` with its ``reward_terms``. :func:`read_decision_log` reads it back with located errors;
-a torn last line (a crash mid-write) is skipped with a warning.
+``cancelled``, ``retried``: a first attempt that was retried elsewhere), ``error`` (why it did not
+end ``ok``; absent in older logs) and the per-request ``reward`` with its ``reward_terms``.
+:func:`read_decision_log` reads it back with located errors; a torn last line (a crash mid-write) is skipped with a warning.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ class Decision:
     reward: float | None = None
     reward_terms: dict[str, float] = field(default_factory=dict)
     time: float = field(default_factory=time.time)
+    #: why a request did not end ``ok`` (a deadline, a backend failure, the drain, the client leaving)
+    error: str | None = None
 
     def to_json(self) -> str:
         return json.dumps({"kind": "decision", "v": VERSION, **asdict(self)}, allow_nan=False)

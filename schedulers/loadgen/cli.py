@@ -55,13 +55,8 @@ def add_loadgen_command(subparsers: Any) -> None:
     p.set_defaults(func=loadgen_command)
 
 
-def positive(value: float | int | None, option: str, allow_zero: bool = False) -> None:
-    if value is not None and not (value >= 0 if allow_zero else value > 0):
-        raise ValueError(f"{option}: expected a {'non-negative' if allow_zero else 'positive'} number, got {value}")
-
-
-def discover_model(url: str, timeout_s: float = 10.0) -> str:
-    """The first model id ``GET /v1/models`` lists."""
+def discover_model(url: str, timeout_s: float = 10.0) -> tuple[str, int | None]:
+    """The first model id ``GET /v1/models`` lists, and its ``max_model_len`` when the engine says (vLLM does)."""
     import asyncio
 
     from ..shared.engine_http import EngineClient, EngineError
@@ -74,10 +69,13 @@ def discover_model(url: str, timeout_s: float = 10.0) -> str:
         return resp.json()
 
     try:
-        return str(asyncio.run(models())["data"][0]["id"])
+        entry = asyncio.run(models())["data"][0]
+        model = str(entry["id"])
     except (EngineError, KeyError, IndexError, TypeError, ValueError) as exc:
         raise ValueError(f"--url {url}: could not list models at /v1/models ({type(exc).__name__}: {exc}); "
                          "is the endpoint up? (or give --model)") from None
+    length = entry.get("max_model_len") if isinstance(entry, dict) else None
+    return model, length if isinstance(length, int) and not isinstance(length, bool) and length >= 2 else None
 
 
 def build_workload(args: argparse.Namespace) -> list:
@@ -124,24 +122,31 @@ def loadgen_command(args: argparse.Namespace) -> int:
     except ImportError as exc:  # the serve extra is missing
         print(f"error: rewardkit loadgen needs {exc.name}: pip install 'rewardkit[serve]' ({exc})", file=sys.stderr)
         return EXIT_USAGE
+    from .options import check_options
     from .sources import WorkloadError, summarize_workload
 
     try:
-        positive(args.requests, "--requests")
-        positive(args.qps, "--qps")
-        positive(args.duration, "--duration")
-        positive(args.timeout, "--timeout")
+        check_options(args)
         url = base_url(args.url)
         specs = build_workload(args)
-        model = args.model or discover_model(url)
+        model, engine_len = discover_model(url) if args.model is None else (args.model, None)
+        if args.max_model_len is None and engine_len is not None:
+            args.max_model_len = engine_len  # prompts the engine would refuse are fitted instead
+            print(f"max model length {engine_len} (from {url}/v1/models; --max-model-len overrides)", file=sys.stderr)
+            specs = build_workload(args)
     except (WorkloadError, ConfigError, ValueError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if args.sessions and args.max_model_len is None:
+        print("warning: --sessions without a model length: conversations grow without bound and an engine refuses "
+              "the prompts past its own; give --max-model-len", file=sys.stderr)
     workload = summarize_workload(specs)
     print(f"workload: {workload['requests']} requests over {workload['span_s']:.1f} s "
           f"({workload['offered_qps']:.2f} req/s offered), mean prompt {workload['mean_prompt_tokens']:.0f} "
           f"and output {workload['mean_output_tokens']:.0f} tokens, shared-prefix tokens "
-          f"{100 * workload['shared_token_fraction']:.0f}%; model {model!r} at {url}", file=sys.stderr)
+          f"{100 * workload['shared_token_fraction']:.0f}%, {workload['shortened_prompts']} prompts shortened to fit "
+          f"the model length ({workload['dropped_turns']} oldest turns left out); model {model!r} at {url}",
+          file=sys.stderr)
     bar = None
     if not args.no_progress:
         from tqdm import tqdm

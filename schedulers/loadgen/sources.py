@@ -63,6 +63,8 @@ def summarize_workload(specs: Sequence[RequestSpec]) -> dict[str, float]:
         "mean_prompt_tokens": float(prompt.mean()),
         "mean_output_tokens": float(out.mean()),
         "shared_token_fraction": float(shared.sum() / prompt.sum()),
+        "shortened_prompts": int(sum(s.shortened for s in specs)),
+        "dropped_turns": int(sum(s.dropped_turns for s in specs)),
     }
 
 

@@ -1,15 +1,20 @@
 """The gateway: an OpenAI-compatible proxy that routes each request to one of N engines with any router.
 
-The router is any policy of :func:`schedulers.routing.policy.make_policy` (a heuristic, or a PPO
-checkpoint), deciding on the :class:`~schedulers.live.view.LiveClusterView` snapshot (the
-simulator's ``ReplicaSnapshot``), restricted to the healthy replicas. Upstream requests go through
-the one engine client (:class:`~schedulers.shared.engine_http.EngineClient`). Streaming responses
-pass through chunk by chunk; each request's TTFT, e2e, tokens and decision (observation rows,
-action, router) are recorded in Prometheus metrics and, with a decision log, in JSON Lines with its
-per-request reward from a rewardkit config. Faults: a backend that refuses or times out before the
-first byte is marked unhealthy and the request is retried once elsewhere; health checks bring it
-back; no healthy backend is a 503; a malformed body a 400, an oversized one a 413, always in
-OpenAI's error shape; a client that disconnects cancels its upstream request.
+Any policy of :func:`schedulers.routing.policy.make_policy` (a heuristic or a PPO checkpoint) decides on the
+:class:`~schedulers.live.view.LiveClusterView` snapshot (the simulator's ``ReplicaSnapshot``),
+restricted to the healthy replicas. Streaming responses pass through chunk by chunk; each request's
+TTFT, e2e, tokens and decision (observation rows, action, router) are recorded in Prometheus
+metrics and, with a decision log, in JSON Lines with its per-request reward from a rewardkit
+config. Faults: a backend that cannot be reached (or breaks the connection before answering) is
+marked unhealthy and the request is retried once elsewhere, as is one whose first byte is late
+(:mod:`schedulers.serve.deadlines`; a slow answer does not make a backend unhealthy: health checks
+bring replicas back and take them out); a failure after the headers is a 502/504 or, in a stream,
+an error event (:mod:`schedulers.serve.attempt`, which closes every attempt on every path); no
+healthy backend is a 503; a malformed body a 400, an oversized one a 413
+(:mod:`schedulers.serve.request_body`), always in OpenAI's error shape; a client that disconnects
+cancels its upstream request, plain or streamed. Access and redaction: :mod:`schedulers.serve.access`.
+Upstream calls go through the one :class:`~schedulers.shared.engine_http.EngineClient`; the routed
+endpoints are served by raw ASGI (:class:`GatewayASGI`), the rest by Starlette.
 """
 
 from __future__ import annotations
@@ -20,74 +25,37 @@ import dataclasses
 import json
 import sys
 import time
-import uuid
-from urllib.parse import urlsplit
-from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import numpy as np
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..bounds import MAX_TORCH_THREADS
 from ..live.decision_log import Decision, DecisionLogWriter
 from ..live.view import LiveClusterView, restrict
+from ..routing.observation import ObservationConfig, build_observation, feature_names
+from ..routing.heuristics import HEURISTIC_NAMES
 from ..routing.policy import make_policy
 from ..shared.engine_client import REPLICA_HEADER
-from ..shared.engine_http import EngineClient, EngineConnectError, EngineError, EngineProtocolError, EngineTimeout
+from ..shared.engine_http import EngineClient, EngineError
 from ..shared.prometheus import kv_capacity_tokens, parse_metrics
-from ..shared.request_reward import request_context
-from ..shared.sse import SSEStream
-from ..routing.observation import ObservationConfig, build_observation, feature_names
+from ..shared.request_reward import reads_request_keys_only, request_context
+from .access import allowed, redact_url, refuse, request_id, split_credentials
+from .attempt import Attempt, BackendFailed, BackendUnreachable, RelayResponse, failure, openai_error
+from .deadlines import DeadlineExceeded, Deadlines, Drain, RequestClock
+from .request_body import BadRequest, Payload, parse_payload, read_body, upstream_body
+from .settings import MAX_BODY_BYTES, GatewaySettings
 
-#: bounds of one request (docs/configuration.md, "Limits").
-MAX_BODY_BYTES = 1 << 20
+__all__ = ["Gateway", "GatewayApp", "GatewayASGI", "GatewaySettings", "MAX_BODY_BYTES", "create_app", "openai_error"]
+
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
 
-@dataclass
-class GatewaySettings:
-    """What a gateway routes over and how (``rewardkit gateway`` flags)."""
-
-    backends: list[str]
-    router: str = "least_prefill"
-    checkpoint: str | None = None
-    decision_log: str | None = None
-    reward: str | None = None
-    declared_speeds: list[float] | None = None
-    max_body_bytes: int = MAX_BODY_BYTES
-    connect_timeout_s: float = 2.0
-    request_timeout_s: float = 300.0
-    health_interval_s: float = 1.0
-    #: seconds between scrapes of every backend's /metrics (load and KV use of vLLM engines); 0: none
-    scrape_interval_s: float = 0.25
-    kv_capacity_blocks: float = 1024.0
-    #: threads of the PPO policy's forward pass. 1: a decision is a few small matrix products, and
-    #: a pool of more threads spins on cores the engines of the same machine need (it tripled the
-    #: engines' TTFT p50 on the 2-core benchmark machine, docs/serving.md).
-    torch_threads: int = 1
-    seed: int = 0
-    extra_headers: dict[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not self.backends:
-            raise ValueError("--backend: expected at least one backend URL")
-        for url in self.backends:
-            parsed = urlsplit(url) if isinstance(url, str) else None
-            if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname:
-                raise ValueError(f"--backend: expected an http(s) URL such as http://127.0.0.1:8001, got {url!r}")
-        if not (isinstance(self.torch_threads, int) and 1 <= self.torch_threads <= MAX_TORCH_THREADS):
-            raise ValueError(f"--torch-threads: expected an integer from 1 to {MAX_TORCH_THREADS}, got {self.torch_threads!r}")
-        if self.declared_speeds is not None and len(self.declared_speeds) != len(self.backends):
-            raise ValueError(f"--speeds: expected {len(self.backends)} speeds, one per backend, got {self.declared_speeds}")
-
-
-def openai_error(status: int, message: str, kind: str = "invalid_request_error", param: str | None = None) -> JSONResponse:
-    """An error in OpenAI's JSON shape."""
-    return JSONResponse({"error": {"message": message, "type": kind, "param": param, "code": status}}, status_code=status)
+class ClientGone(Exception):
+    """The client closed its connection before its answer was ready."""
 
 
 class Gateway:
@@ -96,21 +64,20 @@ class Gateway:
     def __init__(self, settings: GatewaySettings) -> None:
         self.settings = settings
         n = len(settings.backends)
-        self.urls = [u.rstrip("/") for u in settings.backends]
+        # credentials in a URL travel as a header (the engine client sends none from the URL); the log and
+        # messages show the URL with its password as ***
+        split = [split_credentials(u.rstrip("/")) for u in settings.backends]
+        self.urls = [url for url, _ in split]
+        self.shown_urls = [redact_url(u.rstrip("/")) for u in settings.backends]
+        #: headers of every call to backend i (its credentials, then --backend-api-key/--backend-header)
+        self.backend_headers = [{**auth, **settings.extra_headers} for _, auth in split]
+        self._post_headers = [{"content-type": "application/json", **h} for h in self.backend_headers]
         self.view = LiveClusterView(n, settings.declared_speeds, kv_capacity=settings.kv_capacity_blocks)
-        options = {"threads": settings.torch_threads} if settings.checkpoint else {}
-        try:
-            self.policy = make_policy(settings.router, settings.checkpoint, seed=settings.seed, simulated=False,
-                                      **options)
-        except ValueError as exc:  # CheckpointError too: a one-line message naming the flag
-            raise ValueError(f"--router {settings.router}: {exc}") from None
+        self.policy = _policy(settings)
         #: the rows every decision logs: the policy's own settings, else the defaults
         self.obs_config = self.policy.observation or ObservationConfig()
-        self.composer = None
-        if settings.reward:
-            from rewardkit import RewardComposer
-
-            self.composer = RewardComposer.from_yaml(settings.reward)
+        self.composer = _request_reward_composer(settings.reward)
+        self._check_policy()
         self.registry = CollectorRegistry()
         labels = ["replica"]
         self.routed = Counter("rewardkit_gateway_routed", "requests routed per replica", labels, registry=self.registry)
@@ -133,9 +100,14 @@ class Gateway:
             self.healthy_gauge.labels(str(i)).set(1)
         self.log = None
         if settings.decision_log:
-            self.log = DecisionLogWriter(settings.decision_log, router=settings.router, replicas=self.urls,
-                                         observation=dataclasses.asdict(self.obs_config),
-                                         features=list(feature_names(self.obs_config)), reward=settings.reward)
+            try:
+                self.log = DecisionLogWriter(settings.decision_log, router=settings.router,
+                                             replicas=self.shown_urls,
+                                             observation=dataclasses.asdict(self.obs_config),
+                                             features=list(feature_names(self.obs_config)), reward=settings.reward)
+            except OSError as exc:
+                raise ValueError(f"--decision-log {settings.decision_log}: cannot write it "
+                                 f"({exc.strerror or type(exc).__name__})") from None
         #: the one engine client (health checks, scrapes, /v1/models and every routed request)
         self.engine: EngineClient | None = None
         # each replica's labelled metrics, looked up once (a label lookup per request is measurable)
@@ -147,22 +119,39 @@ class Gateway:
         self._replica_header = [(REPLICA_HEADER.encode(), x.encode()) for x in labels]
         self._health_task: asyncio.Task | None = None
         self._scrape_task: asyncio.Task | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        #: attempts not yet closed (each closes itself; shutdown closes any left as cancelled)
+        self.open_attempts: set[Attempt] = set()
+        self.drain = Drain()
+        self.deadlines = Deadlines(settings.connect_timeout_s, settings.first_byte_timeout_s,
+                                   settings.request_timeout_s)
 
     # ---- lifecycle -------------------------------------------------------------------------------
     async def startup(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        # each read is bounded by the whole request's deadline here; an attempt's own deadlines
+        # (first byte, whole request, drain: :mod:`.deadlines`) are what end it
         self.engine = EngineClient(self.settings.request_timeout_s, self.settings.connect_timeout_s)
         self._health_task = asyncio.create_task(self._health_loop())
         if self.settings.scrape_interval_s > 0:
             self._scrape_task = asyncio.create_task(self._scrape_loop())
 
+    def request_drain(self, seconds: float) -> None:
+        """SIGTERM: requests get ``seconds`` more, then end with an error answer (safe from a signal handler)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self.drain.begin, seconds)
+
     async def shutdown(self) -> None:
         for task in (self._health_task, self._scrape_task):
             if task is not None:
                 task.cancel()
+        for attempt in list(self.open_attempts):  # none after a drain; a forced stop leaves no phantom
+            await attempt.end("cancelled", 0, "the gateway stopped")
         if self.engine is not None:
             await self.engine.aclose()
         if self.log is not None:
-            self.log.close()
+            log, self.log = self.log, None
+            log.close()
 
     async def _health_loop(self) -> None:
         while True:
@@ -171,7 +160,7 @@ class Gateway:
 
     async def _check(self, i: int) -> None:
         try:
-            resp = await self.engine.request("GET", self.urls[i] + "/health",
+            resp = await self.engine.request("GET", self.urls[i] + "/health", headers=self.backend_headers[i],
                                              timeout_s=max(self.settings.health_interval_s, 0.5))
             ok = resp.status == 200
         except EngineError:
@@ -187,14 +176,14 @@ class Gateway:
             for i, result in zip(healthy, results, strict=True):
                 if isinstance(result, Exception) and type(result).__name__ not in reported:
                     reported.add(type(result).__name__)
-                    print(f"rewardkit gateway: reading {self.urls[i]}/metrics failed ({type(result).__name__}: "
+                    print(f"rewardkit gateway: reading {self.shown_urls[i]}/metrics failed ({type(result).__name__}: "
                           f"{result}); the next scrapes go on", file=sys.stderr)
             await asyncio.sleep(self.settings.scrape_interval_s)
 
     async def _scrape(self, i: int) -> None:
         """Fold backend ``i``'s ``/metrics`` into the view; an engine without them is just not read."""
         try:
-            resp = await self.engine.request("GET", self.urls[i] + "/metrics",
+            resp = await self.engine.request("GET", self.urls[i] + "/metrics", headers=self.backend_headers[i],
                                              timeout_s=max(self.settings.scrape_interval_s, 1.0))
         except EngineError:
             return
@@ -212,8 +201,25 @@ class Gateway:
         self.healthy_gauge.labels(str(i)).set(1 if ok else 0)
 
     # ---- routing ---------------------------------------------------------------------------------
+    def _check_policy(self) -> None:
+        """Route one request on the idle cluster before serving: a policy that cannot (a checkpoint with
+        NaN weights, a wrong shape) is a one-line error at start, not a 500 on every request."""
+        try:
+            pick = self.decide(1, [], set(), timed=False)
+        except Exception as exc:  # noqa: BLE001 - whatever the policy raises, the flag is named
+            raise ValueError(f"--router {self.settings.router}: the router cannot route an idle cluster "
+                             f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
+        finally:
+            self.policy.reset(self.settings.seed)  # the check leaves no trace (round_robin's turn, a sampler's draws)
+        if pick is None or not 0 <= pick[0] < len(self.urls):
+            raise ValueError(f"--router {self.settings.router}: the router picked no replica on an idle cluster")
+
+    def any_healthy(self, exclude: set[int]) -> bool:
+        """Whether a healthy replica outside ``exclude`` is left (somewhere to move a request to)."""
+        return any(ok and i not in exclude for i, ok in enumerate(self.view.healthy))
+
     def decide(self, prompt_tokens: int, prompt_ids: list[int], exclude: set[int],
-               with_rows: bool = True) -> tuple[int, np.ndarray | None] | None:
+               with_rows: bool = True, timed: bool = True) -> tuple[int, np.ndarray | None] | None:
         """The replica for a request (None: no healthy replica) and the observation rows of all replicas
         (built when ``with_rows`` or the policy reads them; else None)."""
         start = time.perf_counter()
@@ -233,7 +239,8 @@ class Gateway:
             candidates = np.flatnonzero(keep)
             replica = int(candidates[self.policy.decide(restrict(snap, keep), prompt_tokens,
                                                         rows=None if rows is None else rows[keep])])
-        self.decision_time.observe(time.perf_counter() - start)
+        if timed:
+            self.decision_time.observe(time.perf_counter() - start)
         return int(replica), rows
 
     # ---- rewards and records ---------------------------------------------------------------------
@@ -257,20 +264,68 @@ class Gateway:
             self.log.write(decision)
 
 
-def _prompt_of(payload: dict[str, Any], chat: bool) -> tuple[int, list[int]]:
-    """Prompt tokens (exact for token-id prompts, else estimated at 4 bytes a token) and the token ids."""
-    if chat:
-        messages = payload.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise ValueError("messages: expected a non-empty list of chat messages")
-        text = "".join(str(m.get("content", "")) if isinstance(m, dict) else "" for m in messages)
-        return max(1, len(text.encode()) // 4), []
-    prompt = payload.get("prompt")
-    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-        return len(prompt), prompt
-    if isinstance(prompt, str):
-        return max(1, len(prompt.encode()) // 4), []
-    raise ValueError("prompt: expected a string or a non-empty list of token ids")
+def _policy(settings: GatewaySettings) -> Any:
+    """The router, or a one-line error naming the flag (a checkpoint that cannot be used, whatever fails)."""
+    learned = settings.router not in HEURISTIC_NAMES
+    options = {"threads": settings.torch_threads} if settings.checkpoint and learned else {}
+    try:
+        return make_policy(settings.router, settings.checkpoint, seed=settings.seed, simulated=False, **options)
+    except ValueError as exc:  # CheckpointError too: a one-line message naming the flag
+        raise ValueError(f"--router {settings.router}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - a checkpoint torch or the policy cannot build on: one line, no traceback
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise ValueError(f"--checkpoint {settings.checkpoint}: expected a policy written by rewardkit train, got one "
+                         f"that cannot be loaded ({type(exc).__name__}: {reason})") from None
+
+
+def _request_reward_composer(path: str | None) -> Any:
+    """The reward config's composer, refused when it reads more than per-request keys (as the live env does:
+    a live cluster has no simulated step, and every reward would silently be null)."""
+    if not path:
+        return None
+    from rewardkit import RewardComposer
+
+    try:
+        composer = RewardComposer.from_yaml(path)
+    except ValueError as exc:
+        raise ValueError(f"--reward {path}: {exc}") from None
+    needed = getattr(composer, "context_keys", None)
+    if callable(needed) and not reads_request_keys_only(needed()):
+        raise ValueError(f"--reward {path}: expected a reward of per-request keys only (ttft, e2e, prompt_tokens, "
+                         f"decode_tokens), got one reading {', '.join(sorted(needed()))}")
+    return composer
+
+
+def _policy(settings: GatewaySettings) -> Any:
+    """The router, or a one-line error naming the flag (a checkpoint that cannot be used, whatever fails)."""
+    learned = settings.router not in HEURISTIC_NAMES
+    options = {"threads": settings.torch_threads} if settings.checkpoint and learned else {}
+    try:
+        return make_policy(settings.router, settings.checkpoint, seed=settings.seed, simulated=False, **options)
+    except ValueError as exc:  # CheckpointError too: a one-line message naming the flag
+        raise ValueError(f"--router {settings.router}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - a checkpoint torch or the policy cannot build on: one line, no traceback
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise ValueError(f"--checkpoint {settings.checkpoint}: expected a policy written by rewardkit train, got one "
+                         f"that cannot be loaded ({type(exc).__name__}: {reason})") from None
+
+
+def _request_reward_composer(path: str | None) -> Any:
+    """The reward config's composer, refused when it reads more than per-request keys (as the live env does:
+    a live cluster has no simulated step, and every reward would silently be null)."""
+    if not path:
+        return None
+    from rewardkit import RewardComposer
+
+    try:
+        composer = RewardComposer.from_yaml(path)
+    except ValueError as exc:
+        raise ValueError(f"--reward {path}: {exc}") from None
+    needed = getattr(composer, "context_keys", None)
+    if callable(needed) and not reads_request_keys_only(needed()):
+        raise ValueError(f"--reward {path}: expected a reward of per-request keys only (ttft, e2e, prompt_tokens, "
+                         f"decode_tokens), got one reading {', '.join(sorted(needed()))}")
+    return composer
 
 
 class GatewayApp(Gateway):
@@ -281,7 +336,7 @@ class GatewayApp(Gateway):
     """
 
     async def health(self, request: Request) -> Response:
-        ok = bool(self.view.healthy.any())
+        ok = bool(self.view.healthy.any()) and not self.drain.begun
         return JSONResponse({"healthy_backends": int(self.view.healthy.sum()), "backends": len(self.urls)},
                             status_code=200 if ok else 503)
 
@@ -291,7 +346,7 @@ class GatewayApp(Gateway):
     async def models(self, request: Request) -> Response:
         for i in np.flatnonzero(self.view.healthy):
             try:
-                resp = await self.engine.request("GET", self.urls[i] + "/v1/models")
+                resp = await self.engine.request("GET", self.urls[i] + "/v1/models", headers=self.backend_headers[i])
                 return Response(resp.body, status_code=resp.status, media_type="application/json")
             except EngineError:
                 self.set_healthy(int(i), False)
@@ -310,161 +365,130 @@ class GatewayApp(Gateway):
         else:
             await answer(scope, receive, send)
 
-    async def read_payload(self, headers: dict[bytes, bytes], receive: Any,
-                           chat: bool) -> tuple[bytes, dict[str, Any], int, list[int]] | Response:
-        """The body, its JSON, its prompt tokens and ids; or the 400/413 response."""
-        limit = self.settings.max_body_bytes
-        declared = headers.get(b"content-length", b"").decode("latin-1")
-        if declared.isdigit() and int(declared) > limit:
-            return openai_error(413, f"expected a request body of at most {limit} bytes, got {declared}")
-        parts, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                return openai_error(400, "the client went away before its request body ended")
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                return openai_error(413, f"expected a request body of at most {limit} bytes, got more")
-            parts.append(chunk)
-            more = message.get("more_body", False)
-        body = b"".join(parts)
-        try:
-            payload = json.loads(body)
-            if not isinstance(payload, dict):
-                raise ValueError("expected a JSON object")
-            prompt_tokens, prompt_ids = _prompt_of(payload, chat)
-        except (ValueError, UnicodeDecodeError) as exc:
-            return openai_error(400, f"malformed request body: {exc}")
-        return body, payload, prompt_tokens, prompt_ids
-
     async def proxy(self, headers: dict[bytes, bytes], receive: Any,
                     chat: bool) -> tuple[int, bytes, int, bytes] | Response:
-        """Route, forward, retry once elsewhere if the backend fails before answering; the answer:
-        ``(status, content type, replica, body)`` when whole, else a response to run (a stream, an error)."""
-        read = await self.read_payload(headers, receive, chat)
-        if isinstance(read, Response):
-            return read
-        body, payload, prompt_tokens, prompt_ids = read
-        path = "/v1/chat/completions" if chat else "/v1/completions"
-        stream = bool(payload.get("stream"))
-        options = payload.get("stream_options")
-        client_wants_usage = isinstance(options, dict) and bool(options.get("include_usage"))
-        if stream and not client_wants_usage:  # the engine's own token count, for the record
-            body = json.dumps({**payload, "stream_options": {**(options or {}), "include_usage": True}}).encode()
+        """Read and check the body, then forward it while the client stays (a client that leaves cancels
+        it); the answer: ``(status, content type, replica, body)`` when whole, else a response to run."""
+        clock = RequestClock(self.deadlines, self.drain)
+        try:
+            async with clock.bound("total"):
+                body = await read_body(receive, headers, self.settings.max_body_bytes)
+            payload = parse_payload(body, chat)
+            body = upstream_body(body, payload)
+        except BadRequest as exc:
+            return openai_error(exc.status, str(exc))
+        except DeadlineExceeded as exc:
+            return openai_error(408, f"the request body did not arrive in time ({exc})")
+        if self.drain.begun:
+            return openai_error(503, "the gateway is shutting down", "service_unavailable")
         keep_record = self.log is not None or self.composer is not None
-        request_id = (headers.get(b"x-request-id", b"").decode("latin-1") or uuid.uuid4().hex) if keep_record else ""
+        rid = request_id(headers.get(b"x-request-id", b"").decode("latin-1") or None) if keep_record else ""
+        path = "/v1/chat/completions" if chat else "/v1/completions"
+        work = self.forward(path, body, payload, rid, clock, keep_record)
+        if payload.stream:  # once its answer starts, the stream response notices a client that leaves
+            return await work
+        try:
+            return await until_client_leaves(receive, work)
+        except ClientGone:
+            return Response(status_code=499)
+
+    async def forward(self, path: str, body: bytes, payload: Payload, rid: str, clock: RequestClock,
+                      keep_record: bool) -> tuple[int, bytes, int, bytes] | Response:
+        """Route and send; move the request once when its replica is down or its first byte late; relay
+        the answer. Every attempt is closed on every path (:class:`~schedulers.serve.attempt.Attempt`)."""
         tried: set[int] = set()
-        last_error = "none healthy"
+        last: tuple[int, str, str] = (503, "no healthy backend", "service_unavailable")
         while len(tried) < 2:
-            decided = self.decide(prompt_tokens, prompt_ids, tried, with_rows=self.log is not None)
+            decided = self.decide(payload.prompt_tokens, payload.prompt_ids, tried, with_rows=self.log is not None)
             if decided is None:
                 break
             replica, rows = decided
+            tried.add(replica)
             decision = None
             if keep_record:
-                decision = Decision(request_id, self.settings.router, replica,
-                                    [] if rows is None else rows.round(6).tolist(), prompt_tokens)
-            attempt = Attempt(self, replica, decision, self.view.sent(replica, prompt_tokens, prompt_ids))
-            upstream = self.engine.stream("POST", self.urls[replica] + path, body, JSON_HEADERS)
-            try:
-                resp, chunks = await upstream.__aenter__()
-            except (EngineConnectError, EngineTimeout, EngineProtocolError) as exc:
-                self.set_healthy(replica, False)
-                self.retried.labels(str(replica)).inc()
-                attempt.close("retried", 0)
-                tried.add(replica)
-                last_error = type(exc).__name__
-                continue
-            if stream and resp.status == 200:
-                return StreamingResponse(attempt.relay(upstream, chunks, client_wants_usage), status_code=200,
-                                         media_type=resp.headers.get("content-type", "text/event-stream"),
-                                         headers={REPLICA_HEADER: str(replica)})
-            try:
-                content = b"".join([chunk async for chunk in chunks])
-            except EngineError:
-                await upstream.__aexit__(None, None, None)
-                attempt.close("error", 0)
-                return openai_error(502, f"backend {replica} broke off its answer", "bad_gateway")
-            await upstream.__aexit__(None, None, None)
-            ok = resp.status == 200
-            attempt.close("ok" if ok else "error", _usage(content) if ok else 0)
-            return resp.status, resp.headers.get("content-type", "application/json").encode(), replica, content
-        return openai_error(503, f"no healthy backend answered ({len(tried)} tried; last error: {last_error})",
-                            "service_unavailable")
+                decision = Decision(rid, self.settings.router, replica,
+                                    [] if rows is None else rows.round(6).tolist(), payload.prompt_tokens)
+            attempt = Attempt(self, replica, decision,
+                              self.view.sent(replica, payload.prompt_tokens, payload.prompt_ids), clock)
+            async with attempt:
+                # without a first-byte deadline, one scope of the whole request's covers sending and the answer
+                one_scope = clock.deadlines.first_byte_s is None
+                try:
+                    async with clock.bound("total") if one_scope else contextlib.nullcontext():
+                        resp = await attempt.send(self.engine, self.urls[replica] + path, body,
+                                                  self._post_headers[replica])
+                        if payload.stream and resp.status == 200:
+                            return RelayResponse(attempt, payload.client_wants_usage,
+                                                 resp.headers.get("content-type", "text/event-stream"),
+                                                 {REPLICA_HEADER: str(replica)})
+                        content = await attempt.read(bounded=not one_scope)
+                except (BackendUnreachable, BackendFailed, DeadlineExceeded) as exc:
+                    last = failure(exc, replica)
+                    if isinstance(exc, BackendUnreachable):
+                        last = (503, f"backend {replica} is unreachable ({exc})", "service_unavailable")
+                    if isinstance(exc, BackendUnreachable) or (isinstance(exc, BackendFailed) and not exc.answered):
+                        self.set_healthy(replica, False)  # down or crashed: health checks bring it back
+                    movable = not isinstance(exc, DeadlineExceeded) or exc.which == "first_byte"
+                    if movable and len(tried) < 2 and clock.remaining() > 0 and self.any_healthy(tried):
+                        self.retried.labels(str(replica)).inc()
+                        await attempt.end("retried", 0, last[1])
+                        continue
+                    await attempt.end("error", 0, last[1])
+                    return openai_error(last[0], last[1], last[2])
+                ok = resp.status == 200
+                await attempt.end("ok" if ok else "error", _usage(content) if ok else 0,
+                                  None if ok else f"the backend answered HTTP {resp.status}")
+                return resp.status, resp.headers.get("content-type", "application/json").encode(), replica, content
+        status, message, kind = last
+        if status == 503:
+            message = f"no healthy backend answered ({len(tried)} tried; last error: {message})"
+        return openai_error(status, message, kind)
 
 
-JSON_HEADERS = {"content-type": "application/json"}
+async def until_client_leaves(receive: Callable[[], Awaitable[dict[str, Any]]], work: Awaitable[Any]) -> Any:
+    """``work``'s result, run in this task, or :class:`ClientGone` when the client closes its connection
+    first (``work`` is cancelled, and with it the upstream request). One watcher task per request."""
+    task = asyncio.current_task()
+    state = {"gone": False, "over": False}
+
+    def client_left(watcher: asyncio.Task) -> None:
+        if not watcher.cancelled() and not state["over"]:
+            state["gone"] = True
+            task.cancel()
+
+    watcher = asyncio.ensure_future(_disconnected(receive))
+    watcher.add_done_callback(client_left)
+    try:
+        return await work
+    except asyncio.CancelledError:
+        if state["gone"] and task.uncancel() == 0:
+            raise ClientGone from None
+        raise
+    finally:
+        state["over"] = True
+        watcher.cancel()
 
 
-class Attempt:
-    """One request on one replica: its bookkeeping from send to close, and its stream relay."""
-
-    def __init__(self, gw: Gateway, replica: int, decision: Decision | None, key: int) -> None:
-        self.gw, self.replica, self.decision, self.key = gw, replica, decision, key
-        self.sent_at = time.monotonic()
-        self.first: float | None = None
-        gw._routed[replica].inc()
-        gw._in_flight[replica].inc()
-
-    def close(self, status: str, output_tokens: int) -> None:
-        """Record the outcome: view, metrics, reward, decision log."""
-        gw, d = self.gw, self.decision
-        e2e = time.monotonic() - self.sent_at
-        if status == "ok" and self.first is None and output_tokens:
-            gw.view.token(self.key, output_tokens)  # a plain response: its tokens arrive at once
-        gw.view.finished(self.key, completed=status == "ok")
-        gw._in_flight[self.replica].dec()
-        if status != "retried":
-            gw._e2e[self.replica].observe(e2e)
-        if d is None:
-            return
-        d.status, d.output_tokens = status, output_tokens
-        if status != "retried":
-            d.e2e_s = e2e
-        d.ttft_s = None if self.first is None else self.first - self.sent_at
-        if status == "ok":
-            d.reward, d.reward_terms = gw.request_reward(d.ttft_s, e2e, d.prompt_tokens, output_tokens)
-        gw.record(d)
-
-    async def relay(self, upstream: Any, chunks: AsyncIterator[bytes], client_wants_usage: bool = True) -> AsyncIterator[bytes]:
-        """Pass the engine's stream through event by event (the usage event the gateway asked for is
-        kept only when the client asked too); when the client goes away the generator is closed,
-        and the finally clause closes the upstream stream (cancelling the engine's request)."""
-        status = "cancelled"
-        counter = SSEStream()
-        try:
-            async for chunk in chunks:
-                before = counter.counted
-                events = counter.feed(chunk)
-                if counter.counted > before:
-                    if self.first is None:
-                        self.first = time.monotonic()
-                        self.gw._ttft[self.replica].observe(self.first - self.sent_at)
-                    self.gw.view.token(self.key, counter.counted - before)
-                out = b"".join(event.raw for event in events if client_wants_usage or not event.usage_only)
-                if out:
-                    yield out
-            if counter.rest().strip():
-                yield counter.rest()
-            status = "ok"
-        except EngineError:
-            status = "error"
-        finally:
-            await upstream.__aexit__(None, None, None)
-            self.close(status, counter.tokens)
+async def _disconnected(receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+    """Return when the client has closed its connection (the body has been read already)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 class GatewayASGI:
-    """The gateway's ASGI entry: the routed endpoints straight to :meth:`GatewayApp.handle`, the rest
-    (health, metrics, models, lifespan) through Starlette."""
+    """The gateway's ASGI entry: the API key checked (when set), the routed endpoints straight to
+    :meth:`GatewayApp.handle`, the rest (health, metrics, models, lifespan) through Starlette."""
 
     ROUTED = {"/v1/completions": False, "/v1/chat/completions": True}
 
-    def __init__(self, gateway: GatewayApp, app: Starlette) -> None:
+    def __init__(self, gateway: GatewayApp, app: Starlette, api_key: str | None = None) -> None:
         self.gateway, self.app, self.state = gateway, app, app.state
+        self._key = api_key.encode() if api_key else None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and self._key is not None and not allowed(scope, self._key):
+            await refuse(scope, receive, send)
+            return
         chat = self.ROUTED.get(scope.get("path", "")) if scope["type"] == "http" else None
         if chat is not None and scope["method"] == "POST":
             await self.gateway.handle(scope, receive, send, chat)
@@ -487,19 +511,12 @@ def create_app(settings: GatewaySettings) -> GatewayASGI:
     routes = [Route("/health", gw.health), Route("/metrics", gw.metrics), Route("/v1/models", gw.models)]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.gateway = gw
-    return GatewayASGI(gw, app)
+    return GatewayASGI(gw, app, settings.api_key)
 
 
 def _usage(content: bytes) -> int:
     """``usage.completion_tokens`` of a non-streamed response (0 when absent)."""
     try:
         return int(json.loads(content).get("usage", {}).get("completion_tokens", 0))
-    except (ValueError, AttributeError, TypeError):
+    except (ValueError, AttributeError, TypeError, RecursionError):
         return 0
-
-
-def serve(app: GatewayASGI, host: str = "127.0.0.1", port: int = 8000, drain_s: float = 30.0) -> None:
-    """Run the gateway ``app`` (:func:`create_app`) until SIGTERM/SIGINT; in-flight requests get ``drain_s`` s to finish."""
-    import uvicorn
-
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=drain_s, access_log=False)

@@ -64,6 +64,15 @@ class RequestSpec:
     session: int | None = None
     #: leading tokens this prompt shares with an earlier request's prompt.
     shared_tokens: int = 0
+    #: earlier turns of its conversation left out (the oldest first, as chat clients do) so that
+    #: prompt + output fit the model length; and whether its own part was cut for the same reason.
+    dropped_turns: int = 0
+    own_cut: bool = False
+
+    @property
+    def shortened(self) -> bool:
+        """Whether this prompt is shorter than the workload asked, to fit the model length."""
+        return self.dropped_turns > 0 or self.own_cut
 
     @property
     def prompt_tokens(self) -> int:
@@ -125,7 +134,8 @@ def build_requests(
     """Prompts for every request (random ids in ``[3, vocab_size)``, seeded), with shared prefixes if asked.
 
     In a shared-prefix workload the request's own prompt length is what follows the system prompt
-    and history; conversations that would outgrow ``max_model_len`` start over.
+    and history; a conversation that would outgrow ``max_model_len`` leaves out its oldest turns (as
+    chat clients do), and the request says so (:attr:`RequestSpec.shortened`).
     """
     if vocab_size <= FIRST_ID + 1:
         raise WorkloadError(f"--vocab-size: expected more than {FIRST_ID + 1}, got {vocab_size}")
@@ -138,7 +148,7 @@ def build_requests(
         return [RequestSpec(i, float(lengths.arrival_s[i]), ids(lengths.prompt_tokens[i]), int(lengths.output_tokens[i]))
                 for i in range(len(lengths))]
     systems = [ids(shared.prefix_tokens) for _ in range(shared.groups)]
-    histories: dict[int, tuple[int, ...]] = {}
+    histories: dict[int, list[tuple[int, ...]]] = {}  # each conversation's turns (a user part and its answer)
     session_group: dict[int, int] = {}
     specs = []
     for i in range(len(lengths)):
@@ -146,24 +156,30 @@ def build_requests(
         session = int(rng.integers(shared.sessions)) if shared.sessions else None
         if session is None:
             group = int(rng.integers(shared.groups))
-            history: tuple[int, ...] = ()
+            turns: list[tuple[int, ...]] = []
         else:
             group = session_group.setdefault(session, int(rng.integers(shared.groups)))
-            history = histories.get(session, ())
+            turns = histories.setdefault(session, [])
         system = systems[group]
-        if max_model_len is not None and len(system) + len(history) + own + out > max_model_len:
-            history = ()  # the conversation starts over
+        dropped, own_cut = 0, False
+        if max_model_len is not None:
             if len(system) + own + out > max_model_len:
-                own = max(max_model_len - len(system) - out, 1)
+                own, own_cut = max(max_model_len - len(system) - out, 1), True
                 if len(system) + own + out > max_model_len:
                     raise WorkloadError(f"--shared-prefix: a {len(system)}-token system prompt leaves no room for "
                                         f"request {i} ({out} output tokens) within --max-model-len {max_model_len}")
+            room = max_model_len - len(system) - own - out
+            kept = sum(len(t) for t in turns)
+            while turns and kept > room:  # drop the oldest turns, as chat clients do
+                kept -= len(turns.pop(0))
+                dropped += 1
+        history = tuple(token for turn in turns for token in turn)
         user = ids(own)
         prompt = system + history + user
         specs.append(RequestSpec(i, float(lengths.arrival_s[i]), prompt, out, group=group, session=session,
-                                 shared_tokens=len(system) + len(history)))
+                                 shared_tokens=len(system) + len(history), dropped_turns=dropped, own_cut=own_cut))
         if session is not None:
-            histories[session] = history + user + ids(out)  # the next turn repeats this one (with a stand-in answer)
+            turns.append(user + ids(out))  # the next turn repeats this one (with a stand-in answer)
     return specs
 
 
@@ -177,7 +193,7 @@ def shared_prefix_requests(workload: Any, seed: int, vocab_size: int = PROMPT_VO
 
     The trace's prompt length is the request's own part: it is fitted, with the output, into
     ``max_tokens`` less the system prompt, and the system prompt and the conversation's history are
-    put in front (a conversation that would outgrow ``max_tokens`` starts over).
+    put in front (a conversation that would outgrow ``max_tokens`` leaves out its oldest turns).
     """
     shared = workload.shared_prefix
     if shared is None:

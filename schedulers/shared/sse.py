@@ -32,11 +32,29 @@ class SSEEvent:
     done: bool = False
 
 
-class SSEStream:
-    """Feed chunks; get whole events; ``tokens`` is the output token count so far (see the module doc)."""
+#: the largest event :class:`SSEStream` holds while waiting for its end (a token event is ~200 bytes;
+#: a stream with no blank line for this long is broken, and holding it would grow without bound).
+MAX_EVENT_BYTES = 1 << 20
 
-    def __init__(self) -> None:
-        self._buffer = b""
+
+class EventTooLarge(ValueError):
+    """A stream sent more than ``max_event_bytes`` without ending an event."""
+
+
+class SSEStream:
+    """Feed chunks; get whole events; ``tokens`` is the output token count so far (see the module doc).
+
+    Lines may end with ``\\n``, ``\\r\\n`` or ``\\r`` (the SSE spec allows all three, also split across
+    chunks); events come out with ``\\n`` line ends. Each byte is scanned once (an event sent in many
+    chunks costs its length, not its length squared), and an event longer than ``max_event_bytes``
+    raises :class:`EventTooLarge` instead of being held.
+    """
+
+    def __init__(self, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        self._buffer = bytearray()
+        self._scanned = 0  # bytes of the buffer already searched for a blank line
+        self._pending_cr = False  # the last chunk ended with \r: a \n starting the next one belongs to it
+        self.max_event_bytes = max_event_bytes
         #: events that carried a token
         self.counted = 0
         #: the engine's ``usage`` (``completion_tokens``, ``prompt_tokens``) when it sent one
@@ -49,25 +67,47 @@ class SSEStream:
             return int(self.usage["completion_tokens"])
         return self.counted
 
+    def _normalized(self, chunk: bytes) -> bytes:
+        """``chunk`` with every line end as ``\\n`` (a ``\\r\\n`` split between two chunks too)."""
+        if self._pending_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        self._pending_cr = chunk.endswith(b"\r")
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        return chunk
+
     def feed(self, chunk: bytes) -> list[SSEEvent]:
-        """The events ``chunk`` completes (``\\r\\n`` line ends are read as ``\\n``)."""
-        self._buffer += chunk.replace(b"\r\n", b"\n") if b"\r" in chunk else chunk
-        *events, self._buffer = self._buffer.split(b"\n\n")
+        """The events ``chunk`` completes; :class:`EventTooLarge` when an event outgrows the bound."""
+        self._buffer += self._normalized(chunk)
         out = []
-        for event in events:
-            data, done = event_json(event)
-            usage = data.get("usage") if isinstance(data, dict) else None
-            usage_only = isinstance(usage, dict) and not data.get("choices")
-            if isinstance(usage, dict):
-                self.usage = usage
-            token = is_token_event(data)
-            self.counted += token
-            out.append(SSEEvent(event + b"\n\n", data, token, usage_only, done))
+        start = 0
+        while True:
+            end = self._buffer.find(b"\n\n", max(start, self._scanned - 1))
+            if end < 0:
+                break
+            out.append(self._event(bytes(self._buffer[start:end])))
+            start = end + 2
+            self._scanned = start
+        if start:
+            del self._buffer[:start]
+        self._scanned = len(self._buffer)
+        if len(self._buffer) > self.max_event_bytes:
+            raise EventTooLarge(f"an event of more than {self.max_event_bytes} bytes without an end (a blank line)")
         return out
+
+    def _event(self, event: bytes) -> SSEEvent:
+        data, done = event_json(event)
+        usage = data.get("usage") if isinstance(data, dict) else None
+        usage_only = isinstance(usage, dict) and not data.get("choices")
+        if isinstance(usage, dict):
+            self.usage = usage
+        token = is_token_event(data)
+        self.counted += token
+        return SSEEvent(event + b"\n\n", data, token, usage_only, done)
 
     def rest(self) -> bytes:
         """Bytes after the last whole event (an engine that ended without a blank line)."""
-        return self._buffer
+        return bytes(self._buffer)
 
 
 def event_json(event: bytes) -> tuple[Any, bool]:

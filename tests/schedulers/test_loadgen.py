@@ -50,22 +50,27 @@ def test_shared_prefix_requests_start_with_their_groups_system_prompt() -> None:
     assert len(set(systems.values())) == len(systems) >= 2
 
 
-def test_sessions_repeat_earlier_turns_and_start_over_before_outgrowing_the_model() -> None:
+def test_sessions_repeat_earlier_turns_and_leave_out_the_oldest_before_outgrowing_the_model() -> None:
+    """As chat clients do: a conversation past the model length keeps its latest turns, not none of them."""
     specs = build_requests(lengths(30, 40, 20), seed=2, shared=SharedPrefix(2, 32, sessions=3), max_model_len=256)
     by_session: dict[int, list[RequestSpec]] = {}
     for s in specs:
         assert s.prompt_tokens + s.output_tokens <= 256
         by_session.setdefault(s.session, []).append(s)
     assert sorted(by_session) == [0, 1, 2]
-    restarts = 0
+    shortened = 0
     for turns in by_session.values():
         for prev, cur in zip(turns[:-1], turns[1:], strict=True):
-            if cur.shared_tokens == 32:
-                restarts += 1  # a new conversation: only the system prompt is shared
-            else:
+            own = prev.prompt_ids[prev.shared_tokens:]
+            history = cur.prompt_ids[32:cur.shared_tokens]
+            if cur.dropped_turns == 0:
                 assert cur.prompt_ids[:prev.prompt_tokens] == prev.prompt_ids
                 assert cur.shared_tokens == prev.prompt_tokens + prev.output_tokens
-    assert restarts >= 1
+            else:
+                shortened += 1  # the latest turn is kept: the previous request's own part, then its answer
+                assert history[len(history) - prev.output_tokens - len(own):len(history) - prev.output_tokens] == own
+                assert cur.shortened
+    assert shortened >= 1 and shortened == sum(s.shortened for s in specs)
 
 
 def test_shared_prefix_option_is_parsed_with_a_located_error() -> None:
@@ -200,7 +205,19 @@ def test_replay_records_failures_and_respects_the_duration_bound() -> None:
     [
         (["--url", "localhost:8000"], "--url: expected http://HOST:PORT"),
         (["--url", "http://127.0.0.1:9", "--trace", "/no/such.csv"], "--trace /no/such.csv: no such file"),
-        (["--url", "http://127.0.0.1:9", "--requests", "0", "--model", "m"], "--requests: expected a positive"),
+        (["--url", "http://127.0.0.1:9", "--requests", "0", "--model", "m"], "--requests: expected an integer from 1 to"),
+        (["--url", "http://127.0.0.1:9", "--seed", "-1", "--model", "m"], "--seed: expected an integer from 0 to 4294967295"),
+        (["--url", "http://127.0.0.1:9", "--length-scale", "1e308", "--model", "m"],
+         "--length-scale: expected a number from 0.0001 to 100, got 1e+308"),
+        (["--url", "http://127.0.0.1:9", "--vocab-size", "100000000000000000000", "--model", "m"],
+         "--vocab-size: expected an integer from 5 to 16777216"),
+        (["--url", "http://127.0.0.1:9", "--timeout", "nan", "--model", "m"], "--timeout: expected a number"),
+        (["--url", "http://127.0.0.1:9", "--shared-prefix", "100000:100000", "--model", "m"],
+         "--shared-prefix TOKENS: expected an integer from 1 to 32768, got 100000"),
+        (["--url", "http://127.0.0.1:9", "--shared-prefix", "100000:32768", "--model", "m"],
+         "--shared-prefix: expected at most 10000000 system-prompt tokens in all"),
+        (["--url", "http://127.0.0.1:9", "--out", "OUT_UNDER_A_FILE", "--model", "m"], "cannot write it"),
+        (["--url", "http://127.0.0.1:9", "--out", "OUT_FOLDER", "--model", "m"], "expected a file, got a folder"),
         (["--url", "http://127.0.0.1:9", "--sessions", "2", "--model", "m", "--trace", "TRACE"],
          "--sessions: needs --shared-prefix"),
     ],
@@ -208,7 +225,8 @@ def test_replay_records_failures_and_respects_the_duration_bound() -> None:
 def test_cli_errors_are_one_line_with_exit_2(argv, message, capsys, tmp_path) -> None:
     trace = tmp_path / "t.csv"
     trace.write_text("num_prefill_tokens,num_decode_tokens\n10,5\n")
-    argv = [str(trace) if a == "TRACE" else a for a in argv]
+    names = {"TRACE": str(trace), "OUT_UNDER_A_FILE": str(trace / "out.json"), "OUT_FOLDER": str(tmp_path)}
+    argv = [names.get(a, a) for a in argv]
     if "--trace" in argv and "--qps" not in argv:
         argv += ["--qps", "1"]
     assert rewardkit_main(["loadgen", *argv]) == 2

@@ -163,11 +163,15 @@ def test_a_dead_backend_is_marked_unhealthy_and_rejoins_when_back(cluster_factor
     assert {completion(c.url).json()["served_by"] for _ in range(4)} == {"a", "b"}
 
 
-def test_a_hung_backend_times_out_and_the_request_is_retried_elsewhere(cluster_factory):
+def test_a_backend_late_with_its_first_byte_is_left_and_the_request_retried_elsewhere(cluster_factory):
+    """Late is not dead: the request moves, the replica stays in rotation until health checks say otherwise."""
     hung = StubEngine("hung", mode="hang")
-    c = cluster_factory([hung, StubEngine("b")], router="round_robin", request_timeout_s=0.5, health_interval_s=30)
+    c = cluster_factory([hung, StubEngine("b")], router="round_robin", first_byte_timeout_s=0.5,
+                        request_timeout_s=5, health_interval_s=30)
     answers = [completion(c.url) for _ in range(2)]
     assert [r.status_code for r in answers] == [200, 200] and {r.json()["served_by"] for r in answers} == {"b"}
+    assert c.metric("rewardkit_gateway_retried_total", "0") >= 1 and c.metric("rewardkit_gateway_backend_healthy", "0") == 1
+    assert c.metric("rewardkit_gateway_in_flight", "0") == 0 and c.metric("rewardkit_gateway_in_flight", "1") == 0
 
 
 def test_no_healthy_backend_is_a_503_in_openai_shape(cluster_factory):
@@ -256,7 +260,7 @@ def test_bad_gateway_flags_are_one_line_errors(capsys):
     assert main(["gateway", "--backend", "http://127.0.0.1:1", "--router", "ppo"]) == 2
     assert "--router ppo: router 'ppo' needs a checkpoint" in capsys.readouterr().err
     assert main(["gateway", "--backend", "http://127.0.0.1:1", "--scrape-interval", "-1"]) == 2
-    assert "--scrape-interval: expected seconds >= 0" in capsys.readouterr().err
+    assert "--scrape-interval: expected 0 or seconds from 0.01 to 86400, got -1" in capsys.readouterr().err
     assert main(["gateway", "--backend", "http://127.0.0.1:1", "--torch-threads", "0"]) == 2
     assert "--torch-threads: expected an integer from 1 to 256, got 0" in capsys.readouterr().err
     assert main(["gateway", "--backend", "http://127.0.0.1:1", "--router", "cache_aware:cache_threshold=2"]) == 2
