@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PostgreSQL 15's server binaries for tests/rewardkit/test_optimize_postgres.py, which starts its
+# PostgreSQL 15's server binaries for tests/rewardkit/optimize/test_optimize_postgres.py, which starts its
 # own server in a temporary folder on 127.0.0.1. Installs them with apt-get when initdb is absent.
 set -euo pipefail
 if command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then

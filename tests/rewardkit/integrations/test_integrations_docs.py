@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("stable_baselines3")
 pytest.importorskip("trl")
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "integrations.md"
 
 
 def test_every_snippet_runs():

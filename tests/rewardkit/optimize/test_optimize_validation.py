@@ -394,7 +394,7 @@ def test_the_whole_reward_can_be_a_slot_with_its_own_promises(tmp_path):
     """Slot '.': each alternative a complete reward (terms, expect block); the shipped structure space checks."""
     from rewardkit.optimize.optimizer import load_base_config
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     base, source = load_base_config(root / "configs" / "rewards" / "vidur_hybrid.yaml")
     space = SearchSpace.from_yaml(root / "configs" / "tune" / "vidur_hybrid_structure_space.yaml")
     space.check_against(base, base_source=source)

@@ -12,7 +12,7 @@ from rewardkit.cli import main as rewardkit_main
 from rewardkit.errors import ConfigError
 from schedulers.sim.env_config import load_env_config
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HEADER = b"num_prefill_tokens,num_decode_tokens\n"
 
 #: a trace's bytes, and what the error must say about them

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rewardkit.cli import main as cli_main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_tune_mountaincar_example_runs(tmp_path):

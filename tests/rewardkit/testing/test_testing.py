@@ -26,7 +26,7 @@ from rewardkit.testing import (ComponentCheckError, ExpectationError, assert_fin
 from rewardkit.testing.static_proofs import schedule_interval
 from rewardkit.schedules import make_schedule
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PRESETS = sorted((ROOT / "configs" / "rewards").glob("*.yaml"))
 EXAMPLE = ROOT / "docs" / "examples" / "fading_bonus.yaml"
 FAST = 30

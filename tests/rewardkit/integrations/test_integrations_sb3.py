@@ -23,7 +23,7 @@ from rewardkit.gym import Transition  # noqa: E402
 from rewardkit.integrations.sb3 import (ComposedRewardVecEnv, RewardCheckpointCallback,  # noqa: E402
                                         RewardTermsCallback)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GAMMA = 0.9
 CONFIG = {
     "version": 1,

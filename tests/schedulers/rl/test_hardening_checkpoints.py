@@ -16,7 +16,7 @@ from schedulers.rl.ppo_router import PPORouter
 
 from test_end_to_end import short_config
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def good_policy_file(tmp_path: Path) -> Path:

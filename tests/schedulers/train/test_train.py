@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from toy_env import ToyRoutingEnv  # noqa: E402
 
 torch.set_num_threads(1)
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EVAL_SEEDS = range(101, 109)
 
 

@@ -25,7 +25,7 @@ from schedulers.sim.env_config import (
 )
 from schedulers.sim.slowdowns import SlowdownConfig, SlowdownEvent, SlowdownSchedule
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MIXED = [{"count": 1, "speed": 1.0}, {"count": 1, "speed": 0.5}]
 
 

@@ -11,7 +11,7 @@ from rewardkit import ConfigError, RewardComposer
 from rewardkit.config import load_yaml
 from rewardkit.optimize import SearchSpace
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HYBRID = ROOT / "configs" / "rewards" / "vidur_hybrid.yaml"
 
 

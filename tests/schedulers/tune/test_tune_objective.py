@@ -11,7 +11,7 @@ from optuna.trial import TrialState
 from rewardkit.optimize import BayesianRewardOptimizer, resolve_objective
 from schedulers.tune.vidur_objective import TUNE_SEED_BASE, VidurObjective
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 REWARD_TTFT = ROOT / "configs" / "rewards" / "vidur_ttft.yaml"
 pytestmark = pytest.mark.vidur
 
