@@ -104,6 +104,9 @@ class BaseReward:
     atomic_update: ClassVar[bool] = False
     #: registered name, set by :func:`rewardkit.register`.
     type_name: ClassVar[str] = ""
+    #: a component that waits on I/O (a remote scorer): the composer awaits :meth:`compute_async`
+    #: (never :meth:`compute`), concurrently with the call's other asynchronous terms.
+    asynchronous: ClassVar[bool] = False
 
     def __init__(self, name: str | None = None, inputs: Mapping[str, str] | None = None, **params: Any) -> None:
         self.name = name or self.type_name or type(self).__name__
@@ -128,6 +131,22 @@ class BaseReward:
         environments end their episode with this call. The composer resets state afterwards.
         """
         raise NotImplementedError
+
+    async def compute_async(self, x: Mapping[str, Any], terminated: Array, truncated: Array) -> Array:
+        """The raw term of an ``asynchronous = True`` component, like :meth:`compute` but awaited.
+
+        ``x`` holds the term's inputs with a leading axis of n items (text inputs as lists of str).
+        The composer gathers every asynchronous term of a call and computes the cheap terms while
+        they are in flight.
+        """
+        raise NotImplementedError(f"{type(self).__name__} sets asynchronous = True but does not implement compute_async")
+
+    def last_call_info(self) -> dict[str, float]:
+        """Extra numbers about the last call (a remote term's latency, failures...), empty by default.
+
+        The composer copies them into the breakdown as ``TermOutput.info``.
+        """
+        return {}
 
     def scalar_fn(self) -> Callable[..., float]:
         """A function ``f(*inputs, terminated, truncated) -> float`` for one environment.

@@ -91,8 +91,9 @@ class BreakdownLogger:
     """Accumulate per-term statistics and write a CSV row every ``every`` calls to :meth:`log`.
 
     Columns: ``step`` (the step of the last logged output), ``calls``, then
-    ``<series>/<stat>`` for series ``<term>/raw``, ``<term>/contribution`` and ``total`` and
-    stats mean, std, min, max, count. The term names are fixed by the first output logged.
+    ``<series>/<stat>`` for series ``<term>/raw``, ``<term>/contribution``, ``total`` and
+    ``<term>/info/<key>`` (what a term reports about its calls, ``TermOutput.info``) and stats
+    mean, std, min, max, count. The term names are fixed by the first output logged.
     Use as a context manager, or call :meth:`close` to flush the last partial window.
     """
 
@@ -110,6 +111,7 @@ class BreakdownLogger:
                               f"writing {self.path} only", RuntimeWarning, stacklevel=2)
         self.series: list[str] | None = None
         self._names: tuple[str, ...] = ()
+        self._info_keys: list[tuple[str, str]] = []
         self._acc: _Accumulator | None = None
         self._calls = 0
         self._last_step = 0
@@ -122,14 +124,16 @@ class BreakdownLogger:
         """Fold ``out`` into the current window; flush when the window holds ``every`` calls."""
         terms = out.terms
         if self._acc is None:
-            self._start(tuple(terms))
+            self._start(tuple(terms), terms)
         elif tuple(terms) != self._names:
             raise ValueError(f"the reward's terms changed from {list(self._names)} to {list(terms)}; "
                              "use one BreakdownLogger per composer")
         values = [t.raw for t in terms.values()] + [t.contribution for t in terms.values()] + [out.total]
+        values += [terms[name].info.get(key, math.nan) for name, key in self._info_keys]
         assert self._acc is not None
         if isinstance(out.total, np.ndarray):
-            self._acc.add_batch(np.asarray(values, dtype=np.float64).reshape(len(values), -1))
+            n = out.total.shape[0]
+            self._acc.add_batch(np.stack([np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)) for v in values]))
         else:
             self._acc.add_scalars(np.array(values, dtype=np.float64))
         self._calls += 1
@@ -137,9 +141,13 @@ class BreakdownLogger:
         if self._calls >= self.every:
             self.flush()
 
-    def _start(self, names: tuple[str, ...]) -> None:
+    def _start(self, names: tuple[str, ...], terms: dict[str, Any]) -> None:
         self._names = names
+        # a term's extra numbers (``TermOutput.info``: a remote term's latency, failures...) as
+        # series of their own, named by the first call's keys
+        self._info_keys = [(n, key) for n in names for key in terms[n].info]
         self.series = [f"{n}/raw" for n in names] + [f"{n}/contribution" for n in names] + ["total"]
+        self.series += [f"{n}/info/{key}" for n, key in self._info_keys]
         self._acc = _Accumulator(len(self.series))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = self.path.open("w", newline="", encoding="utf-8")

@@ -170,7 +170,11 @@ def explain_table(composer: RewardComposer, out: RewardOutput) -> str:
 
     sep = "-" * len(line(header))
     body = [line(r) for r in rows]
-    return "\n".join([line(header), sep] + body[:-1 - has_total_transforms] + [sep] + body[-1 - has_total_transforms:])
+    table = [line(header), sep] + body[:-1 - has_total_transforms] + [sep] + body[-1 - has_total_transforms:]
+    # what a term reported about the call (a remote term's latency, requests, failures...)
+    table += [f"{name}: " + ", ".join(f"{key}={_fmt(value)}" for key, value in out.terms[name].info.items())
+              for name in composer.term_names if out.terms[name].info]
+    return "\n".join(table)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

@@ -27,7 +27,7 @@ from .inputs import MAX_STEP, _ABSENT, _check_step, _NotScalar, _plain_floats, _
 from .outputs import CompiledRewardOutput
 
 #: Names the generated functions use for themselves; terms and context keys never take them.
-_RESERVED = frozenset({"ctx", "step", "terminated", "truncated", "done", "total", "out", "_self"})
+_RESERVED = frozenset({"ctx", "step", "terminated", "truncated", "done", "total", "out", "_self", "start", "_pending"})
 _code_ids = itertools.count(1)
 
 
@@ -81,6 +81,15 @@ class CodeEmitter:
                                "_returned": _returned_float, "_bad_output": check_scalar_output, "_ABSENT": _ABSENT,
                                "_RO": CompiledRewardOutput, "_names": self._names, "_self": self}
         namer.used.update(env)
+        if any(n.component.asynchronous for n in self._leaves):
+            # asynchronous terms are awaited together: every call takes the batched path
+            lines = ["def reward_single_env(ctx, step=None, terminated=None, truncated=None):",
+                     "    raise _NotScalar  # asynchronous terms: the batched path gathers them"]
+            lines = [lines[0], "    try:", "    " + lines[1],
+                     "    except (_NotScalar, KeyError, TypeError) as exc:",
+                     "        return _self._not_scalar_call(ctx, step, terminated, truncated, exc)"]
+            self._scalar_source = "\n".join(lines) + "\n"
+            return _define(self._scalar_source, env, "reward_single_env", filename)
         lines = ["def reward_single_env(ctx, step=None, terminated=None, truncated=None):",
                  "    if step is None: step = _self.step",
                  "    elif step.__class__ is not int or step < 0 or step > _MAX_STEP: step = _check_step(step)",
@@ -137,6 +146,7 @@ class CodeEmitter:
                   "    out.total = total",
                   f"    out._values = ({', '.join(flat)},)",
                   "    out._names = _names",
+                  *(["    out._info = _self._collect_info()"] if self._info_nodes else []),
                   "    if _self.training: _self.step = step + 1",
                   "    return out"]
         # This function is the composer's __call__ (no wrapper frame on the hot path): batched
@@ -302,41 +312,72 @@ class CodeEmitter:
         env: dict[str, Any] = {"_self": self, "_checked_output": checked_output, "_like": None}
         namer.used.update(env)
         params = [v["ctx:" + key] for key, *_ in self._slot_info]
-        lines = [f"def reward_batched({', '.join(params + ['step', 'terminated', 'truncated', 'done'])}):"]
+        lines = [f"def reward_batched({', '.join(params + ['step', 'terminated', 'truncated', 'done', 'start'])}):"]
         if not all(_built_in(n.component) for n in self._leaves):
             # third-party results are checked against the inputs' library, device and dtype
             candidates = ", ".join(params + ["done"])
             lines.append(f"    _like = next(_a for _a in ({candidates},) if _a is not None)")
         weight_of = self._emit_weights(lines, env, namer)
         raw_of: dict[str, str] = {}
-        stateless = [n for n in self._leaves if not n.component.stateful]
-        for title, nodes in (("stateless terms", stateless),
-                             ("stateful terms (the caller puts state back if a later step raises)",
-                              self._stateful_nodes)):
-            if nodes:
-                lines.append(f"    # ---- {title}")
-            for node in nodes:
-                comp = node.component
-                fn = namer.unique(f"_{_identifier(node.name)}_compute")
-                env[fn] = comp.compute
-                pairs = [(local, v["ctx:" + key]) for local, key in comp.input_keys.items()]
-                if any(local in comp.optional_inputs for local, _ in pairs):
-                    items = ", ".join(f"({local!r}, {var})" for local, var in pairs)
-                    x = f"{{k: v for k, v in ({items},) if v is not None}}"
-                else:
-                    x = "{" + ", ".join(f"{local!r}: {var}" for local, var in pairs) + "}"
-                raw = raw_of[node.name] = v[node.name + "_raw"]
-                call = f"{fn}({x}, terminated, truncated)"
-                if _built_in(comp):  # tested to return one float per environment in the inputs' library and dtype
-                    lines.append(f"    {raw} = {call}")
-                else:  # third-party components: library, shape, type and finiteness checked, the term named
-                    finite = not self.allow_nonfinite
-                    lines.append(f"    {raw} = _checked_output({call}, done.shape[0], {node.name!r}, {finite}, _like)")
+        asynchronous = [n for n in self._leaves if n.component.asynchronous]
+        stateless = [n for n in self._leaves if not n.component.stateful and not n.component.asynchronous]
+        if asynchronous:
+            lines.append("    # ---- asynchronous terms: started together now, awaited after the cheap terms")
+            calls = []
+            for node in asynchronous:
+                fn = namer.unique(f"_{_identifier(node.name)}_compute_async")
+                env[fn] = node.component.compute_async
+                calls.append(f"{fn}({self._inputs_literal(node.component)}, terminated, truncated)")
+            lines.append(f"    _pending = start(({', '.join(calls)},))")
+        cheap: list[str] = []
+        if stateless:
+            cheap.append("    # ---- stateless terms")
+        for node in stateless:
+            raw_of[node.name] = self._emit_vector_leaf(node, cheap, env, namer)
+        if asynchronous and stateless:  # a cheap term that raises cancels the terms in flight
+            lines += ["    try:", *("    " + line for line in cheap), "    except BaseException:",
+                      "        _pending.cancel()", "        raise"]
+        else:
+            lines += cheap
+        if asynchronous:
+            raws = [v[node.name + "_raw"] for node in asynchronous]
+            lines.append(f"    {', '.join(raws)}, = _pending.result()")
+            for node, raw in zip(asynchronous, raws, strict=True):
+                raw_of[node.name] = raw
+                finite = not self.allow_nonfinite
+                lines.append(f"    {raw} = _checked_output({raw}, done.shape[0], {node.name!r}, {finite}, _like)")
+        if self._stateful_nodes:
+            lines.append("    # ---- stateful terms (the caller puts state back if a later step raises)")
+        for node in self._stateful_nodes:
+            raw_of[node.name] = self._emit_vector_leaf(node, lines, env, namer)
         lines.append("    # ---- normalizers, transforms, weighted sums")
         flat = self._emit_combine(lines, env, namer, raw_of, weight_of, "__call__")
         lines.append(f"    return total, [{', '.join(flat)}]")
         self._vector_source = "\n".join(lines) + "\n"
         return _define(self._vector_source, env, "reward_batched", filename)
+
+    def _inputs_literal(self, comp: BaseReward) -> str:
+        """The dict of a component's inputs (local name -> variable), absent optional ones left out."""
+        v = self._vars
+        pairs = [(local, v["ctx:" + key]) for local, key in comp.input_keys.items()]
+        if any(local in comp.optional_inputs for local, _ in pairs):
+            items = ", ".join(f"({local!r}, {var})" for local, var in pairs)
+            return f"{{k: v for k, v in ({items},) if v is not None}}"
+        return "{" + ", ".join(f"{local!r}: {var}" for local, var in pairs) + "}"
+
+    def _emit_vector_leaf(self, node: TermNode, lines: list[str], env: dict[str, Any], namer: "_Namer") -> str:
+        """One component's batched ``compute`` call; returns the variable holding its raw value."""
+        comp = node.component
+        fn = namer.unique(f"_{_identifier(node.name)}_compute")
+        env[fn] = comp.compute
+        raw = self._vars[node.name + "_raw"]
+        call = f"{fn}({self._inputs_literal(comp)}, terminated, truncated)"
+        if _built_in(comp):  # tested to return one float per environment in the inputs' library and dtype
+            lines.append(f"    {raw} = {call}")
+        else:  # third-party components: library, shape, type and finiteness checked, the term named
+            finite = not self.allow_nonfinite
+            lines.append(f"    {raw} = _checked_output({call}, done.shape[0], {node.name!r}, {finite}, _like)")
+        return raw
 
     def _no_flags(self, n: int, ref: Any = None) -> Any:
         """An all-False flag array of length ``n`` in ``ref``'s library and device, shared between

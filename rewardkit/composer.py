@@ -26,15 +26,19 @@ types ``rewardkit.outputs``.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
+import threading
 import weakref
 from pathlib import Path
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 
+from .async_terms import EventLoopThread, on_loop
+from .base import BaseReward
 from .codegen import CodeEmitter
 from .config import GroupNode, RewardSpec, TermNode, load_yaml, parse_config, spec_to_dict
 from .errors import InvalidInputError
@@ -89,7 +93,30 @@ class RewardComposer(CodeEmitter, InputChecks, StateTransactions):
         self._fingerprint = hashlib.sha256(
             json.dumps(self.to_dict(), sort_keys=True, default=repr).encode()).hexdigest()[:16]
         self._owner: Any = None
+        self._asynchronous = any(n.component.asynchronous for n in self._leaves)
+        self._info_nodes = [n for n in self._leaves
+                            if type(n.component).last_call_info is not BaseReward.last_call_info]
+        self._start_async_loop()
         self._compile()
+
+    def _start_async_loop(self) -> None:
+        self._async_loop = EventLoopThread()
+        self._acall_lock = threading.Lock()
+        weakref.finalize(self, self._async_loop.close)
+
+    def close(self) -> None:
+        """Stop the background event loop of asynchronous terms (a later call starts a new one)."""
+        self._async_loop.close()
+
+    def __enter__(self) -> "RewardComposer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _collect_info(self) -> dict[str, dict[str, float]]:
+        """``last_call_info()`` of the terms that report one (copied into ``TermOutput.info``)."""
+        return {n.name: dict(n.component.last_call_info()) for n in self._info_nodes}
 
     # ---- construction ----------------------------------------------------------------------
     @classmethod
@@ -138,7 +165,7 @@ class RewardComposer(CodeEmitter, InputChecks, StateTransactions):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         for key in ("_scalar_fn", "_vector_fn", "_owner", "_code_id", "_scalar_source", "_vector_source",
-                    "_false_flags"):
+                    "_false_flags", "_async_loop", "_acall_lock"):
             state.pop(key, None)
         return state
 
@@ -146,6 +173,7 @@ class RewardComposer(CodeEmitter, InputChecks, StateTransactions):
         self.__dict__.update(state)
         self._owner = None
         self._false_flags = {}
+        self._start_async_loop()
         self._compile()
 
     def attach_to(self, owner: Any) -> None:
@@ -211,14 +239,35 @@ class RewardComposer(CodeEmitter, InputChecks, StateTransactions):
         """Where the compiled single-environment function hands over: a batched context (arrays
         with an environment axis), a missing key or a context that is not a mapping."""
         if exc.__class__ is _NotScalar:
-            step = self.step if step is None else _check_step(step)
-            total, values, batch = self._call_vector(ctx, step, terminated, truncated)
-            if self.training:
-                self.step = step + (batch or 1)
-            return RewardOutput(total, values, self._names, batch)
+            return self._batched_call(ctx, step, terminated, truncated)
         if isinstance(exc, KeyError):
             self._raise_missing(ctx, exc)
         if isinstance(exc, TypeError) and not isinstance(ctx, Mapping):
             raise InvalidInputError(f"expected a context mapping signal names to values, got "
                                     f"{type(ctx).__name__}") from None
         raise exc
+
+    def _batched_call(self, ctx: Any, step: Any, terminated: Any, truncated: Any, start: Any = None) -> RewardOutput:
+        step = self.step if step is None else _check_step(step)
+        total, values, batch = self._call_vector(ctx, step, terminated, truncated, start)
+        if self.training:
+            self.step = step + (batch or 1)
+        return RewardOutput(total, values, self._names, batch, self._collect_info() if self._info_nodes else None)
+
+    async def acall(self, ctx: Mapping[str, Any], step: int | None = None, terminated: Any = None,
+                    truncated: Any = None) -> RewardOutput:
+        """``composer(ctx)`` for async code: asynchronous terms run on the caller's event loop.
+
+        The cheap terms are computed in a worker thread while the asynchronous ones are in flight
+        on this loop; concurrent ``acall`` of one composer run one after another. Without
+        asynchronous terms this is the plain call.
+        """
+        if not self._asynchronous:
+            return self(ctx, step, terminated, truncated)
+        start = on_loop(asyncio.get_running_loop())
+
+        def evaluate() -> RewardOutput:
+            with self._acall_lock:
+                return self._batched_call(ctx, step, terminated, truncated, start)
+
+        return await asyncio.to_thread(evaluate)

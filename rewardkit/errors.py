@@ -77,3 +77,8 @@ class NonFiniteInputError(RewardKitError, ValueError):
 
 class InvalidInputError(RewardKitError, ValueError):
     """A context value, episode flag, step or reset mask has the wrong type or shape."""
+
+
+class RemoteScoreError(RewardKitError):
+    """A remote reward term (an HTTP scorer or judge) failed and its policy is to raise; the
+    message names the term and the URL. A call that raises this changes no composer state."""

@@ -152,8 +152,8 @@ class InputChecks:
                 ) from None
         raise exc
 
-    def _call_vector(self, ctx: Mapping[str, Any], step: int, terminated: Any, truncated: Any
-                     ) -> tuple[Any, list[Any], int | None]:
+    def _call_vector(self, ctx: Mapping[str, Any], step: int, terminated: Any, truncated: Any,
+                     start: Any = None) -> tuple[Any, list[Any], int | None]:
         if not isinstance(ctx, Mapping):
             raise InvalidInputError(f"expected a context mapping signal names to values, got {type(ctx).__name__}")
         inputs, batch, dtype = self._vector_inputs(ctx)
@@ -167,9 +167,9 @@ class InputChecks:
             done = term | trunc
         if self._guarded:
             with self._transaction(self._guarded):
-                total, values = self._vector_step(inputs, step, term, trunc, done, dtype)
+                total, values = self._vector_step(inputs, step, term, trunc, done, dtype, start)
         else:
-            total, values = self._vector_step(inputs, step, term, trunc, done, dtype)
+            total, values = self._vector_step(inputs, step, term, trunc, done, dtype, start)
         if batch is None:
             values = [v if isinstance(v, (int, float)) else float(to_numpy(v)[0]) for v in values]
             return float(to_numpy(total)[0]), values, None
@@ -266,11 +266,13 @@ class InputChecks:
                         self._nonfinite(key, to_numpy(arr))
         return batch
 
-    def _vector_step(self, inputs: list[Any], step: int, term: Any, trunc: Any, done: Any, dtype: Any = None
-                     ) -> tuple[Any, list[Any]]:
-        """The compiled batched function, then episode ends clear the state of those environments."""
+    def _vector_step(self, inputs: list[Any], step: int, term: Any, trunc: Any, done: Any, dtype: Any = None,
+                     start: Any = None) -> tuple[Any, list[Any]]:
+        """The compiled batched function, then episode ends clear the state of those environments.
+
+        ``start`` launches the asynchronous terms (the composer's background loop by default)."""
         with evaluating(self.check_inputs, dtype):
-            total, values = self._vector_fn(*inputs, step, term, trunc, done)
+            total, values = self._vector_fn(*inputs, step, term, trunc, done, start or self._async_loop.start)
         if self._stateful and maybe_any(done):  # on a device: a where() per state array, no sync
             for comp in self._stateful:
                 comp.reset(done)

@@ -10,16 +10,21 @@ from .backend import array_namespace, device_of
 
 
 class TermOutput:
-    """One term's ``raw``, ``normalized``, ``weight`` and ``contribution`` (floats or arrays)."""
+    """One term's ``raw``, ``normalized``, ``weight`` and ``contribution`` (floats or arrays), and
+    ``info``: extra numbers the component reported about the call (``last_call_info()``: a remote
+    term's latency, requests, failures...; empty for ordinary terms)."""
 
-    __slots__ = ("raw", "normalized", "weight", "contribution")
+    __slots__ = ("raw", "normalized", "weight", "contribution", "info")
 
-    def __init__(self, raw: Any, normalized: Any, weight: Any, contribution: Any) -> None:
+    def __init__(self, raw: Any, normalized: Any, weight: Any, contribution: Any,
+                 info: dict[str, float] | None = None) -> None:
         self.raw, self.normalized, self.weight, self.contribution = raw, normalized, weight, contribution
+        self.info = {} if info is None else info
 
     def __repr__(self) -> str:
+        info = f", info={self.info!r}" if self.info else ""
         return (f"TermOutput(raw={self.raw!r}, normalized={self.normalized!r}, "
-                f"weight={self.weight!r}, contribution={self.contribution!r})")
+                f"weight={self.weight!r}, contribution={self.contribution!r}{info})")
 
 
 class RewardOutput:
@@ -29,17 +34,19 @@ class RewardOutput:
     step) are broadcast to it when the breakdown is read, not on the hot path.
     """
 
-    __slots__ = ("total", "_values", "_names", "_terms", "_n_envs")
+    __slots__ = ("total", "_values", "_names", "_terms", "_n_envs", "_info")
 
-    def __init__(self, total: Any, values: tuple | list, names: tuple[str, ...], n_envs: int | None = None) -> None:
+    def __init__(self, total: Any, values: tuple | list, names: tuple[str, ...], n_envs: int | None = None,
+                 info: dict[str, dict[str, float]] | None = None) -> None:
         self.total = total
         self._values = values
         self._names = names
         self._terms: dict[str, TermOutput] | None = None
         self._n_envs = n_envs
+        self._info = info
 
-    # The compiled scalar path creates outputs without __init__ and leaves _terms and _n_envs
-    # unset (a scalar call); both are read through getattr with a default.
+    # The compiled scalar path creates outputs without __init__ and leaves _terms, _n_envs and
+    # _info unset (a scalar call); they are read through getattr with a default.
     def _weight(self, i: int) -> Any:
         w = self._values[4 * i + 2]
         n_envs = getattr(self, "_n_envs", None)
@@ -57,7 +64,9 @@ class RewardOutput:
         terms = getattr(self, "_terms", None)
         if terms is None:
             v = self._values
-            terms = self._terms = {name: TermOutput(v[4 * i], v[4 * i + 1], self._weight(i), v[4 * i + 3])
+            info = getattr(self, "_info", None) or {}
+            terms = self._terms = {name: TermOutput(v[4 * i], v[4 * i + 1], self._weight(i), v[4 * i + 3],
+                                                    info.get(name))
                                    for i, name in enumerate(self._names)}
         return terms
 

@@ -38,7 +38,8 @@ def register(name: str, *, replace: bool = False) -> Callable[[R], R]:
 
     The class's declarations are checked here, not at first use: ``inputs`` (name -> number of
     axes), ``optional_inputs`` and ``monotone`` naming declared inputs, ``params`` of ``Param``
-    whose defaults pass their own check, ``output_range`` and an implemented ``compute``. A taken
+    whose defaults pass their own check, ``output_range`` and an implemented ``compute``
+    (``compute_async`` for asynchronous ones). A taken
     name raises unless ``replace=True``; one class registers under one name only.
     """
     if not isinstance(name, str) or not name or name == "group":
@@ -84,7 +85,10 @@ def declaration_problems(cls: type[BaseReward]) -> list[str]:
         problems.append(f"output_range must be (low, high) numbers with low <= high, got {cls.output_range!r}")
     if not isinstance(cls.stateful, bool):
         problems.append(f"stateful must be True or False, got {cls.stateful!r}")
-    if cls.compute is BaseReward.compute:
+    if cls.asynchronous:
+        if cls.compute_async is BaseReward.compute_async:
+            problems.append("sets asynchronous = True and must implement compute_async()")
+    elif cls.compute is BaseReward.compute:
         problems.append("must implement compute()")
     return problems
 
