@@ -88,6 +88,9 @@ class BaseReward:
     inputs: ClassVar[dict[str, int]] = {}
     #: inputs that may be absent from the context (``compute`` then does not receive them).
     optional_inputs: ClassVar[frozenset[str]] = frozenset()
+    #: inputs that hold text (declared with 0 axes): one ``str`` per environment. ``compute``
+    #: receives a list of ``str`` for each, the one-environment function a ``str``.
+    text_inputs: ClassVar[frozenset[str]] = frozenset()
     #: parameter name -> specification (default, doc, checker).
     params: ClassVar[dict[str, Param]] = {}
     #: documented closed range of the raw output (may be infinite).

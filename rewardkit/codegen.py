@@ -1,9 +1,22 @@
-"""The generated-code emitter: compiles a reward config into two Python functions.
+"""The compiled plan: a reward config compiled into two Python functions.
 
-``CodeEmitter`` (mixed into ``RewardComposer``) writes ``reward_single_env`` (numbers in,
-no NumPy on the hot path) and ``reward_batched`` (a leading environment axis), defines them with
-their source registered in ``linecache`` so tracebacks show generated lines, and recompiles when
-a weight changes. ``composer.generated_code()`` shows both.
+:class:`CompiledPlan` writes ``reward_single_env`` (numbers in, no NumPy on the hot path; it is the
+composer's ``__call__``) and ``reward_batched`` (a leading environment axis), defines them with
+their source registered in ``linecache`` so tracebacks show generated lines, and :meth:`compile`
+rebuilds them (the composer calls it when a weight changes). It reads inputs through the
+composer's :class:`~rewardkit.inputs.InputReader` and state through its
+:class:`~rewardkit.state_store.StateStore`; ``composer.generated_code()`` shows both functions.
+
+Contract of the two functions:
+
+- ``single_env(ctx, step=None, terminated=None, truncated=None) -> RewardOutput`` evaluates one
+  environment and advances ``store.step`` when training; a context it cannot take (a batch,
+  asynchronous terms, a missing key, not a mapping) goes, before any state moves, to
+  ``fallback(ctx, step, terminated, truncated, exc)`` given at construction.
+- ``batched(*slot_values, step, terminated, truncated, done, start) -> (total, flat values)``
+  takes the reader's checked :class:`~rewardkit.inputs.BatchInputs` values in slot order and the
+  episode flags; ``start`` launches the asynchronous terms (``rewardkit.async_terms``). It does not
+  snapshot state or clear ended episodes: the caller does (see ``RewardComposer``).
 """
 
 from __future__ import annotations
@@ -16,15 +29,16 @@ import math
 import re
 import tokenize
 import weakref
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from .backend import array_namespace, device_of
 from .base import BaseReward, check_scalar_output, checked_output
-from .config import GroupNode, TermNode
-from .inputs import MAX_STEP, _ABSENT, _check_step, _NotScalar, _plain_floats, _returned_float, _scalar_flag
+from .config import GroupNode, RewardSpec, TermNode
+from .inputs import ABSENT, MAX_STEP, InputReader, NotScalar, check_step, plain_floats, returned_float, scalar_flag
 from .outputs import CompiledRewardOutput
+from .shaper import RewardShaper
+from .state_store import StateStore, walk
 
 #: Names the generated functions use for themselves; terms and context keys never take them.
 _RESERVED = frozenset({"ctx", "step", "terminated", "truncated", "done", "total", "out", "_self", "start", "_pending"})
@@ -37,17 +51,41 @@ def _built_in(component: BaseReward) -> bool:
     return type(component).__module__.startswith("rewardkit.components.")
 
 
-class CodeEmitter:
-    """Compiles the composer's config into its two evaluation functions (a mixin of ``RewardComposer``)."""
+class CompiledPlan:
+    """The two compiled evaluation functions of one config (see the module docstring)."""
 
-    def _compile(self) -> None:
-        """(Re)build both compiled functions and register their source with ``linecache``."""
-        if not hasattr(self, "_code_id"):
-            self._code_id = next(_code_ids)
-            weakref.finalize(self, _forget_sources, self._filenames())
+    def __init__(self, spec: RewardSpec, reader: InputReader, store: StateStore, shaper: RewardShaper, *,
+                 fallback: Callable[..., Any], source: str | None = None, allow_nonfinite: bool = False) -> None:
+        self.spec, self.reader, self.store, self.shaper = spec, reader, store, shaper
+        self.fallback = fallback
+        self.source = source
+        self.allow_nonfinite = allow_nonfinite
+        self.order = list(walk(spec.nodes))
+        self.names = tuple(node.name for node in self.order)
+        self.leaves = [n for n in self.order if isinstance(n, TermNode)]
+        #: terms whose component is asynchronous (awaited together; every call is batched then)
+        self.asynchronous = [n for n in self.leaves if n.component.asynchronous]
+        #: terms whose component reports ``last_call_info()`` (copied into ``TermOutput.info``)
+        self.info_nodes = [n for n in self.leaves if type(n.component).last_call_info is not BaseReward.last_call_info]
+        self._code_id = next(_code_ids)
+        weakref.finalize(self, _forget_sources, self._filenames())
+        self.compile()
+
+    def compile(self) -> None:
+        """(Re)build both functions (``single_env``, ``batched``) and register their source with ``linecache``."""
         scalar_file, vector_file = self._filenames()
-        self._scalar_fn = self._compile_scalar(scalar_file)
-        self._vector_fn = self._compile_vector(vector_file)
+        self.single_env = self._compile_scalar(scalar_file)
+        self.batched = self._compile_vector(vector_file)
+
+    def generated_code(self) -> str:
+        """The Python source of both functions (single environment, then batched)."""
+        return self._scalar_source + "\n\n" + self._vector_source
+
+    def collect_info(self) -> dict[str, dict[str, float]] | None:
+        """``last_call_info()`` of the terms that report one, ``None`` when none does."""
+        if not self.info_nodes:
+            return None
+        return {n.name: dict(n.component.last_call_info()) for n in self.info_nodes}
 
     def _filenames(self) -> tuple[str, str]:
         label = self.source or "config"
@@ -57,11 +95,11 @@ class CodeEmitter:
         """Readable, unique names: ``<term>_raw``, ``<term>_weight``, ``ctx_<key>``, ``_<term>_<helper>``."""
         namer = _Namer(_RESERVED)
         self._vars: dict[str, str] = {}
-        for node in self._order:
+        for node in self.order:
             base = _identifier(node.name)
             for suffix in ("", "_raw", "_norm", "_weight"):
                 self._vars[node.name + suffix] = namer.unique(base + suffix)
-        for key in self._readers:
+        for key in self.reader.readers:
             self._vars["ctx:" + key] = namer.unique("ctx_" + _identifier(key))
             self._vars["ctx_sum:" + key] = namer.unique("ctx_" + _identifier(key) + "_sum")
         return namer
@@ -73,25 +111,32 @@ class CodeEmitter:
     # could still raise), then normalizers, transforms and sums (which cannot raise on floats).
     def _compile_scalar(self, filename: str) -> Any:
         namer = self._new_namer()
-        env: dict[str, Any] = {"_NotScalar": _NotScalar, "_isfinite": math.isfinite, "_ndarray": np.ndarray,
-                               "_F64": np.dtype(np.float64), "_nonfinite": self._nonfinite,
-                               "_number": self._scalar_number, "_vector_input": self._scalar_vector,
-                               "_check_step": _check_step, "_plain_floats": _plain_floats,
-                               "_MAX_STEP": MAX_STEP, "_flag": _scalar_flag,
-                               "_returned": _returned_float, "_bad_output": check_scalar_output, "_ABSENT": _ABSENT,
-                               "_RO": CompiledRewardOutput, "_names": self._names, "_self": self}
+        reader = self.reader
+        env: dict[str, Any] = {"_NotScalar": NotScalar, "_isfinite": math.isfinite, "_ndarray": np.ndarray,
+                               "_F64": np.dtype(np.float64), "_nonfinite": reader.nonfinite,
+                               "_number": reader.scalar_number, "_vector_input": reader.scalar_vector,
+                               "_text": reader.scalar_text, "_check_step": check_step, "_plain_floats": plain_floats,
+                               "_MAX_STEP": MAX_STEP, "_flag": scalar_flag,
+                               "_returned": returned_float, "_bad_output": check_scalar_output, "_ABSENT": ABSENT,
+                               "_RO": CompiledRewardOutput, "_names": self.names, "_store": self.store,
+                               "_plan": self, "_fallback": self.fallback}
         namer.used.update(env)
-        if any(n.component.asynchronous for n in self._leaves):
-            # asynchronous terms are awaited together: every call takes the batched path
-            lines = ["def reward_single_env(ctx, step=None, terminated=None, truncated=None):",
-                     "    raise _NotScalar  # asynchronous terms: the batched path gathers them"]
-            lines = [lines[0], "    try:", "    " + lines[1],
-                     "    except (_NotScalar, KeyError, TypeError) as exc:",
-                     "        return _self._not_scalar_call(ctx, step, terminated, truncated, exc)"]
-            self._scalar_source = "\n".join(lines) + "\n"
-            return _define(self._scalar_source, env, "reward_single_env", filename)
-        lines = ["def reward_single_env(ctx, step=None, terminated=None, truncated=None):",
-                 "    if step is None: step = _self.step",
+        head = "def reward_single_env(ctx, step=None, terminated=None, truncated=None):"
+        if self.asynchronous:  # asynchronous terms are awaited together: every call takes the batched path
+            lines = [head, "    raise _NotScalar  # asynchronous terms: the batched path gathers them"]
+        else:
+            lines = [head] + self._scalar_body(namer, env)
+        # This function is the composer's __call__ (no wrapper frame on the hot path): batched
+        # contexts, missing keys and non-mappings leave it for the composer's slower path.
+        lines = [lines[0], "    try:"] + ["    " + line for line in lines[1:]] + [
+            "    except (_NotScalar, KeyError, TypeError) as exc:",
+            "        return _fallback(ctx, step, terminated, truncated, exc)"]
+        self._scalar_source = "\n".join(lines) + "\n"
+        return _define(self._scalar_source, env, "reward_single_env", filename)
+
+    def _scalar_body(self, namer: "_Namer", env: dict[str, Any]) -> list[str]:
+        """The statements of ``reward_single_env`` (numbers in, an output built without ``__init__``)."""
+        lines = ["    if step is None: step = _store.step",
                  "    elif step.__class__ is not int or step < 0 or step > _MAX_STEP: step = _check_step(step)",
                  "    if terminated is None: terminated = False",
                  "    elif terminated.__class__ is not bool: terminated = _flag(terminated, 'terminated')",
@@ -101,7 +146,7 @@ class CodeEmitter:
                  "    # ---- inputs"]
         self._emit_scalar_inputs(lines)
         weight_of = self._emit_weights(lines, env, namer)
-        stateless = [n for n in self._leaves if not n.component.stateful]
+        stateless = [n for n in self.leaves if not n.component.stateful]
         if stateless:
             lines.append("    # ---- stateless terms")
         raw_of: dict[str, str] = {}
@@ -109,25 +154,25 @@ class CodeEmitter:
             raw_of[node.name] = self._emit_scalar_leaf(node, lines, "    ", env, namer)
         # state changes from here on: snapshot what a later failure would leave half-updated
         holders: dict[int, str] = {}  # id(component or normalizer) -> its global name
-        for node in self._order:
+        for node in self.order:
             ident = _identifier(node.name)
             if isinstance(node, TermNode) and node.component.stateful:
                 holders[id(node.component)] = namer.unique(f"_{ident}_component")
                 env[holders[id(node.component)]] = node.component
-            if node.normalizer is not None and node.normalizer in self._guarded:
+            if node.normalizer is not None and node.normalizer in self.store.guarded:
                 holders[id(node.normalizer)] = namer.unique(f"_{ident}_normalizer")
                 env[holders[id(node.normalizer)]] = node.normalizer
         saved = []
-        for holder in self._guarded:
+        for holder in self.store.guarded:
             obj = holders[id(holder)]
             saved.append((obj, namer.unique(obj.lstrip("_") + "_saved")))
         if saved:
             lines.append("    # ---- state is put back as it was if anything below raises")
             lines.extend(f"    {snap} = {obj}.snapshot()" for obj, snap in saved)
         updating: list[str] = []
-        if self._stateful_nodes:
+        if self.store.stateful_nodes:
             updating.append("    # ---- stateful terms")
-            for node in self._stateful_nodes:
+            for node in self.store.stateful_nodes:
                 raw_of[node.name] = self._emit_scalar_leaf(node, updating, "    ", env, namer)
         updating.append("    # ---- normalizers, transforms, weighted sums")
         flat = self._emit_combine(updating, env, namer, raw_of, weight_of, "scalar")
@@ -139,30 +184,32 @@ class CodeEmitter:
             lines.append("        raise")
         else:
             lines.extend(updating)
-        for node in self._stateful_nodes:
+        for node in self.store.stateful_nodes:
             lines.append(f"    if done: {holders[id(node.component)]}.reset(None)")
         # Build the output without a Python __init__ and count the step here: this is the hot path.
         lines += ["    out = _RO()",
                   "    out.total = total",
                   f"    out._values = ({', '.join(flat)},)",
                   "    out._names = _names",
-                  *(["    out._info = _self._collect_info()"] if self._info_nodes else []),
-                  "    if _self.training: _self.step = step + 1",
+                  *(["    out._info = _plan.collect_info()"] if self.info_nodes else []),
+                  "    if _store.training: _store.step = step + 1",
                   "    return out"]
-        # This function is the composer's __call__ (no wrapper frame on the hot path): batched
-        # contexts, missing keys and non-mappings leave it for the composer's slower path.
-        body = lines[1:]
-        lines = [lines[0], "    try:"] + ["    " + line for line in body] + [
-            "    except (_NotScalar, KeyError, TypeError) as exc:",
-            "        return _self._not_scalar_call(ctx, step, terminated, truncated, exc)"]
-        self._scalar_source = "\n".join(lines) + "\n"
-        return _define(self._scalar_source, env, "reward_single_env", filename)
+        return lines
 
     def _emit_scalar_inputs(self, lines: list[str]) -> None:
         """Read each context key once, as a float (or a list of floats), and check it is finite."""
         v = self._vars
-        for key, nd, optional, _ in self._slot_info:
+        for key, nd, optional, text, _ in self.reader.slots:
             x, total = v["ctx:" + key], v["ctx_sum:" + key]
+            if text:  # one str; a list or array of them is a batch (_text raises _NotScalar)
+                if optional:
+                    lines += [f"    {x} = ctx.get({key!r}, _ABSENT)",
+                              f"    if {x} is _ABSENT: {x} = None",
+                              f"    elif {x}.__class__ is not str: {x} = _text({x}, {key!r})"]
+                else:
+                    lines += [f"    {x} = ctx[{key!r}]",
+                              f"    if {x}.__class__ is not str: {x} = _text({x}, {key!r})"]
+                continue
             nonfinite = "raise _NotScalar" if self.allow_nonfinite else f"_nonfinite({key!r}, {x})"
             # ``v - v`` is 0.0 (false) for a finite float and NaN (true) for NaN and +-inf: the
             # finiteness check without a function call
@@ -245,7 +292,7 @@ class CodeEmitter:
         weight_of: dict[str, str] = {}
         by_expr: dict[str, str] = {}
         header = len(lines)
-        for node in self._order:
+        for node in self.order:
             sched = self.shaper.schedule(node.name)
             expr = sched.source("step")
             if expr is None or not _is_finite_literal(expr) and not expr.startswith(("(", "min(", "max(")):
@@ -283,7 +330,7 @@ class CodeEmitter:
             if node.normalizer is not None:
                 fn = namer.unique(f"_{ident}_normalize")
                 env[fn] = getattr(node.normalizer, normalizer_call)
-                lines.append(f"    {v[node.name + '_norm']} = {fn}({value}, done, _self.training)")
+                lines.append(f"    {v[node.name + '_norm']} = {fn}({value}, done, _store.training)")
                 value = v[node.name + "_norm"]
             for k, transform in enumerate(node.transforms):
                 fn = namer.unique(f"_{ident}_{transform.name}" + (f"{k + 1}" if len(node.transforms) > 1 else ""))
@@ -301,7 +348,7 @@ class CodeEmitter:
             fn = namer.unique(f"_total_{transform.name}")
             env[fn] = transform
             lines.append(f"    total = {fn}(total)")
-        return [name for node in self._order for name in outputs[node.name]]
+        return [name for node in self.order for name in outputs[node.name]]
 
     # The batched path is compiled the same way: _call_vector checks and gathers the inputs (one
     # argument per context key), this function calls each component's compute on them and does
@@ -309,18 +356,19 @@ class CodeEmitter:
     def _compile_vector(self, filename: str) -> Any:
         namer = self._new_namer()
         v = self._vars
-        env: dict[str, Any] = {"_self": self, "_checked_output": checked_output, "_like": None}
+        env: dict[str, Any] = {"_store": self.store, "_checked_output": checked_output, "_like": None}
         namer.used.update(env)
-        params = [v["ctx:" + key] for key, *_ in self._slot_info]
+        slots = self.reader.slots
+        params = [v["ctx:" + slot.key] for slot in slots]
         lines = [f"def reward_batched({', '.join(params + ['step', 'terminated', 'truncated', 'done', 'start'])}):"]
-        if not all(_built_in(n.component) for n in self._leaves):
-            # third-party results are checked against the inputs' library, device and dtype
-            candidates = ", ".join(params + ["done"])
+        if not all(_built_in(n.component) for n in self.leaves):
+            # third-party results are checked against the numeric inputs' library, device and dtype
+            candidates = ", ".join([p for p, slot in zip(params, slots, strict=True) if not slot.text] + ["done"])
             lines.append(f"    _like = next(_a for _a in ({candidates},) if _a is not None)")
         weight_of = self._emit_weights(lines, env, namer)
         raw_of: dict[str, str] = {}
-        asynchronous = [n for n in self._leaves if n.component.asynchronous]
-        stateless = [n for n in self._leaves if not n.component.stateful and not n.component.asynchronous]
+        asynchronous = self.asynchronous
+        stateless = [n for n in self.leaves if not n.component.stateful and not n.component.asynchronous]
         if asynchronous:
             lines.append("    # ---- asynchronous terms: started together now, awaited after the cheap terms")
             calls = []
@@ -346,9 +394,9 @@ class CodeEmitter:
                 raw_of[node.name] = raw
                 finite = not self.allow_nonfinite
                 lines.append(f"    {raw} = _checked_output({raw}, done.shape[0], {node.name!r}, {finite}, _like)")
-        if self._stateful_nodes:
+        if self.store.stateful_nodes:
             lines.append("    # ---- stateful terms (the caller puts state back if a later step raises)")
-        for node in self._stateful_nodes:
+        for node in self.store.stateful_nodes:
             raw_of[node.name] = self._emit_vector_leaf(node, lines, env, namer)
         lines.append("    # ---- normalizers, transforms, weighted sums")
         flat = self._emit_combine(lines, env, namer, raw_of, weight_of, "__call__")
@@ -378,27 +426,6 @@ class CodeEmitter:
             finite = not self.allow_nonfinite
             lines.append(f"    {raw} = _checked_output({call}, done.shape[0], {node.name!r}, {finite}, _like)")
         return raw
-
-    def _no_flags(self, n: int, ref: Any = None) -> Any:
-        """An all-False flag array of length ``n`` in ``ref``'s library and device, shared between
-        calls (read-only for NumPy; never written by rewardkit for the others)."""
-        if ref is None or isinstance(ref, np.ndarray):
-            key: Any = n
-        else:
-            key = (n, type(ref), device_of(ref))
-        flags = self._false_flags.get(key)
-        if flags is None:
-            if key is n:
-                flags = np.zeros(n, dtype=bool)
-                flags.flags.writeable = False
-            else:
-                xp = array_namespace(ref)
-                flags = xp.zeros((n,), dtype=xp.bool, device=device_of(ref))
-            self._false_flags[key] = flags
-        return flags
-
-    def _on_weight_change(self) -> None:
-        self._compile()
 
 
 class _Namer:

@@ -18,48 +18,39 @@ tracebacks through them show the generated lines.
 A call that raises changes nothing (step, normalizer statistics, component state), and so does
 a ``load_state_dict`` or ``reset`` that raises.
 
-This module holds the public API; the generated-code emitter is ``rewardkit.codegen``, the
-input checks ``rewardkit.inputs``, saving, restoring and transactions of state
-``rewardkit.transactions`` (``state_dict``/``load_state_dict`` are defined there) and the output
-types ``rewardkit.outputs``.
+The composer is three parts held by composition, each with a public contract:
+:class:`~rewardkit.inputs.InputReader` (``composer.reader``: which context keys are read, how they
+are checked and converted), :class:`~rewardkit.state_store.StateStore` (``composer.store``: step,
+training flag, component and normalizer state, ``state_dict``, transactions) and
+:class:`~rewardkit.codegen.CompiledPlan` (``composer.plan``: the two generated functions). The
+asynchronous terms' event loop is ``rewardkit.async_terms``; the output types ``rewardkit.outputs``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import os
 import threading
 import weakref
-from pathlib import Path
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
-
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
 
 from .async_terms import EventLoopThread, on_loop
-from .base import BaseReward
-from .codegen import CodeEmitter
-from .config import GroupNode, RewardSpec, TermNode, load_yaml, parse_config, spec_to_dict
+from .backend import evaluating, maybe_any, to_numpy
+from .codegen import CompiledPlan
+from .config import RewardSpec, TermNode, load_yaml, parse_config, spec_to_dict
 from .errors import InvalidInputError
-from .inputs import MAX_STEP, Array, InputChecks, _bool_array, _check_step, _NotScalar
+from .inputs import MAX_STEP, InputReader, NotScalar, as_bool_array, check_step
 from .outputs import RewardOutput, TermOutput
 from .params import describe
 from .shaper import RewardShaper
-from .transactions import StateTransactions
+from .state_store import StateStore, walk
 
 __all__ = ["RewardComposer", "RewardOutput", "TermOutput", "MAX_STEP"]
 
 
-def _walk(nodes: list[TermNode | GroupNode]) -> Iterator[TermNode | GroupNode]:
-    for node in nodes:
-        yield node
-        if isinstance(node, GroupNode):
-            yield from _walk(node.children)
-
-
-
-class RewardComposer(CodeEmitter, InputChecks, StateTransactions):
+class RewardComposer:
     """Evaluates a validated reward config; build it with :meth:`from_yaml` or :meth:`from_dict`.
 
     ``allow_nonfinite=True`` lets NaN/inf context values through (they raise by default).
@@ -73,36 +64,47 @@ class RewardComposer(CodeEmitter, InputChecks, StateTransactions):
         self.source = source
         self.allow_nonfinite = allow_nonfinite
         self.check_inputs = check_inputs
-        self.step = 0
-        self.training = True
-        self._order = list(_walk(spec.nodes))
-        self._names = tuple(node.name for node in self._order)
-        self._false_flags: dict[int, Array] = {}
-        self._leaves = [n for n in self._order if isinstance(n, TermNode)]
-        self._stateful_nodes = [n for n in self._leaves if n.component.stateful]
-        self._stateful = [n.component for n in self._stateful_nodes]
-        self._normalized = [n for n in self._order if n.normalizer is not None]
-        self._normalizers = [n.normalizer for n in self._normalized]
-        self._guarded = self._needs_snapshot()
-        self.shaper = RewardShaper({n.name: n.weight for n in self._order})
+        order = list(walk(spec.nodes))
+        self.store = StateStore(spec)
+        self.reader = InputReader([n for n in order if isinstance(n, TermNode)], source=source,
+                                  allow_nonfinite=allow_nonfinite, check_inputs=check_inputs)
+        self.shaper = RewardShaper({n.name: n.weight for n in order})
         self.shaper.on_change(self._on_weight_change)
-        self._readers = self._collect_readers()
-        # one slot per context key: (key, per-env ndim, whether every reader is optional, first reader)
-        self._slot_info = [(key, readers[0][2], all(r[3] for r in readers), readers[0])
-                           for key, readers in self._readers.items()]
-        self._fingerprint = hashlib.sha256(
-            json.dumps(self.to_dict(), sort_keys=True, default=repr).encode()).hexdigest()[:16]
         self._owner: Any = None
-        self._asynchronous = any(n.component.asynchronous for n in self._leaves)
-        self._info_nodes = [n for n in self._leaves
-                            if type(n.component).last_call_info is not BaseReward.last_call_info]
-        self._start_async_loop()
-        self._compile()
+        self._build_runtime()
 
-    def _start_async_loop(self) -> None:
+    def _build_runtime(self) -> None:
+        """The parts that are rebuilt, not copied, by deepcopy and pickle: the compiled plan and
+        the background event loop of asynchronous terms."""
+        self.plan = CompiledPlan(self.spec, self.reader, self.store, self.shaper, fallback=self._not_scalar_call,
+                                 source=self.source, allow_nonfinite=self.allow_nonfinite)
+        self._scalar_fn = self.plan.single_env
         self._async_loop = EventLoopThread()
         self._acall_lock = threading.Lock()
         weakref.finalize(self, self._async_loop.close)
+
+    def _on_weight_change(self) -> None:
+        self.plan.compile()
+        self._scalar_fn = self.plan.single_env
+
+    # ---- step and mode (held by the state store) ---------------------------------------------
+    @property
+    def step(self) -> int:
+        """The step counter: schedules read it; calls in training mode advance it."""
+        return self.store.step
+
+    @step.setter
+    def step(self, value: int) -> None:
+        self.store.step = check_step(value)
+
+    @property
+    def training(self) -> bool:
+        """Whether calls update normalizer statistics and advance the step (see :meth:`train`)."""
+        return self.store.training
+
+    @training.setter
+    def training(self, value: bool) -> None:
+        self.store.training = bool(value)
 
     def close(self) -> None:
         """Stop the background event loop of asynchronous terms (a later call starts a new one)."""
@@ -113,10 +115,6 @@ class RewardComposer(CodeEmitter, InputChecks, StateTransactions):
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-    def _collect_info(self) -> dict[str, dict[str, float]]:
-        """``last_call_info()`` of the terms that report one (copied into ``TermOutput.info``)."""
-        return {n.name: dict(n.component.last_call_info()) for n in self._info_nodes}
 
     # ---- construction ----------------------------------------------------------------------
     @classmethod
@@ -144,37 +142,48 @@ class RewardComposer(CodeEmitter, InputChecks, StateTransactions):
     @property
     def term_names(self) -> tuple[str, ...]:
         """Names of every term and group, in evaluation (pre-)order."""
-        return self._names
+        return self.plan.names
 
     def context_keys(self) -> set[str]:
         """Every context key some component reads (optional ones included)."""
-        return set(self._readers)
+        return self.reader.keys()
 
     def required_context_keys(self) -> set[str]:
         """Context keys that must be present."""
-        return {k for k, readers in self._readers.items() if any(not opt for _, _, _, opt in readers)}
+        return self.reader.required_keys()
+
+    def batch_size(self, ctx: Mapping[str, Any]) -> int | None:
+        """The number of environments ``ctx`` holds, ``None`` for one (shapes only; see
+        :meth:`InputReader.batch_size <rewardkit.inputs.InputReader.batch_size>`)."""
+        return self.reader.batch_size(ctx)
 
     def generated_code(self) -> str:
         """The Python source of the two compiled functions (single environment, then batched).
 
         Tracebacks through them show these lines (the source is registered with ``linecache``).
         """
-        return self._scalar_source + "\n\n" + self._vector_source
+        return self.plan.generated_code()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain data (JSON/YAML-safe) capturing the step, every component and normalizer state,
+        and a fingerprint of the config it belongs to."""
+        return self.store.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` output (all or nothing; a ``ConfigError`` names the key path)."""
+        self.store.load_state_dict(state)
 
     # ---- copying, pickling, sharing ---------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for key in ("_scalar_fn", "_vector_fn", "_owner", "_code_id", "_scalar_source", "_vector_source",
-                    "_false_flags", "_async_loop", "_acall_lock"):
+        for key in ("plan", "_scalar_fn", "_owner", "_async_loop", "_acall_lock"):
             state.pop(key, None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._owner = None
-        self._false_flags = {}
-        self._start_async_loop()
-        self._compile()
+        self._build_runtime()
 
     def attach_to(self, owner: Any) -> None:
         """Bind this composer to one environment wrapper; a second live wrapper is refused.
@@ -194,12 +203,12 @@ class RewardComposer(CodeEmitter, InputChecks, StateTransactions):
     # ---- modes and state --------------------------------------------------------------------
     def train(self) -> "RewardComposer":
         """Normalizer statistics update and the step counter advances (the default)."""
-        self.training = True
+        self.store.training = True
         return self
 
     def eval(self) -> "RewardComposer":
         """Freeze normalizer statistics and the step counter."""
-        self.training = False
+        self.store.training = False
         return self
 
     def reset(self, mask: Any = None) -> None:
@@ -210,15 +219,11 @@ class RewardComposer(CodeEmitter, InputChecks, StateTransactions):
         anything else raises ``InvalidInputError`` and changes nothing.
         """
         if mask is not None:
-            mask = _bool_array(mask, "reset mask")
+            mask = as_bool_array(mask, "reset mask")
             if mask.ndim != 1:
                 raise InvalidInputError(f"reset mask: expected a 1-D array of booleans (one per environment), "
                                         f"got shape {tuple(mask.shape)}")
-        with self._transaction():
-            for comp in self._stateful:
-                comp.reset(mask)
-            for norm in self._normalizers:
-                norm.reset(mask)
+        self.store.reset(mask)
 
     # ---- evaluation -----------------------------------------------------------------------
     if TYPE_CHECKING:
@@ -237,22 +242,36 @@ class RewardComposer(CodeEmitter, InputChecks, StateTransactions):
     def _not_scalar_call(self, ctx: Any, step: Any, terminated: Any, truncated: Any,
                          exc: BaseException) -> RewardOutput:
         """Where the compiled single-environment function hands over: a batched context (arrays
-        with an environment axis), a missing key or a context that is not a mapping."""
-        if exc.__class__ is _NotScalar:
+        with an environment axis, or asynchronous terms), a missing key or a context that is not
+        a mapping."""
+        if exc.__class__ is NotScalar:
             return self._batched_call(ctx, step, terminated, truncated)
         if isinstance(exc, KeyError):
-            self._raise_missing(ctx, exc)
+            self.reader.raise_missing(ctx, exc)
         if isinstance(exc, TypeError) and not isinstance(ctx, Mapping):
             raise InvalidInputError(f"expected a context mapping signal names to values, got "
                                     f"{type(ctx).__name__}") from None
         raise exc
 
     def _batched_call(self, ctx: Any, step: Any, terminated: Any, truncated: Any, start: Any = None) -> RewardOutput:
-        step = self.step if step is None else _check_step(step)
-        total, values, batch = self._call_vector(ctx, step, terminated, truncated, start)
-        if self.training:
-            self.step = step + (batch or 1)
-        return RewardOutput(total, values, self._names, batch, self._collect_info() if self._info_nodes else None)
+        """Read the batch, run the compiled batched function in a transaction, clear ended
+        episodes' state and advance the step. ``start`` launches asynchronous terms (the
+        background loop by default)."""
+        step = self.store.step if step is None else check_step(step)
+        inputs = self.reader.read_batch(ctx)
+        term, trunc, done = self.reader.episode_flags(inputs, terminated, truncated)
+        store, plan = self.store, self.plan
+        with store.transaction(store.guarded), evaluating(self.check_inputs, inputs.dtype):
+            total, values = plan.batched(*inputs.values, step, term, trunc, done, start or self._async_loop.start)
+            if store.components and maybe_any(done):  # on a device: a where() per state array, no sync
+                store.end_episodes(done)
+        batch = inputs.batch
+        if batch is None:
+            values = [v if isinstance(v, (int, float)) else float(to_numpy(v)[0]) for v in values]
+            total = float(to_numpy(total)[0])
+        if store.training:
+            store.step = step + (batch or 1)
+        return RewardOutput(total, values, plan.names, batch, plan.collect_info())
 
     async def acall(self, ctx: Mapping[str, Any], step: int | None = None, terminated: Any = None,
                     truncated: Any = None) -> RewardOutput:
@@ -262,7 +281,7 @@ class RewardComposer(CodeEmitter, InputChecks, StateTransactions):
         on this loop; concurrent ``acall`` of one composer run one after another. Without
         asynchronous terms this is the plain call.
         """
-        if not self._asynchronous:
+        if not self.plan.asynchronous:
             return self(ctx, step, terminated, truncated)
         start = on_loop(asyncio.get_running_loop())
 
@@ -271,3 +290,4 @@ class RewardComposer(CodeEmitter, InputChecks, StateTransactions):
                 return self._batched_call(ctx, step, terminated, truncated, start)
 
         return await asyncio.to_thread(evaluate)
+

@@ -119,7 +119,8 @@ def component_info(name: str) -> ComponentInfo:
     cls = get_component_class(name)
     summary, details = _doc_parts(cls)
     inputs = tuple(
-        InputInfo(inp, AXES.get(nd, f"array with {nd} axes"), inp in cls.optional_inputs, _key_param(cls, inp))
+        InputInfo(inp, "text: a str per environment (a list of str batched)" if inp in cls.text_inputs
+                  else AXES.get(nd, f"array with {nd} axes"), inp in cls.optional_inputs, _key_param(cls, inp))
         for inp, nd in cls.inputs.items()
     )
     return ComponentInfo(

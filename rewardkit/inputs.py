@@ -1,46 +1,165 @@
-"""Input checks: how ``RewardComposer`` reads, checks and converts a context and episode flags.
+"""The input reader: how a composer reads, checks and converts a context and its episode flags.
 
-``InputChecks`` is mixed into ``RewardComposer``; the module-level helpers are also used by the
-generated single-environment function (see ``rewardkit.codegen``). Every check raises an
-``InvalidInputError``/``MissingInputError``/``NonFiniteInputError`` naming the context key and
-the terms that read it, before any state changes.
+:class:`InputReader` is built once from the config's terms (which context key each reads, with
+how many axes, whether optional, whether text) and is held by the composer; the compiled plan
+(``rewardkit.codegen``) calls its public methods from the generated single-environment function.
+Every check raises an ``InvalidInputError``/``MissingInputError``/``NonFiniteInputError`` naming
+the context key and the terms that read it, before any state changes.
+
+Numbers: a float (one environment) or an array with a leading environment axis, in any array
+library. Text (inputs a component lists in ``text_inputs``): a ``str`` for one environment, a list
+(or 1-D NumPy string/object array) of ``str`` for a batch; anything else is an
+``InvalidInputError``. Text is read on the host as Python lists of ``str``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 import numpy as np
 
-from .backend import (all_finite, array_namespace, check_one_library, device_of, evaluating, library_of, like, maybe_any,
-                      to_numpy, wide_float)
+from .backend import (all_finite, array_namespace, check_one_library, device_of, library_of, like, to_numpy,
+                      wide_float)
+from .config import TermNode
 from .errors import ConfigError, InvalidInputError, MissingInputError, NonFiniteInputError
 from .params import describe
 
 Array = np.ndarray
-_F64 = np.dtype(np.float64)
-_F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+F32 = np.dtype(np.float32)
 
 
-class _NotScalar(Exception):
-    """Raised by the compiled scalar path when the context holds arrays (before any state moves)."""
+class NotScalar(Exception):
+    """Raised by the compiled single-environment path when the context holds a batch (before any
+    state moves): the composer then takes the batched path."""
 
 
-_ABSENT = object()  # an optional context key that is not in the context
+#: Marks an optional context key that is not in the context (the generated code tests ``is ABSENT``).
+ABSENT = object()
 #: Largest step accepted (the int64 range, as step counters elsewhere).
 MAX_STEP = 2**63 - 1
 
 
-def _config_path(term_name: str) -> str:
+def config_path(term_name: str) -> str:
     """The key path of a term in a config: ``components.<group>.components.<term>``."""
     return "components." + ".components.".join(term_name.split("/"))
 
 
+class Reader(NamedTuple):
+    """One term input reading a context key."""
 
-class InputChecks:
-    """The composer's context reading and checking (a mixin of ``RewardComposer``)."""
+    term: str
+    local: str
+    ndim: int
+    optional: bool
+    text: bool
 
-    # ---- input checks -----------------------------------------------------------------------
+
+class InputSlot(NamedTuple):
+    """One context key the composer reads: per-environment axes, whether every reader is
+    optional, whether it is text, and the first term reading it (named in errors)."""
+
+    key: str
+    ndim: int
+    optional: bool
+    text: bool
+    first: Reader
+
+
+class BatchInputs(NamedTuple):
+    """A batched call's checked inputs: one value per slot (an array with the environment axis,
+    a list of ``str`` for text, ``None`` for an absent optional key), the batch size (``None``
+    when nothing had an environment axis) and the call's float dtype."""
+
+    values: list[Any]
+    batch: int | None
+    dtype: Any
+
+
+class InputReader:
+    """Reads and checks a context for a fixed set of terms.
+
+    ``slots`` lists the context keys in the order the compiled functions take them. Errors name
+    the key, the terms reading it and (for a missing key) what the context holds; ``source`` (the
+    config file) prefixes missing-key messages.
+    """
+
+    def __init__(self, leaves: Iterable[TermNode], *, source: str | None = None, allow_nonfinite: bool = False,
+                 check_inputs: bool = True) -> None:
+        self.source = source
+        self.allow_nonfinite = allow_nonfinite
+        self.check_inputs = check_inputs
+        self.readers = self._collect_readers(list(leaves))
+        self.slots = [InputSlot(key, rs[0].ndim, all(r.optional for r in rs), rs[0].text, rs[0])
+                      for key, rs in self.readers.items()]
+        self._numeric_keys = [slot.key for slot in self.slots if not slot.text]
+        self._false_flags: dict[Any, Any] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_false_flags": {}}
+
+    # ---- what is read ---------------------------------------------------------------------------
+    def keys(self) -> set[str]:
+        """Every context key some term reads (optional ones included)."""
+        return set(self.readers)
+
+    def required_keys(self) -> set[str]:
+        """Context keys that must be present."""
+        return {k for k, rs in self.readers.items() if any(not r.optional for r in rs)}
+
+    def _collect_readers(self, leaves: list[TermNode]) -> dict[str, list[Reader]]:
+        readers: dict[str, list[Reader]] = {}
+        for node in leaves:
+            comp = node.component
+            for local, key in comp.input_keys.items():
+                here = Reader(node.name, local, comp.inputs[local], local in comp.optional_inputs,
+                              local in comp.text_inputs)
+                for other in readers.get(key, []):
+                    if other.text != here.text:
+                        kinds = ("text", "numbers") if here.text else ("numbers", "text")
+                        raise ConfigError(
+                            f"context key {key!r} is read as {kinds[0]} here but as {kinds[1]} by {other.term} "
+                            f"(input {other.local!r}); one key holds one kind of value",
+                            source=self.source, path=f"{config_path(node.name)}.inputs.{local}")
+                    if other.ndim != here.ndim:
+                        raise ConfigError(
+                            f"context key {key!r} is read with {here.ndim} axes per environment here but with "
+                            f"{other.ndim} by {other.term} (input {other.local!r}); one key has one shape",
+                            source=self.source, path=f"{config_path(node.name)}.inputs.{local}")
+                readers.setdefault(key, []).append(here)
+        return readers
+
+    def read_by(self, key: str) -> str:
+        """The terms reading ``key``, for messages."""
+        return ", ".join(sorted({r.term for r in self.readers.get(key, [])}))
+
+    # ---- errors -----------------------------------------------------------------------------------
+    def nonfinite(self, key: str, value: Any) -> None:
+        """Raise the ``NonFiniteInputError`` of a NaN/inf value of ``key``."""
+        raise NonFiniteInputError(
+            f"context key {key!r} (read by {self.read_by(key)}) is not finite: {describe(value)}; "
+            "pass allow_nonfinite=True to the composer to accept NaN/inf")
+
+    def bad_input(self, key: str, value: Any, expected: str) -> InvalidInputError:
+        """The ``InvalidInputError`` of a value of ``key`` that is not what was ``expected``."""
+        return InvalidInputError(f"context key {key!r} (read by {self.read_by(key)}): expected {expected}, "
+                                 f"got {type(value).__name__} {describe(value)}")
+
+    def raise_missing(self, ctx: Mapping[str, Any], exc: KeyError) -> None:
+        """Raise ``MissingInputError`` for the first required key ``ctx`` lacks (else re-raise ``exc``)."""
+        if not isinstance(ctx, Mapping):
+            raise InvalidInputError(f"expected a context mapping signal names to values, got {type(ctx).__name__}")
+        for key, readers in self.readers.items():
+            needed_by = [f"{r.term} (input {r.local!r})" for r in readers if not r.optional]
+            if needed_by and key not in ctx:
+                where = f"{self.source}: " if self.source else ""
+                raise MissingInputError(
+                    f"{where}context is missing key {key!r}, needed by " + ", ".join(needed_by)
+                    + f"; context has: {', '.join(sorted(map(str, ctx))) or 'nothing'}"
+                ) from None
+        raise exc
+
+    # ---- one environment (called by the compiled single-environment function) -----------------------
     def batch_size(self, ctx: Mapping[str, Any]) -> int | None:
         """The number of environments ``ctx`` holds (its inputs' leading axis), ``None`` for one.
 
@@ -50,189 +169,168 @@ class InputChecks:
         """
         if not isinstance(ctx, Mapping):
             raise InvalidInputError(f"expected a context mapping signal names to values, got {type(ctx).__name__}")
-        for key, nd, _, _ in self._slot_info:
-            if key in ctx:
+        for slot in self.slots:
+            if slot.key in ctx:
+                value = ctx[slot.key]
+                if slot.text:
+                    if isinstance(value, (list, tuple, np.ndarray)):
+                        return len(value)
+                    continue
                 try:
-                    shape = np.shape(ctx[key])
+                    shape = np.shape(value)
                 except (ValueError, TypeError):
                     continue
-                if len(shape) == nd + 1:
+                if len(shape) == slot.ndim + 1:
                     return int(shape[0])
         return None
 
-    def _read_by(self, key: str) -> str:
-        return ", ".join(sorted({name for name, _, _, _ in self._readers.get(key, [])}))
-
-    def _nonfinite(self, key: str, value: Any) -> None:
-        raise NonFiniteInputError(
-            f"context key {key!r} (read by {self._read_by(key)}) is not finite: {describe(value)}; "
-            "pass allow_nonfinite=True to the composer to accept NaN/inf")
-
-    def _bad_input(self, key: str, value: Any, expected: str) -> InvalidInputError:
-        return InvalidInputError(f"context key {key!r} (read by {self._read_by(key)}): expected {expected}, "
-                                 f"got {type(value).__name__} {describe(value)}")
-
-    def _scalar_number(self, value: Any, key: str) -> float:
-        """A one-environment number as a Python float; arrays and lists mean a batch (_NotScalar)."""
+    def scalar_number(self, value: Any, key: str) -> float:
+        """A one-environment number as a Python float; arrays and lists mean a batch (``NotScalar``)."""
         if isinstance(value, (bool, np.bool_)):
-            raise self._bad_input(key, value, "a number (booleans are not numbers here)")
+            raise self.bad_input(key, value, "a number (booleans are not numbers here)")
         if isinstance(value, (int, float, np.integer, np.floating)):
             try:
                 return float(value)
             except OverflowError:
-                raise self._bad_input(key, value, "a number within the float64 range") from None
+                raise self.bad_input(key, value, "a number within the float64 range") from None
         if isinstance(value, (list, tuple)):
-            raise _NotScalar
+            raise NotScalar
         if library_of(value) not in (None, "numpy"):
-            raise _NotScalar  # another library's array: the batched path names it (and a mixed context)
+            raise NotScalar  # another library's array: the batched path names it (and a mixed context)
         if isinstance(value, np.ndarray):
             if value.dtype.kind not in "fiu":
-                raise self._bad_input(key, value, f"an array of real numbers, not of dtype {value.dtype}")
+                raise self.bad_input(key, value, f"an array of real numbers, not of dtype {value.dtype}")
             if value.ndim == 0:
                 return float(value)
-            raise _NotScalar
-        raise self._bad_input(key, value, "a number or an array of numbers")
+            raise NotScalar
+        raise self.bad_input(key, value, "a number or an array of numbers")
 
-    def _scalar_vector(self, value: Any, key: str, nd: int) -> Any:
+    def scalar_vector(self, value: Any, key: str, nd: int) -> Any:
         """A one-environment vector input as (nested) lists of floats; more axes mean a batch."""
-        arr = self._as_float_array(value, key)
+        arr = self.as_float_array(value, key)
         if arr.ndim != nd:
-            raise _NotScalar  # a batch, or a shape the batched path reports
+            raise NotScalar  # a batch, or a shape the batched path reports
         return arr.tolist()
 
-    def _as_float_array(self, value: Any, key: str) -> Array:
+    def scalar_text(self, value: Any, key: str) -> str:
+        """A one-environment text input (a ``str``); a list or array of them means a batch."""
+        if isinstance(value, str):
+            return value
+        if isinstance(value, np.str_):
+            return str(value)
+        if isinstance(value, (list, tuple, np.ndarray)):
+            raise NotScalar
+        raise self.bad_input(key, value, "text (a str, or a list of str for a batch)")
+
+    # ---- a batch -----------------------------------------------------------------------------------
+    def as_float_array(self, value: Any, key: str) -> Array:
         """``value`` as a float64 array; strings, booleans, None, complex numbers and other
         non-numbers raise ``InvalidInputError`` naming the key and the terms that read it."""
-        if value.__class__ is np.ndarray and value.dtype is _F64:
+        if value.__class__ is np.ndarray and value.dtype is F64:
             return value
         if isinstance(value, (str, bytes, dict, bool, np.bool_)) or value is None:
-            raise self._bad_input(key, value, "a number or an array of numbers")
+            raise self.bad_input(key, value, "a number or an array of numbers")
         try:
             arr = np.asarray(value)
         except (ValueError, TypeError, OverflowError):
-            raise self._bad_input(key, value, "a number or a rectangular array of numbers") from None
+            raise self.bad_input(key, value, "a number or a rectangular array of numbers") from None
         kind = arr.dtype.kind
         if kind == "f":  # float32 stays float32 (the dtype policy); other floats compute in float64
-            return arr if arr.dtype == _F64 or arr.dtype == _F32 else arr.astype(np.float64)
+            return arr if arr.dtype == F64 or arr.dtype == F32 else arr.astype(np.float64)
         if kind in "iu":
             return arr.astype(np.float64)
         if kind == "O":  # Python ints beyond int64, or mixed objects: each must be a real number
             if any(isinstance(x, (list, tuple, np.ndarray)) for x in arr.reshape(-1)):
-                raise self._bad_input(key, value, "a number or a rectangular array of numbers")
-            flat = [self._scalar_number(x, key) for x in arr.reshape(-1)]
+                raise self.bad_input(key, value, "a number or a rectangular array of numbers")
+            flat = [self.scalar_number(x, key) for x in arr.reshape(-1)]
             return np.array(flat, dtype=np.float64).reshape(arr.shape)
-        raise self._bad_input(key, value, f"real numbers, not an array of dtype {arr.dtype}")
+        raise self.bad_input(key, value, f"real numbers, not an array of dtype {arr.dtype}")
 
-    def _collect_readers(self) -> dict[str, list[tuple[str, str, int, bool]]]:
-        """Context key -> [(term name, local input name, per-env ndim, optional)]."""
-        readers: dict[str, list[tuple[str, str, int, bool]]] = {}
-        for node in self._leaves:
-            comp = node.component
-            for local, key in comp.input_keys.items():
-                nd = comp.inputs[local]
-                for other, other_local, other_nd, _ in readers.get(key, []):
-                    if other_nd != nd:
-                        raise ConfigError(
-                            f"context key {key!r} is read with {nd} axes per environment here but with "
-                            f"{other_nd} by {other} (input {other_local!r}); one key has one shape",
-                            source=self.source, path=f"{_config_path(node.name)}.inputs.{local}")
-                readers.setdefault(key, []).append((node.name, local, nd, local in comp.optional_inputs))
-        return readers
+    def text_list(self, value: Any, key: str) -> list[str] | str:
+        """A batch of text as a list of ``str`` (one ``str`` stays one, broadcast later)."""
+        if isinstance(value, str):
+            return value
+        if isinstance(value, np.ndarray):
+            if value.ndim != 1 or value.dtype.kind not in "UO":
+                raise self.bad_input(key, value, "text: a 1-D array of str (dtype str or object)")
+            value = value.tolist()
+        elif isinstance(value, tuple):
+            value = list(value)
+        elif not isinstance(value, list):
+            raise self.bad_input(key, value, "text (a str, or a list of str for a batch)")
+        for i, item in enumerate(value):
+            if item.__class__ is not str and not isinstance(item, str):
+                raise InvalidInputError(f"context key {key!r} (read by {self.read_by(key)}): expected text (a str) "
+                                        f"at index {i}, got {type(item).__name__} {describe(item)}")
+        return value
 
-    def _raise_missing(self, ctx: Mapping[str, Any], exc: KeyError) -> None:
-        if not isinstance(ctx, Mapping):
-            raise InvalidInputError(f"expected a context mapping signal names to values, got {type(ctx).__name__}")
-        for key, readers in self._readers.items():
-            needed_by = [f"{name} (input {local!r})" for name, local, _, opt in readers if not opt]
-            if needed_by and key not in ctx:
-                where = f"{self.source}: " if self.source else ""
-                raise MissingInputError(
-                    f"{where}context is missing key {key!r}, needed by " + ", ".join(needed_by)
-                    + f"; context has: {', '.join(sorted(map(str, ctx))) or 'nothing'}"
-                ) from None
-        raise exc
-
-    def _call_vector(self, ctx: Mapping[str, Any], step: int, terminated: Any, truncated: Any,
-                     start: Any = None) -> tuple[Any, list[Any], int | None]:
-        if not isinstance(ctx, Mapping):
-            raise InvalidInputError(f"expected a context mapping signal names to values, got {type(ctx).__name__}")
-        inputs, batch, dtype = self._vector_inputs(ctx)
-        n = batch if batch is not None else 1
-        ref = next((a for a in inputs if a is not None), None)
-        if terminated is None and truncated is None:
-            term = trunc = done = self._no_flags(n, ref)
-        else:
-            term = _flags(terminated, n, "terminated", ref)
-            trunc = _flags(truncated, n, "truncated", ref)
-            done = term | trunc
-        if self._guarded:
-            with self._transaction(self._guarded):
-                total, values = self._vector_step(inputs, step, term, trunc, done, dtype, start)
-        else:
-            total, values = self._vector_step(inputs, step, term, trunc, done, dtype, start)
-        if batch is None:
-            values = [v if isinstance(v, (int, float)) else float(to_numpy(v)[0]) for v in values]
-            return float(to_numpy(total)[0]), values, None
-        return total, values, n
-
-    def _vector_inputs(self, ctx: Mapping[str, Any]) -> tuple[list[Any], int | None, Any]:
+    def read_batch(self, ctx: Mapping[str, Any]) -> BatchInputs:
         """Each context key as a checked float array of the context's library with a leading
-        environment axis, the batch size (``None`` when no input has an environment axis) and
-        the float dtype of the call.
+        environment axis (text as a list of ``str``), the batch size and the call's float dtype.
 
         Dtype policy: float32 if every array input is float32, else float64 (float32 in JAX
         without x64); Python numbers and lists follow the arrays. The only checks that read
         values (and so synchronise with a device) are the NaN/inf check (off with
         ``allow_nonfinite``) and components' domain checks; ``check_inputs=False`` skips them.
         """
-        library = check_one_library(ctx, self._readers)
-        host = library in (None, "numpy")
+        if not isinstance(ctx, Mapping):
+            raise InvalidInputError(f"expected a context mapping signal names to values, got {type(ctx).__name__}")
+        library = check_one_library(ctx, self._numeric_keys)
         raw: list[Any] = []
-        for key, _, optional, _ in self._slot_info:
-            if key not in ctx:
-                if not optional:
-                    self._raise_missing(ctx, KeyError(key))
+        for slot in self.slots:
+            if slot.key not in ctx:
+                if not slot.optional:
+                    self.raise_missing(ctx, KeyError(slot.key))
                 raw.append(None)
+            elif slot.text:
+                raw.append(self.text_list(ctx[slot.key], slot.key))
             else:
-                raw.append(ctx[key])
-        if host:
-            inputs: list[Any] = [None if value is None else self._as_float_array(value, key)
-                                 for (key, *_), value in zip(self._slot_info, raw, strict=True)]
-            dtypes = {a.dtype for a, v in zip(inputs, raw, strict=True) if a is not None and library_of(v) is not None}
-            dtype = _F32 if dtypes == {_F32} else _F64
-            if _F32 in dtypes or dtype is _F32:
-                inputs = [a if a is None or a.dtype == dtype else a.astype(dtype) for a in inputs]
-            xp, device = np, None
+                raw.append(ctx[slot.key])
+        if library in (None, "numpy"):
+            inputs = [value if value is None or slot.text else self.as_float_array(value, slot.key)
+                      for slot, value in zip(self.slots, raw, strict=True)]
+            dtypes = {a.dtype for slot, a, v in zip(self.slots, inputs, raw, strict=True)
+                      if a is not None and not slot.text and library_of(v) is not None}
+            dtype = F32 if dtypes == {F32} else F64
+            if F32 in dtypes or dtype is F32:
+                inputs = [a if a is None or s.text or a.dtype == dtype else a.astype(dtype)
+                          for s, a in zip(self.slots, inputs, strict=True)]
+            xp: Any = np
         else:
-            xp = array_namespace(*(v for v in raw if library_of(v) is not None))
-            ref = next(v for v in raw if library_of(v) == library)
-            device = device_of(ref)
-            inputs, dtype = self._library_inputs(raw, xp, device)
+            xp = array_namespace(*(v for s, v in zip(self.slots, raw, strict=True)
+                                   if not s.text and library_of(v) is not None))
+            ref = next(v for s, v in zip(self.slots, raw, strict=True) if not s.text and library_of(v) == library)
+            inputs, dtype = self._library_inputs(raw, xp, device_of(ref))
         batch = self._check_shapes(inputs, xp)
         n = batch if batch is not None else 1
-        for j, ((_, nd, _, _), arr) in enumerate(zip(self._slot_info, inputs, strict=True)):
-            if arr is not None and arr.ndim == nd:
+        for j, (slot, arr) in enumerate(zip(self.slots, inputs, strict=True)):
+            if arr is None:
+                continue
+            if slot.text:
+                if isinstance(arr, str):
+                    inputs[j] = [arr] * n
+            elif arr.ndim == slot.ndim:
                 inputs[j] = xp.broadcast_to(arr, (n,) + tuple(arr.shape))
-        return inputs, batch, dtype
+        return BatchInputs(inputs, batch, dtype)
 
     def _library_inputs(self, raw: list[Any], xp: Any, device: Any) -> tuple[list[Any], Any]:
         """The context's values as float arrays of a non-NumPy library on ``device``, and their dtype."""
         wide = wide_float(xp)
         floats = set()
-        for (key, *_), value in zip(self._slot_info, raw, strict=True):
-            if value is None or library_of(value) is None:
+        for slot, value in zip(self.slots, raw, strict=True):
+            if value is None or slot.text or library_of(value) is None:
                 continue
             if xp.isdtype(value.dtype, "real floating"):
                 floats.add(value.dtype)
             elif not xp.isdtype(value.dtype, "integral"):
-                raise self._bad_input(key, value, f"an array of real numbers, not of dtype {value.dtype}")
+                raise self.bad_input(slot.key, value, f"an array of real numbers, not of dtype {value.dtype}")
         dtype = xp.float32 if floats == {xp.float32} else wide
         inputs: list[Any] = []
-        for (key, *_), value in zip(self._slot_info, raw, strict=True):
-            if value is None:
-                inputs.append(None)
+        for slot, value in zip(self.slots, raw, strict=True):
+            if value is None or slot.text:
+                inputs.append(value)
             elif library_of(value) is None:  # Python numbers and lists: copied to the device each call
-                inputs.append(xp.asarray(self._as_float_array(value, key), dtype=dtype, device=device))
+                inputs.append(xp.asarray(self.as_float_array(value, slot.key), dtype=dtype, device=device))
             else:
                 inputs.append(value if value.dtype == dtype else xp.astype(value, dtype))
         return inputs, dtype
@@ -241,10 +339,11 @@ class InputChecks:
         """Check each input's axes, the batch size they agree on and (unless allowed) finiteness."""
         batch: int | None = None
         check_values = not self.allow_nonfinite and (xp is np or self.check_inputs)
-        for (key, nd, _, (name, local, _, _)), arr in zip(self._slot_info, inputs, strict=True):
-            if arr is None:
+        for slot, arr in zip(self.slots, inputs, strict=True):
+            if arr is None or isinstance(arr, str):
                 continue
-            shape = tuple(arr.shape)
+            key, nd, name, local = slot.key, slot.ndim, slot.first.term, slot.first.local
+            shape = (len(arr),) if slot.text else tuple(arr.shape)
             if len(shape) < nd or len(shape) > nd + 1:
                 raise InvalidInputError(
                     f"context key {key!r} (read by {name}, input {local!r}): expected {nd} axes per "
@@ -259,27 +358,47 @@ class InputChecks:
                     raise InvalidInputError(f"context key {key!r}: expected {batch} environments on the leading "
                                             f"axis like the other inputs, got shape {shape}")
         if check_values:  # reads one number back from a device: the call's one synchronisation
-            present = [a for a in inputs if a is not None]
-            if not all_finite(*present):
-                for (key, *_), arr in zip(self._slot_info, inputs, strict=True):
-                    if arr is not None and not all_finite(arr):
-                        self._nonfinite(key, to_numpy(arr))
+            present = [a for s, a in zip(self.slots, inputs, strict=True) if a is not None and not s.text]
+            if present and not all_finite(*present):
+                for slot, arr in zip(self.slots, inputs, strict=True):
+                    if arr is not None and not slot.text and not all_finite(arr):
+                        self.nonfinite(slot.key, to_numpy(arr))
         return batch
 
-    def _vector_step(self, inputs: list[Any], step: int, term: Any, trunc: Any, done: Any, dtype: Any = None,
-                     start: Any = None) -> tuple[Any, list[Any]]:
-        """The compiled batched function, then episode ends clear the state of those environments.
+    # ---- episode flags --------------------------------------------------------------------------
+    def no_flags(self, n: int, ref: Any = None) -> Any:
+        """An all-False flag array of length ``n`` in ``ref``'s library and device, shared between
+        calls (read-only for NumPy; never written by rewardkit for the others)."""
+        if ref is None or isinstance(ref, np.ndarray):
+            key: Any = n
+        else:
+            key = (n, type(ref), device_of(ref))
+        flags = self._false_flags.get(key)
+        if flags is None:
+            if key is n:
+                flags = np.zeros(n, dtype=bool)
+                flags.flags.writeable = False
+            else:
+                xp = array_namespace(ref)
+                flags = xp.zeros((n,), dtype=xp.bool, device=device_of(ref))
+            self._false_flags[key] = flags
+        return flags
 
-        ``start`` launches the asynchronous terms (the composer's background loop by default)."""
-        with evaluating(self.check_inputs, dtype):
-            total, values = self._vector_fn(*inputs, step, term, trunc, done, start or self._async_loop.start)
-        if self._stateful and maybe_any(done):  # on a device: a where() per state array, no sync
-            for comp in self._stateful:
-                comp.reset(done)
-        return total, values
+    def episode_flags(self, inputs: BatchInputs, terminated: Any, truncated: Any) -> tuple[Any, Any, Any]:
+        """``(terminated, truncated, done)`` as boolean arrays over the call's environments, in the
+        library and on the device of its first numeric input (NumPy without one)."""
+        n = inputs.batch if inputs.batch is not None else 1
+        ref = next((a for slot, a in zip(self.slots, inputs.values, strict=True)
+                    if a is not None and not slot.text), None)
+        if terminated is None and truncated is None:
+            flags = self.no_flags(n, ref)
+            return flags, flags, flags
+        term = episode_flags(terminated, n, "terminated", ref)
+        trunc = episode_flags(truncated, n, "truncated", ref)
+        return term, trunc, term | trunc
 
 
-def _check_step(step: Any) -> int:
+def check_step(step: Any) -> int:
     """A step is an integer in [0, MAX_STEP] (NumPy integers accepted); refused before anything moves."""
     if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, np.integer)):
         raise InvalidInputError(f"step: expected a non-negative integer, got {type(step).__name__} {describe(step)}")
@@ -289,7 +408,7 @@ def _check_step(step: Any) -> int:
     return step
 
 
-def _plain_floats(value: list[Any]) -> list[float] | None:
+def plain_floats(value: list[Any]) -> list[float] | None:
     """A flat list of Python floats and ints as a new list of floats, or ``None`` when the list
     needs the full checks (booleans, NumPy scalars, nested lists, ints beyond the float range)."""
     for item in value:
@@ -301,7 +420,7 @@ def _plain_floats(value: list[Any]) -> list[float] | None:
         return None
 
 
-def _returned_float(value: Any, term: str) -> float:
+def returned_float(value: Any, term: str) -> float:
     """A component's one-environment result as a Python float (NumPy scalars are converted)."""
     if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
         return float(value)
@@ -309,7 +428,7 @@ def _returned_float(value: Any, term: str) -> float:
                     "expected a float")
 
 
-def _bool_array(value: Any, what: str) -> Any:
+def as_bool_array(value: Any, what: str) -> Any:
     """``value`` as a boolean array (NumPy, or the library it comes from); anything but booleans
     raises ``InvalidInputError``."""
     library = library_of(value)
@@ -325,18 +444,18 @@ def _bool_array(value: Any, what: str) -> Any:
     return arr
 
 
-def _scalar_flag(value: Any, what: str) -> bool:
+def scalar_flag(value: Any, what: str) -> bool:
     """An episode flag for the single-environment path; arrays and lists send the call to the batched path."""
     if isinstance(value, np.bool_):
         return bool(value)
     if isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim > 0):
-        raise _NotScalar
+        raise NotScalar
     if library_of(value) not in (None, "numpy"):
-        raise _NotScalar  # a torch/JAX flag: the batched path (which checks its dtype)
-    return bool(_bool_array(value, what))
+        raise NotScalar  # a torch/JAX flag: the batched path (which checks its dtype)
+    return bool(as_bool_array(value, what))
 
 
-def _flags(value: Any, n: int, what: str, ref: Any = None) -> Any:
+def episode_flags(value: Any, n: int, what: str, ref: Any = None) -> Any:
     """Episode flags as a boolean array of ``n`` environments in the library and on the device of
     ``ref`` (an input array; NumPy when ``None``). Flags from elsewhere are copied there."""
     numpy_ref = ref is None or isinstance(ref, np.ndarray)
@@ -345,7 +464,7 @@ def _flags(value: Any, n: int, what: str, ref: Any = None) -> Any:
             return np.zeros(n, dtype=bool)
         xp = array_namespace(ref)
         return xp.zeros((n,), dtype=xp.bool, device=device_of(ref))
-    arr = _bool_array(value, what)
+    arr = as_bool_array(value, what)
     if arr.ndim == 0:
         full = bool(to_numpy(arr))
         if numpy_ref:

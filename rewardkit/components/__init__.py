@@ -1,26 +1,35 @@
 """Built-in reward components; importing this package registers each under its name.
 
-One module a component: find ``logistic_latency`` in ``logistic_latency.py``.
+One module a component: find ``logistic_latency`` in ``logistic_latency.py``. Text components
+(``regex_match``, ``length_penalty``, ``answer_match``, ``repetition_rate``) share ``_text.TextReward``.
 """
 
+from .answer_match import AnswerMatch
 from .ema_delta import EmaDelta
 from .info_value import InfoValue
+from .length_penalty import LengthPenalty
 from .linear import Linear
 from .littles_law_latency import LittlesLawLatency
 from .load_imbalance import LoadImbalance
 from .logistic_latency import LogisticLatency
 from .potential_shaping import PotentialShaping
+from .regex_match import RegexMatch
+from .repetition_rate import RepetitionRate
 from .threshold_penalty import ThresholdPenalty
 from .throughput_sigmoid import ThroughputSigmoid
 
 __all__ = [
+    "AnswerMatch",
     "EmaDelta",
     "InfoValue",
+    "LengthPenalty",
     "Linear",
     "LittlesLawLatency",
     "LoadImbalance",
     "LogisticLatency",
     "PotentialShaping",
+    "RegexMatch",
+    "RepetitionRate",
     "ThresholdPenalty",
     "ThroughputSigmoid",
 ]

@@ -24,7 +24,7 @@ from hypothesis.errors import UnsatisfiedAssumption
 
 from ..backend import library_of, to_numpy
 from ..base import BaseReward
-from .strategies import Bounds, component_inputs, params_strategy
+from .strategies import Bounds, component_inputs, params_strategy, texts
 
 
 class ComponentCheckError(AssertionError):
@@ -141,7 +141,7 @@ def _play(ex: _Example, comp: BaseReward, steps: list[Step]) -> list[np.ndarray]
     outs = []
     for t, step in enumerate(steps):
         before = {k: v.copy() for k, v in step.inputs.items()}
-        out = comp.compute(dict(step.inputs), step.terminated, step.truncated)
+        out = comp.compute(_as_passed(comp, step.inputs), step.terminated, step.truncated)
         n = len(step.terminated)
         if not isinstance(out, np.ndarray) or out.dtype != np.float64 or out.shape != (n,):
             ex.fail(f"compute returned {type(out).__name__} "
@@ -155,6 +155,11 @@ def _play(ex: _Example, comp: BaseReward, steps: list[Step]) -> list[np.ndarray]
         if done.any():
             comp.reset(done)
     return outs
+
+
+def _as_passed(comp: BaseReward, inputs: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """Inputs as the composer passes them to ``compute``: arrays, and lists of ``str`` for text."""
+    return {k: v.tolist() if k in comp.text_inputs else v for k, v in inputs.items()}
 
 
 def _close(a: float, b: float) -> bool:
@@ -174,6 +179,8 @@ def _scalar_args(comp: BaseReward, step: Step) -> list[Any]:
         value = step.inputs.get(local)
         if value is None:
             args.append(None)
+        elif local in comp.text_inputs:
+            args.append(str(value[0]))
         else:
             args.append(float(value[0]) if comp.inputs[local] == 0 else value[0].tolist())
     return args
@@ -238,11 +245,19 @@ def _monotone(ex: _Example) -> None:
     for local, direction in comp.monotone.items():
         if local not in step.inputs:
             continue
-        other = ex.data.draw(ex.subject.step_strategy(comp, n_envs, n_replicas)).inputs.get(local, step.inputs[local])
+        if local in comp.text_inputs:  # text: "higher" is the same text with more appended
+            suffixes = ex.data.draw(st.lists(texts(), min_size=n_envs, max_size=n_envs))
+            low = step.inputs[local]
+            high = low + np.array(suffixes + [""], dtype=object)[:n_envs]
+            other = high
+        else:
+            other = ex.data.draw(ex.subject.step_strategy(comp, n_envs, n_replicas)).inputs.get(local, step.inputs[local])
+            low, high = np.minimum(step.inputs[local], other), np.maximum(step.inputs[local], other)
         ex.notes.append(lambda local=local, other=other: f"other value of {local!r}: {_fmt(other)}")
-        low, high = np.minimum(step.inputs[local], other), np.maximum(step.inputs[local], other)
-        out_low = copy.deepcopy(comp).compute({**step.inputs, local: low}, step.terminated, step.truncated)
-        out_high = copy.deepcopy(comp).compute({**step.inputs, local: high}, step.terminated, step.truncated)
+        out_low = copy.deepcopy(comp).compute(_as_passed(comp, {**step.inputs, local: low}), step.terminated,
+                                              step.truncated)
+        out_high = copy.deepcopy(comp).compute(_as_passed(comp, {**step.inputs, local: high}), step.terminated,
+                                               step.truncated)
         bad = out_high < out_low if direction == "increasing" else out_high > out_low
         if np.any(bad):
             i = int(np.argmax(bad))
@@ -447,6 +462,9 @@ def check_component(component: type[BaseReward] | BaseReward, *, params: Mapping
             continue
         _run(subject, promise, check, examples, shrink, derandomize)
         checked.append(promise)
+    if libraries and probe.text_inputs:
+        raise ValueError(f"{subject.label} reads text ({', '.join(sorted(probe.text_inputs))}): text is read on "
+                         "the host, so libraries= does not apply")
     for name in libraries:
         promise = f"same numbers in {name}"
         _library(name)  # an unknown name or a missing library fails here, before any example

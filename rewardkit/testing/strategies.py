@@ -47,6 +47,12 @@ def _clip_bounds(draw: st.DrawFn) -> list[float | None] | None:
     return [draw(st.sampled_from([low, None])), draw(st.sampled_from([high, None]))]
 
 
+#: Patterns drawn for a regular-expression parameter: format checks of the kinds users write
+#: (none backtracks catastrophically; the timeout path has a test of its own).
+PATTERNS = (r"\d+", r"^<answer>.*</answer>$", r"(?i)answer\W", r"[.!?]$", r"\bcat\b", r"^\s*$", r"é|étoile",
+            r"(?s)<answer>(.*?)</answer>")
+
+
 def _choice_options(expected: str) -> list[Any]:
     """Options of a ``Param.choice``, read back from its ``expected`` text ("one of 'a', 'b'")."""
     return list(ast.literal_eval("(" + expected[len("one of "):] + ",)"))
@@ -63,6 +69,7 @@ def param_strategy(param: Param) -> st.SearchStrategy[Any] | None:
         "a number in (0, 1]": st.floats(min_value=0.0, max_value=1.0, exclude_min=True),
         "a non-empty string": st.text(st.characters(min_codepoint=97, max_codepoint=122), min_size=1, max_size=6),
         "a list [low, high] or null": _clip_bounds(),
+        "a regular expression": st.sampled_from(PATTERNS),
     }
     if expected in kinds:
         return kinds[expected]
@@ -106,16 +113,37 @@ def input_bounds(component: BaseReward, local: str, override: Mapping[str, Bound
     return tuple(getattr(component, "input_domains", {}).get(local, ANY_FINITE))  # type: ignore[return-value]
 
 
+#: Words text strategies mix in: numbers, format tags, punctuation, case, repeats, non-ASCII.
+TEXT_WORDS = ("the", "The", "cat", "cat", "answer", "Answer:", "is", "42", "-3.5", "1,000", "0.25", "<answer>",
+              "</answer>", ".", "!", "?", "\n", "\t", "étoile", "aaaa", "b")
+
+
+def texts(max_words: int = 24) -> st.SearchStrategy[str]:
+    """Completions: arbitrary Unicode text, or runs of :data:`TEXT_WORDS` (numbers, tags, repeats)."""
+    return st.one_of(st.text(max_size=40),
+                     st.lists(st.sampled_from(TEXT_WORDS), max_size=max_words).map(" ".join))
+
+
 def component_inputs(component: BaseReward, n_envs: int, n_replicas: int,
                      ranges: Mapping[str, Bounds] | None = None) -> st.SearchStrategy[dict[str, np.ndarray]]:
-    """One call's inputs keyed by local input name, shaped ``(n_envs,)`` or ``(n_envs, n_replicas)``."""
+    """One call's inputs keyed by local input name, shaped ``(n_envs,)`` or ``(n_envs, n_replicas)``;
+    text inputs are ``(n_envs,)`` object arrays of ``str``."""
     fields = {}
     for local, ndim in component.inputs.items():
+        if local in component.text_inputs:
+            fields[local] = st.lists(texts(), min_size=n_envs, max_size=n_envs).map(_object_array)
+            continue
         shape = (n_envs,) if ndim == 0 else (n_envs, n_replicas)
         size = int(np.prod(shape))
         fields[local] = st.lists(floats_in(input_bounds(component, local, ranges)), min_size=size, max_size=size).map(
             lambda values, shape=shape: np.array(values, dtype=np.float64).reshape(shape))
     return st.fixed_dictionaries(fields)
+
+
+def _object_array(values: list[str]) -> np.ndarray:
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
 
 
 # ---- composer contexts -------------------------------------------------------------------------
@@ -127,6 +155,7 @@ class ContextKey:
     ndim: int
     bounds: Bounds
     optional: bool
+    text: bool = False
 
 
 def _leaves(nodes: Iterable[TermNode | GroupNode]) -> Iterable[TermNode]:
@@ -144,7 +173,7 @@ def context_keys(composer: RewardComposer, ranges: Mapping[str, Bounds] | None =
         comp = leaf.component
         for local, key in comp.input_keys.items():
             entry = found.setdefault(key, {"ndim": comp.inputs[local], "low": -math.inf, "high": math.inf,
-                                           "optional": True})
+                                           "optional": True, "text": local in comp.text_inputs})
             low, high = input_bounds(comp, local)
             entry["low"], entry["high"] = max(entry["low"], low), min(entry["high"], high)
             entry["optional"] &= local in comp.optional_inputs
@@ -156,7 +185,7 @@ def context_keys(composer: RewardComposer, ranges: Mapping[str, Bounds] | None =
             bounds = ranges[name]
         if not bounds[0] <= bounds[1]:
             raise ValueError(f"context key {name!r}: the domains of the components reading it do not overlap")
-        keys.append(ContextKey(name, entry["ndim"], bounds, entry["optional"]))
+        keys.append(ContextKey(name, entry["ndim"], bounds, entry["optional"], entry["text"]))
     return keys
 
 
@@ -179,6 +208,10 @@ def contexts(composer: RewardComposer, *, ranges: Mapping[str, Bounds] | None = 
         ctx: dict[str, Any] = {}
         for key in keys:
             if key.optional and draw(st.booleans()):
+                continue
+            if key.text:  # a str for one environment, a list of them for a batch
+                drawn = draw(st.lists(texts(), min_size=n_envs or 1, max_size=n_envs or 1))
+                ctx[key.name] = drawn[0] if n_envs is None else drawn
                 continue
             per_env = 1 if key.ndim == 0 else n_replicas
             count = per_env * (n_envs or 1)

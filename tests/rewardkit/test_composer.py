@@ -212,7 +212,7 @@ def check_breakdown(c: RewardComposer, out: Any) -> None:
     terms = out.terms
     top = [n.name for n in c.spec.nodes]
     np.testing.assert_allclose(sum(terms[name].contribution for name in top), out.total, rtol=1e-12, atol=1e-12)
-    for node in c._order:  # every group: raw == sum of its children's contributions
+    for node in c.plan.order:  # every group: raw == sum of its children's contributions
         t = terms[node.name]
         np.testing.assert_allclose(t.contribution, t.weight * t.normalized, rtol=1e-12, atol=1e-12)
         if isinstance(node, GroupNode):

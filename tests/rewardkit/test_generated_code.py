@@ -120,7 +120,7 @@ def test_generated_code_changes_with_a_new_weight_and_stays_registered():
     c = RewardComposer.from_yaml(HYBRID)
     c.shaper.set_weight("delta", {"schedule": "linear", "start": 1.0, "end": 0.0, "steps": 10})
     assert "delta_weight = " in c.generated_code()
-    filename = c._scalar_fn.__code__.co_filename
+    filename = c.plan.single_env.__code__.co_filename
     assert "reward_single_env" in "".join(linecache.getlines(filename))
 
 
@@ -145,7 +145,7 @@ def test_generated_sources_are_forgotten_with_the_composer():
     import linecache
 
     c = RewardComposer.from_yaml(HYBRID)
-    filename = c._scalar_fn.__code__.co_filename
+    filename = c.plan.single_env.__code__.co_filename
     assert filename in linecache.cache
     del c
     gc.collect()

@@ -1,24 +1,61 @@
-"""State of a ``RewardComposer``: ``state_dict``/``load_state_dict`` and call transactions.
+"""The state store: everything a composer's calls change, saved, restored and put back on failure.
 
-``StateTransactions`` is mixed into ``RewardComposer``. A saved state is plain data (the step,
-every stateful component's and normalizer's state, a fingerprint of the config); loading it is
-all or nothing. ``_transaction`` puts every state holder back when a call raises, and
-``_needs_snapshot`` works out which holders a call must snapshot for that.
+:class:`StateStore` holds the step counter, the training flag, the stateful components and the
+normalizers of a config. A saved state is plain data (the step, every stateful component's and
+normalizer's state, a fingerprint of the config); loading it is all or nothing. :meth:`transaction`
+puts every state holder back when a block raises, and :attr:`StateStore.guarded` lists the holders
+a call must snapshot for that.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
-from .config import GroupNode, TermNode
+from .config import GroupNode, RewardSpec, TermNode, spec_to_dict
 from .errors import ConfigError, InvalidInputError
-from .inputs import _check_step
+from .inputs import check_step
 from .params import describe
 
 
-class StateTransactions:
-    """Saving, restoring and transactional state of the composer (a mixin of ``RewardComposer``)."""
+def walk(nodes: list[TermNode | GroupNode]) -> Iterator[TermNode | GroupNode]:
+    """Every term and group of a config, in evaluation (pre-)order."""
+    for node in nodes:
+        yield node
+        if isinstance(node, GroupNode):
+            yield from walk(node.children)
+
+
+class StateStore:
+    """The step, the training flag and every state holder of one config.
+
+    ``stateful_nodes`` (terms whose component keeps state) and ``normalized`` (terms and groups
+    with a normalizer) are in evaluation order; ``guarded`` is the part of them a call snapshots.
+    """
+
+    def __init__(self, spec: RewardSpec) -> None:
+        self.spec = spec
+        self.step = 0
+        self.training = True
+        order = list(walk(spec.nodes))
+        leaves = [n for n in order if isinstance(n, TermNode)]
+        self.stateful_nodes = [n for n in leaves if n.component.stateful]
+        self.components = [n.component for n in self.stateful_nodes]
+        self.normalized = [n for n in order if n.normalizer is not None]
+        self.normalizers = [n.normalizer for n in self.normalized]
+        self.guarded = self._needs_snapshot()
+        self.fingerprint = hashlib.sha256(
+            json.dumps(spec_to_dict(spec), sort_keys=True, default=repr).encode()).hexdigest()[:16]
+
+    def reset(self, mask: Any = None) -> None:
+        """Clear per-environment state (everywhere, or where ``mask`` is true), all or nothing."""
+        with self.transaction():
+            for comp in self.components:
+                comp.reset(mask)
+            for norm in self.normalizers:
+                norm.reset(mask)
 
     def state_dict(self) -> dict[str, Any]:
         """Plain data (JSON/YAML-safe) capturing the step, every component and normalizer state,
@@ -26,9 +63,9 @@ class StateTransactions:
         return {
             "step": self.step,
             "training": self.training,
-            "config": self._fingerprint,
-            "components": {n.name: n.component.state_dict() for n in self._stateful_nodes},
-            "normalizers": {n.name: n.normalizer.state_dict() for n in self._normalized},
+            "config": self.fingerprint,
+            "components": {n.name: n.component.state_dict() for n in self.stateful_nodes},
+            "normalizers": {n.name: n.normalizer.state_dict() for n in self.normalized},
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -39,11 +76,11 @@ class StateTransactions:
         """
         where = "state_dict"
         step = self._checked_state_header(state, where)
-        parts = [("components", {n.name: n.component for n in self._stateful_nodes}),
-                 ("normalizers", {n.name: n.normalizer for n in self._normalized})]
+        parts = [("components", {n.name: n.component for n in self.stateful_nodes}),
+                 ("normalizers", {n.name: n.normalizer for n in self.normalized})]
         for section, owners in parts:
             _check_state_section(state[section], section, owners, where)
-        with self._transaction():
+        with self.transaction():
             for section, owners in parts:
                 for name, owner in owners.items():
                     try:
@@ -67,17 +104,22 @@ class StateTransactions:
         for key in keys:
             if key not in state:
                 raise ConfigError("missing key", source=where, path=key)
-        if state["config"] != self._fingerprint:
-            raise ConfigError(f"expected {self._fingerprint!r} (this composer's config), got "
+        if state["config"] != self.fingerprint:
+            raise ConfigError(f"expected {self.fingerprint!r} (this composer's config), got "
                               f"{describe(state['config'])}: the state was saved from a different reward config",
                               source=where, path="config")
         try:
-            step = _check_step(state["step"])
+            step = check_step(state["step"])
         except InvalidInputError as exc:
             raise ConfigError(str(exc).split(": ", 1)[1], source=where, path="step") from None
         if not isinstance(state["training"], bool):
             raise ConfigError(f"expected true or false, got {describe(state['training'])}", source=where, path="training")
         return step
+
+    def end_episodes(self, done: Any) -> None:
+        """Clear the stateful components' state of the environments whose episode ended (``done``)."""
+        for comp in self.components:
+            comp.reset(done)
 
     def _needs_snapshot(self) -> list[Any]:
         """The state holders a call must snapshot so that a failing call changes nothing.
@@ -97,15 +139,15 @@ class StateTransactions:
 
         for node in self.spec.nodes:
             visit(node)
-        sequence = [(c, c.atomic_update, True) for c in self._stateful]
+        sequence = [(c, c.atomic_update, True) for c in self.components]
         sequence += [(n, n.atomic_update, n.can_fail) for n in post_order]
         return [holder for i, (holder, atomic, _) in enumerate(sequence)
                 if not atomic or any(fails for _, _, fails in sequence[i + 1:])]
 
     @contextmanager
-    def _transaction(self, holders: list[Any] | None = None) -> Iterator[None]:
+    def transaction(self, holders: list[Any] | None = None) -> Iterator[None]:
         """Put every component and normalizer state (or that of ``holders``) back if the block raises."""
-        mutable = [*self._stateful, *self._normalizers] if holders is None else holders
+        mutable = [*self.components, *self.normalizers] if holders is None else holders
         if not mutable:
             yield
             return
