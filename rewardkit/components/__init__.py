@@ -7,6 +7,7 @@ One module a component: find ``logistic_latency`` in ``logistic_latency.py``. Te
 from .answer_match import AnswerMatch
 from .ema_delta import EmaDelta
 from .info_value import InfoValue
+from .judge import Judge
 from .length_penalty import LengthPenalty
 from .linear import Linear
 from .littles_law_latency import LittlesLawLatency
@@ -14,6 +15,7 @@ from .load_imbalance import LoadImbalance
 from .logistic_latency import LogisticLatency
 from .potential_shaping import PotentialShaping
 from .regex_match import RegexMatch
+from .remote_score import RemoteScore
 from .repetition_rate import RepetitionRate
 from .threshold_penalty import ThresholdPenalty
 from .throughput_sigmoid import ThroughputSigmoid
@@ -22,6 +24,7 @@ __all__ = [
     "AnswerMatch",
     "EmaDelta",
     "InfoValue",
+    "Judge",
     "LengthPenalty",
     "Linear",
     "LittlesLawLatency",
@@ -29,6 +32,7 @@ __all__ = [
     "LogisticLatency",
     "PotentialShaping",
     "RegexMatch",
+    "RemoteScore",
     "RepetitionRate",
     "ThresholdPenalty",
     "ThroughputSigmoid",

@@ -1,0 +1,140 @@
+"""``RemoteClient``: POST JSON to one URL, at most N requests in flight, a timeout per request,
+retries with exponential backoff on transient failures.
+
+httpx is imported lazily (the ``remote`` extra), so ``import rewardkit`` works without it. The
+httpx client and the in-flight limit belong to one event loop; a client used from another loop
+(a sync ``compute`` runs its own) makes new ones there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import weakref
+from types import ModuleType
+from typing import Any, Callable, Mapping, TypeVar
+
+from ..params import describe
+from .budget import RequestBudget
+from .stats import CallStats
+
+T = TypeVar("T")
+#: HTTP statuses worth another try: the scorer is overloaded or briefly down, not refusing the request.
+TRANSIENT_STATUSES = frozenset({408, 425, 429})
+
+
+class RequestFailed(Exception):
+    """A request failed (after its retries); ``reason`` says how, in words fit for an error message."""
+
+    def __init__(self, reason: str, transient: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.transient = transient
+
+
+class MalformedAnswer(ValueError):
+    """The scorer answered with a success status but a body the term cannot read (not retried)."""
+
+
+def import_httpx(component: str) -> ModuleType:
+    """The httpx module; ``ImportError`` naming the ``remote`` extra when it is not installed."""
+    try:
+        import httpx
+    except ImportError as exc:
+        raise ImportError(f"the {component} component needs httpx: pip install 'rewardkit[remote]' ({exc})") from None
+    return httpx
+
+
+class RemoteClient:
+    """Sends JSON bodies to ``url`` and reads the answers with a caller-given function.
+
+    ``post`` holds one of ``max_concurrency`` slots while it sends and retries, spends one
+    request of the budget per attempt, gives each attempt ``timeout_s`` seconds (connecting,
+    sending and reading), and retries transient failures (timeouts, refused or dropped
+    connections, HTTP 5xx, 408, 425, 429) up to ``retries`` times after ``backoff_s * 2**k``
+    seconds. A malformed answer or another 4xx is not retried: asking again would not change it.
+    """
+
+    def __init__(self, url: str, *, max_concurrency: int, timeout_s: float, retries: int, backoff_s: float,
+                 api_key_env: str | None = None, component: str = "remote term") -> None:
+        self.url = url
+        self.max_concurrency = max_concurrency
+        self.timeout_s = timeout_s
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self.api_key_env = api_key_env
+        self.component = component
+        self._held: tuple[Any, Any, Any] | None = None  # (weakref to loop, httpx.AsyncClient, Semaphore)
+
+    def headers(self) -> dict[str, str]:
+        """Request headers: a bearer token read from ``api_key_env`` when one is named."""
+        if self.api_key_env is None:
+            return {}
+        return {"Authorization": f"Bearer {os.environ.get(self.api_key_env, '')}"}
+
+    def _for_running_loop(self) -> tuple[Any, asyncio.Semaphore]:
+        loop = asyncio.get_running_loop()
+        held = self._held
+        if held is None or held[0]() is not loop:
+            httpx = import_httpx(self.component)
+            limits = httpx.Limits(max_connections=self.max_concurrency, max_keepalive_connections=self.max_concurrency)
+            client = httpx.AsyncClient(timeout=self.timeout_s, limits=limits, headers=self.headers())
+            held = self._held = (weakref.ref(loop), client, asyncio.Semaphore(self.max_concurrency))
+        return held[1], held[2]
+
+    async def post(self, payload: Mapping[str, Any], read: Callable[[Any], T], budget: RequestBudget,
+                   stats: CallStats) -> T:
+        """POST ``payload`` and return ``read(answer JSON)``; :class:`RequestFailed` when every try failed.
+
+        ``read`` raises :class:`MalformedAnswer` for a body it cannot use.
+        """
+        client, slots = self._for_running_loop()
+        async with slots:
+            attempt = 0
+            while True:
+                if not budget.take():
+                    raise RequestFailed(f"request budget spent ({budget.describe()})")
+                stats.requests += 1
+                stats.spend_requests = budget.spent
+                try:
+                    return await self._send_once(client, payload, read)
+                except RequestFailed as failed:
+                    stats.failures += 1
+                    if not failed.transient or attempt >= self.retries:
+                        if attempt:
+                            failed.reason += f" (after {attempt + 1} attempts)"
+                        raise
+                await asyncio.sleep(self.backoff_s * 2 ** attempt)
+                attempt += 1
+
+    async def _send_once(self, client: Any, payload: Mapping[str, Any], read: Callable[[Any], T]) -> T:
+        httpx = import_httpx(self.component)
+        try:
+            response = await asyncio.wait_for(client.post(self.url, json=payload), self.timeout_s)
+        except (asyncio.TimeoutError, httpx.TimeoutException):
+            raise RequestFailed(f"no answer within timeout_s={self.timeout_s:g} s", transient=True) from None
+        except httpx.TransportError as exc:
+            detail = str(exc) or "no detail"
+            raise RequestFailed(f"connection failed ({type(exc).__name__}: {detail})", transient=True) from None
+        if not response.is_success:
+            transient = response.status_code >= 500 or response.status_code in TRANSIENT_STATUSES
+            raise RequestFailed(f"HTTP {response.status_code} {describe(response.text)}", transient)
+        try:
+            body = response.json()
+        except ValueError:
+            raise RequestFailed(f"malformed answer: not JSON: {describe(response.text)}") from None
+        try:
+            return read(body)
+        except MalformedAnswer as exc:
+            raise RequestFailed(f"malformed answer: {exc}") from None
+
+    async def aclose(self) -> None:
+        """Close the httpx client of the running loop (its connections); a later post opens a new one."""
+        held, self._held = self._held, None
+        if held is not None and held[0]() is asyncio.get_running_loop():
+            await held[1].aclose()
+
+    def __getstate__(self) -> dict[str, Any]:  # copies and pickles open their own connections
+        state = self.__dict__.copy()
+        state["_held"] = None
+        return state
