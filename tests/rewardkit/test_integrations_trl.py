@@ -223,3 +223,47 @@ def test_normalize_then_sum_trains_with_the_config_weights_applied_once_by_trl(t
         assert row["rewardkit/length/contribution"] == pytest.approx(
             row["rewardkit/length/weight"] * row["rewards/length/mean"], abs=1e-4)
     assert trainer.reward_weights.tolist() == pytest.approx([2.0, -0.11])
+
+
+# ---- remote terms through TRL's async reward functions --------------------------------------------
+@pytest.fixture
+def stub_scorer():
+    """A real HTTP scorer on 127.0.0.1 (score = the completion's length in characters)."""
+    from schedulers.engines.replicas import free_port
+    from schedulers.engines.stub import ServerThread
+    from schedulers.engines.stub_scorer import StubScorer
+
+    stub = StubScorer()
+    server = ServerThread(stub.app(), free_port()).start()
+    try:
+        yield stub, server.url + "/score"
+    finally:
+        server.stop()
+
+
+def test_remote_terms_run_as_trl_async_functions_sharing_one_evaluation_per_batch(tmp_path, stub_scorer):
+    import inspect
+
+    stub, url = stub_scorer
+    stub.delay_s = 0.2
+    config = {"version": 1, "components": {
+        "format": {"type": "regex_match", "params": {"pattern": r"answer is \d"}, "weight": 1.0},
+        "length": {"type": "length_penalty", "params": {"unit": "words", "max": 2}, "weight": 0.5},
+        "rm": {"type": "remote_score", "params": {"url": url, "batch_size": 4, "max_concurrency": 2}, "weight": 0.1},
+    }}
+    rewards = TRLRewardFunctions(RewardComposer.from_dict(config))
+    assert rewards.asynchronous and all(inspect.iscoroutinefunction(f) for f in rewards.funcs)
+    trainer = tiny_trainer(tmp_path, rewards.funcs, rewards.reward_weights())
+    rewards.bind(trainer)
+    inputs, prompts, completions, ids = batch(6)
+    per_func = trainer._calculate_rewards(inputs, prompts, completions, ids)  # on TRL's own event loop
+    np.testing.assert_allclose(per_func[:, 0].numpy(), [float("answer is" in c and len(c.split()) == 3) for c in completions])
+    np.testing.assert_allclose(per_func[:, 1].numpy(), [-max(0, len(c.split()) - 2) for c in completions])
+    np.testing.assert_allclose(per_func[:, 2].numpy(), [len(c) for c in completions])  # the stub's score
+    assert stub.batch_sizes == [4, 2]  # one evaluation for the three functions: 6 completions sent once
+    assert trainer._pending_metrics["rewardkit/rm/requests"] == [2.0]
+    assert trainer._pending_metrics["rewardkit/rm/contribution"] == pytest.approx([0.1 * np.mean([len(c) for c in completions])])
+    trainer.train()  # two GRPO steps with the async functions
+    logs = [row for row in trainer.state.log_history if "reward" in row]
+    assert len(logs) == 2 and all("rewardkit/rm/latency_s" in row and "rewards/rm/mean" in row for row in logs)
+    rewards.composer.close()
