@@ -32,9 +32,14 @@ def problems(n: int, seed: int, low: int = 2, high: int = 30) -> list[tuple[int,
     return sorted(seen, key=lambda _: rng.random())
 
 
+#: one worked example before each question (without it the model almost never replies with a bare number)
+EXAMPLE = [{"role": "user", "content": question(3, 4)}, {"role": "assistant", "content": "7"}]
+
+
 def rows(pairs: list[tuple[int, int]]) -> dict[str, list[Any]]:
-    """Dataset columns for TRL: a chat ``prompt`` and the ``reference`` answer."""
-    return {"prompt": [[{"role": "user", "content": question(a, b)}] for a, b in pairs],
+    """Dataset columns for TRL: a chat ``prompt`` (the worked example, then the question) and the
+    ``reference`` answer."""
+    return {"prompt": [[*EXAMPLE, {"role": "user", "content": question(a, b)}] for a, b in pairs],
             "reference": [str(a + b) for a, b in pairs]}
 
 
