@@ -34,11 +34,9 @@ def reward_config(arm: str, scorer_url: str) -> dict[str, Any]:
     """The arm's reward config, with the local scorer's address in the remote term."""
     from rewardkit.config import load_yaml
 
-    config = load_yaml(HERE / f"{arm}.yaml")
-    for term in config["components"].values():
-        if term.get("type") == "remote_score":
-            term["params"]["url"] = scorer_url
-    return config
+    from .scorer import point_remote_terms
+
+    return point_remote_terms(load_yaml(HERE / f"{arm}.yaml"), scorer_url)
 
 
 def positive(text: str) -> int:

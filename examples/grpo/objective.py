@@ -10,12 +10,11 @@ optimizer's repeats pair. The remote term's scorer is started for each evaluatio
 
     rewardkit optimize --study grpo --base examples/grpo/composed.yaml \\
         --search-space examples/grpo/space.yaml --objective examples.grpo.objective:grpo \\
-        --storage runs/tune_grpo/journal.log --n-trials 3 --validate 1 --repeats 2 --seed 0
+        --storage runs/tune_grpo/journal.log --n-trials 1 --validate 1 --repeats 2 --seed 0
 """
 
 from __future__ import annotations
 
-import copy
 import os
 from typing import Any
 
@@ -32,18 +31,14 @@ def grpo(config: dict[str, Any], trial: Any) -> float:
     """Held-out (compliance + correctness) / 2 after GRPO with ``config`` as the reward."""
     from . import model as lm
     from . import task, training
-    from .scorer import ScorerProcess
+    from .scorer import ScorerProcess, point_remote_terms
 
     lm.set_threads(1)
     seed = trial_seeds(trial)[0] % 2**31
     budget = Budget(steps=STEPS)
     train_pairs, held_out = task.split(held_out=HELD_OUT)
-    config = copy.deepcopy(config)
     with ScorerProcess() as scorer:
-        for term in config["components"].values():
-            if term.get("type") == "remote_score":
-                term["params"]["url"] = scorer.url
-        result = training.train("trial", config, seed, budget, train_pairs, held_out)
+        result = training.train("trial", point_remote_terms(config, scorer.url), seed, budget, train_pairs, held_out)
     trial.set_user_attr("held_out_compliance", result.compliance)
     trial.set_user_attr("held_out_correctness", result.correctness)
     record_cost(trial, STEPS * budget.prompts_per_step * budget.generations)  # completions generated

@@ -10,11 +10,16 @@ real run would call: partial credit a sparse exact-match reward never gives. Run
 from __future__ import annotations
 
 import argparse
+import copy
 import json
+import os
 import re
 import subprocess
 import sys
+import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from .task import truth_from_prompt
 
@@ -54,6 +59,15 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
+def point_remote_terms(config: dict[str, Any], url: str) -> dict[str, Any]:
+    """A copy of a reward config whose ``remote_score`` terms call ``url``."""
+    config = copy.deepcopy(config)
+    for term in config["components"].values():
+        if term.get("type") == "remote_score":
+            term["params"]["url"] = url
+    return config
+
+
 class ScorerProcess:
     """The scorer in a child process for the length of a ``with`` block; ``url`` is its endpoint."""
 
@@ -77,11 +91,19 @@ class ScorerProcess:
             self.process.wait(timeout=10)
 
 
+def _exit_with_parent(parent: int) -> None:
+    """End this process once the demo that started it is gone (killed before it could stop us)."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(0)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free port)")
     args = parser.parse_args(argv)
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     print(f"PORT {server.server_address[1]}", flush=True)
     try:
         server.serve_forever()
