@@ -59,7 +59,7 @@ def seed_list(text: str) -> list[int]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m examples.grpo", description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=seed_list, default=[1, 2], help="training seeds, paired across arms (1,2)")
-    parser.add_argument("--steps", type=positive, default=8, help="GRPO steps per run (8)")
+    parser.add_argument("--steps", type=positive, default=4, help="GRPO steps per run (4)")
     parser.add_argument("--held-out", type=positive, default=24, help="held-out questions scored (24)")
     parser.add_argument("--out", type=Path, default=Path("runs/demo_llm"), help="results, plots (runs/demo_llm)")
     return parser.parse_args(argv)
