@@ -61,6 +61,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=seed_list, default=[1, 2], help="training seeds, paired across arms (1,2)")
     parser.add_argument("--steps", type=positive, default=4, help="GRPO steps per run (4)")
     parser.add_argument("--held-out", type=positive, default=24, help="held-out questions scored (24)")
+    parser.add_argument("--torch-threads", type=positive, default=1,
+                        help="torch threads (1: leaves a core free; bench_llm_demo.py --threads compares 1 and 2)")
     parser.add_argument("--out", type=Path, default=Path("runs/demo_llm"), help="results, plots (runs/demo_llm)")
     return parser.parse_args(argv)
 
@@ -69,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from . import model as lm
 
-    lm.set_threads(1)  # before torch does any work (see model.py)
+    lm.set_threads(args.torch_threads)  # before torch does any work (see model.py)
     from tqdm import tqdm
 
     from . import report, task, training

