@@ -9,17 +9,26 @@ Workloads (see the table it prints; every figure is a ratio from this one run):
    against a hand-written reward function called per step (the target) and against the same maths
    inlined in the loop (no call per step, a floor no reward function reaches; shown, no target).
 3. ``vidur_hybrid.yaml`` batched over 1,024 environments against a hand-written NumPy expression.
+3b. Shapes of issue 31: the RLlama workload with each of the six terms on its own linear schedule
+   (against RLlama with the same schedules), and a flat hybrid batched over 1,024 environments with
+   an EMA delta, a threshold penalty and an info bonus beside the sigmoid, logistic and load terms
+   (against hand-written NumPy).
+3c. Text terms (regex_match, length_penalty, answer_match, repetition_rate) over 1,024 completions
+   against hand-written Python of the same maths, patterns compiled once (issue 29's figure).
 4. ``vidur_hybrid.yaml`` on torch CPU tensors, 4,096 environments (float32, as simulators give
    them), against hand-written torch of the same maths; on a machine with a CUDA device the same
    on the GPU, with env-steps per second (the bench runs unchanged there).
 
 Every hand-written function is checked to give the composer's numbers before it is timed; building
-a composer from its YAML happens before the clock starts (once per run, as a user does).
+a composer from its YAML happens before the clock starts (once per run, as a user does). Each
+ratio comes from runs in alternation (composer, baseline, composer, ...; best of five each), so a
+change of machine load during the run falls on both sides alike.
 Run: ``.venv/bin/python benchmarks/bench_compose.py [--quick] [--rllama-python PATH]``.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -39,6 +48,39 @@ import rewardkit  # noqa: E402
 HYBRID = ROOT / "configs" / "rewards" / "vidur_hybrid.yaml"
 #: RLlama 0.7.0's steps/s on workload 1 on this machine (the bench's 3x bound was 550k steps/s)
 RLLAMA_RATE = 550_000 / 3
+#: Each of the six terms on its own linear schedule (issue 31): end 0.1*(i+1) after 100,000+10,000*i steps.
+OWN_ENDS = [0.1 * (i + 1) for i in range(6)]
+OWN_STEPS = [100_000 + 10_000 * i for i in range(6)]
+SIX_OWN = {
+    "version": 1,
+    "components": {
+        f"c{i}": {"type": "info_value", "params": {"key": f"s{i}"},
+                  "weight": {"schedule": "linear", "start": 1.0, "end": OWN_ENDS[i], "steps": OWN_STEPS[i]}}
+        for i in range(6)
+    },
+}
+#: A flat hybrid (issue 31): sigmoid, logistic and load terms, an EMA delta, a threshold penalty, an info bonus.
+HYBRID_FLAT = {
+    "version": 1,
+    "components": {
+        "throughput": {"type": "throughput_sigmoid", "params": {"target": 0.05, "scale": 0.05}, "weight": 0.08},
+        "logistic": {"type": "logistic_latency", "params": {"threshold": 6.0, "sigma": 2.0}, "weight": -0.4},
+        "load_balance": {"type": "load_imbalance", "params": {"statistic": "cv"}, "weight": -0.15},
+        "delta": {"type": "ema_delta", "params": {"signal": "throughput", "ema_alpha": 0.1}, "weight": 0.2},
+        "latency": {"type": "threshold_penalty", "params": {"threshold": 6.0, "slope": 1.0}, "weight": -0.72},
+        "bonus": {"type": "info_value", "params": {"key": "cache_hit_rate"}, "weight": 0.05},
+    },
+}
+ANSWER = r"<answer>.*?</answer>"
+TEXT = {
+    "version": 1,
+    "components": {
+        "format": {"type": "regex_match", "params": {"pattern": ANSWER}},
+        "length": {"type": "length_penalty", "params": {"unit": "words", "max": 40, "per_unit": 0.01}},
+        "correct": {"type": "answer_match", "params": {"mode": "numeric", "tolerance": 1e-6}},
+        "repeats": {"type": "repetition_rate", "params": {"n": 3}, "weight": -1.0},
+    },
+}
 SIX = {
     "version": 1,
     "components": {
@@ -49,6 +91,7 @@ SIX = {
 }
 
 
+OWN_NAME = "RLlama workload, each term its own linear schedule"
 Workload = Callable[[], Callable[[int], Any]]  # set-up (untimed) -> run(n steps) (timed)
 
 
@@ -62,6 +105,15 @@ def best_rate(workload: Workload, n: int, repeats: int) -> float:
         run(n)
         best = min(best, time.perf_counter() - t0)
     return n / best
+
+
+def paired_rates(first: Callable[[], float], second: Callable[[], float], repeats: int) -> tuple[float, float]:
+    """Best rate of each of two measurements taken in alternation (first, second, first, ...), so
+    that a change of machine load during the run falls on both sides of the ratio alike."""
+    a = b = 0.0
+    for _ in range(repeats):
+        a, b = max(a, first()), max(b, second())
+    return a, b
 
 
 # ---- workload 1: six info_value terms with linear schedules --------------------------------
@@ -89,6 +141,37 @@ def six_composer(ctxs: list[dict[str, float]]) -> Callable[[int], float]:
         total = 0.0
         for step in range(n):
             total = composer(ctxs[step & 1023]).total
+        return total
+
+    return run
+
+
+def six_own_hand(ctxs: list[dict[str, float]]) -> Callable[[int], float]:
+    """Six linear schedules of their own, written the way the composer's docs define them."""
+    keys = [f"s{i}" for i in range(6)]
+    terms = list(zip(keys, OWN_ENDS, [float(s) for s in OWN_STEPS], strict=True))
+
+    def run(n: int) -> float:
+        total = 0.0
+        for step in range(n):
+            ctx = ctxs[step & 1023]
+            total = 0.0
+            for key, end, span in terms:
+                p = 1.0 if step >= span else step / span
+                total += ((1.0 - p) + p * end) * ctx[key]
+        return total
+
+    return run
+
+
+def composer_loop(config: dict[str, Any], ctxs: list[Any]) -> Callable[[int], Any]:
+    """A composer built from ``config`` (untimed), called once per step on ``ctxs`` in turn."""
+    composer = rewardkit.RewardComposer.from_dict(config)
+
+    def run(n: int) -> Any:
+        total = None
+        for step in range(n):
+            total = composer(ctxs[step % len(ctxs)]).total
         return total
 
     return run
@@ -215,6 +298,82 @@ def hybrid_composer_batched(batches: list[dict[str, np.ndarray]]) -> Callable[[i
     return run
 
 
+def hybrid_flat_hand_numpy(batches: list[dict[str, np.ndarray]]) -> Callable[[int], np.ndarray]:
+    """Hand-written NumPy of HYBRID_FLAT over a batch of environments."""
+
+    def run(n: int) -> np.ndarray:
+        mean = var = None
+        total = None
+        for step in range(n):
+            b = batches[step % len(batches)]
+            thr, lat, loads = b["throughput"], b["latency"], b["replica_loads"]
+            sig = 1.0 / (1.0 + np.exp(-(thr - 0.05) / 0.05))
+            logistic = 1.0 / (1.0 + np.exp(-(lat - 6.0) / 2.0))
+            if mean is None:
+                mean, var, delta = thr.copy(), np.zeros_like(thr), np.zeros_like(thr)
+            else:
+                d = thr - mean
+                std = np.sqrt(var)
+                delta = np.where(std > 1e-8, d / (std + 1e-8), 0.0)
+                mean = 0.9 * mean + 0.1 * thr
+                var = 0.9 * var + 0.1 * d * d
+            m = loads.mean(axis=1)
+            cv = np.where(m > 0, loads.std(axis=1) / np.where(m > 0, m, 1.0), 0.0)
+            total = (0.08 * sig - 0.4 * logistic - 0.15 * cv + 0.2 * delta - 0.72 * np.maximum(0.0, lat - 6.0)
+                     + 0.05 * b["cache_hit_rate"])
+        return total
+
+    return run
+
+
+# ---- workload 3c: text terms ----------------------------------------------------------------
+def text_batches(rng: np.random.Generator, n: int) -> list[dict[str, list[str]]]:
+    """Completions of 10-70 words (some looping, some with an <answer> tag) and numeric references."""
+    words = ["the", "answer", "is", "so", "we", "add", "then", "carry", "one", "step", "think", "and", "result"]
+    batches = []
+    for _ in range(4):
+        completions, references = [], []
+        for _ in range(n):
+            body = " ".join(rng.choice(words, size=int(rng.integers(10, 70))))
+            if rng.random() < 0.3:
+                body += " " + " ".join(["the loop again"] * int(rng.integers(2, 6)))
+            answer = int(rng.integers(0, 100))
+            completions.append(f"{body} <answer>{answer}</answer>" if rng.random() < 0.6 else f"{body} {answer}.")
+            references.append(str(answer if rng.random() < 0.7 else answer + 1))
+        batches.append({"completion": completions, "reference": references})
+    return batches
+
+
+def text_hand(batches: list[dict[str, list[str]]]) -> Callable[[int], np.ndarray]:
+    """Hand-written Python of TEXT: one loop over the completions, patterns compiled once."""
+    import re
+
+    answer = re.compile(ANSWER)
+    number = re.compile(r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
+
+    def last_number(text: str) -> float | None:
+        found = number.findall(text)
+        return float(found[-1].replace(",", "")) if found else None
+
+    def reward(completion: str, reference: str) -> float:
+        words = completion.split()
+        length = -0.01 * max(0, len(words) - 40)
+        grams = len(words) - 2
+        repeats = (grams - len(set(zip(words, words[1:], words[2:], strict=False)))) / grams if grams > 1 else 0.0
+        got, want = last_number(completion), last_number(reference)
+        correct = 1.0 if got is not None and want is not None and abs(got - want) <= 1e-6 else 0.0
+        return (1.0 if answer.search(completion) else 0.0) + length + correct - repeats
+
+    def run(n: int) -> np.ndarray:
+        total = None
+        for step in range(n):
+            b = batches[step % len(batches)]
+            total = np.array(list(map(reward, b["completion"], b["reference"])))
+        return total
+
+    return run
+
+
 # ---- workload 4: vidur_hybrid on torch tensors ------------------------------------------------
 def hybrid_hand_torch(batches: list[dict[str, Any]]) -> Callable[[int], Any]:
     """Hand-written torch of vidur_hybrid.yaml's maths over a batch of environments."""
@@ -279,17 +438,53 @@ def _host(value: Any) -> np.ndarray:
     return value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
 
 
-def rllama_rate(python: str | None, steps: int, repeats: int) -> float | None:
-    """RLlama 0.7.0's steps/s on workload 1, measured now under ``python`` (None: not measured)."""
+def rllama_rate(python: str | None, steps: int, repeats: int, own_schedules: bool = False) -> float | None:
+    """RLlama 0.7.0's steps/s on workload 1 (``own_schedules``: each term on its own linear
+    schedule), measured now under ``python`` (None: not measured)."""
     if not python:
         return None
     if not Path(python).exists():
         raise SystemExit(f"--rllama-python {python}: no such interpreter (make bench-env-rllama creates one)")
     done = subprocess.run([python, str(ROOT / "benchmarks" / "rllama_workload.py"), "--steps", str(steps),
-                           "--repeats", str(repeats)], capture_output=True, text=True, check=False)
+                           "--repeats", str(repeats)] + (["--own-schedules"] if own_schedules else []),
+                          capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"RLlama workload failed under {python}:\n{done.stderr.strip()}")
     return float(json.loads(done.stdout.strip().splitlines()[-1])["steps_per_s"])
+
+
+Check = tuple[str, Workload, Workload, int, str, float]
+
+
+def measure(checks: list[Check], rllama_python: str | None, repeats: int
+            ) -> tuple[list[tuple], list[tuple[str, float, float]], dict[str, tuple[float, float | None]]]:
+    """Table rows, env-steps/s of the batched rows, and per RLlama row (composer, RLlama) rates."""
+    rows: list[tuple] = []
+    env_rates: list[tuple[str, float, float]] = []
+    rllama_rows: dict[str, tuple[float, float | None]] = {}
+    for name, composer_work, hand_work, n, baseline, bound in checks:
+        a, b = _host(composer_work()(300)), _host(hand_work()(300))
+        tol = {"rtol": 1e-9, "atol": 1e-12} if a.dtype == np.float64 else {"rtol": 1e-4, "atol": 1e-5}
+        if not np.allclose(a, b, **tol):
+            raise SystemExit(f"{name}: composer {a!r} != hand-written {b!r}; the comparison would be unfair")
+        composer_once = functools.partial(best_rate, composer_work, n, 1)
+        comp_rate, hand_rate = paired_rates(composer_once, functools.partial(best_rate, hand_work, n, 1), repeats)
+        ratio = hand_rate / comp_rate
+        target = "-" if bound == math.inf else f"<= {bound}x"
+        met = "-" if bound == math.inf else ("yes" if ratio <= bound else "NO")
+        rows.append((name, baseline, n, comp_rate, hand_rate, ratio, target, met))
+        if name.startswith("RLlama") or name == OWN_NAME:
+            measured = None
+            if rllama_python:  # RLlama and the composer in alternation, best of each
+                comp_rate, measured = paired_rates(  # the composer's rate from these pairs only
+                    composer_once, functools.partial(rllama_rate, rllama_python, n, 1, name == OWN_NAME), repeats)
+                rows.append((name, "RLlama 0.7.0 (measured now)", n, comp_rate, measured, measured / comp_rate,
+                             "<= 0.2x (>= 5x RLlama)", "yes" if comp_rate >= 5 * measured else "NO"))
+            rllama_rows[name] = (comp_rate, measured)
+        if "envs" in name:
+            envs = int(name.rsplit(", ", 1)[1].split()[0].replace(",", ""))
+            env_rates.append((name, envs * comp_rate, envs * hand_rate))
+    return rows, env_rates, rllama_rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -309,9 +504,11 @@ def main(argv: list[str] | None = None) -> int:
                     "replica_loads": rng.integers(0, 20, size=4).astype(float)} for _ in range(1024)]
     batches = [{"throughput": rng.uniform(0, 0.2, 1024), "latency": rng.uniform(0, 12, 1024),
                 "replica_loads": rng.integers(0, 20, size=(1024, 4)).astype(float)} for _ in range(8)]
+    flat_batches = [{**b, "cache_hit_rate": rng.uniform(0, 1, 1024)} for b in batches]
+    texts = text_batches(rng, 1024)
 
     # (name, composer workload, baseline workload, steps, baseline label, bound on the time ratio)
-    checks: list[tuple[str, Workload, Workload, int, str, float]] = [
+    checks: list[Check] = [
         ("RLlama workload: 6 info_value, linear weights", lambda: six_composer(six_ctxs),
          lambda: six_hand(six_ctxs), int(200_000 * scale), "hand-written loop", math.inf),
         ("vidur_hybrid.yaml scalar (4 replicas)", lambda: hybrid_composer_scalar(hybrid_ctxs),
@@ -320,6 +517,12 @@ def main(argv: list[str] | None = None) -> int:
          lambda: hybrid_hand_scalar(hybrid_ctxs), int(100_000 * scale), "same maths inlined in the loop", math.inf),
         ("vidur_hybrid.yaml batched, 1,024 envs", lambda: hybrid_composer_batched(batches),
          lambda: hybrid_hand_numpy(batches), max(50, int(2_000 * scale)), "hand-written NumPy", 1.3),
+        (OWN_NAME, lambda: composer_loop(SIX_OWN, six_ctxs), lambda: six_own_hand(six_ctxs), int(200_000 * scale),
+         "hand-written loop", math.inf),
+        ("hybrid + EMA delta, threshold, info bonus, 1,024 envs", lambda: composer_loop(HYBRID_FLAT, flat_batches),
+         lambda: hybrid_flat_hand_numpy(flat_batches), max(50, int(2_000 * scale)), "hand-written NumPy", 1.3),
+        ("4 text terms, 1,024 completions", lambda: composer_loop(TEXT, texts), lambda: text_hand(texts),
+         max(10, int(100 * scale)), "hand-written Python", 1.3),
     ]
     try:
         import torch
@@ -332,29 +535,7 @@ def main(argv: list[str] | None = None) -> int:
         checks.append((f"vidur_hybrid.yaml torch {device.upper()} float32, 4,096 envs",
                        lambda tb=tb: hybrid_composer_torch(tb), lambda tb=tb: hybrid_hand_torch(tb),
                        max(50, int(1_000 * scale)), "hand-written torch", 1.3))
-    rows, env_rates = [], []
-    rllama = composer_six = None
-    for name, composer_work, hand_work, n, baseline, bound in checks:
-        a, b = _host(composer_work()(300)), _host(hand_work()(300))
-        tol = {"rtol": 1e-9, "atol": 1e-12} if a.dtype == np.float64 else {"rtol": 1e-4, "atol": 1e-5}
-        if not np.allclose(a, b, **tol):
-            raise SystemExit(f"{name}: composer {a!r} != hand-written {b!r}; the comparison would be unfair")
-        comp_rate = best_rate(composer_work, n, repeats)
-        hand_rate = best_rate(hand_work, n, repeats)
-        ratio = hand_rate / comp_rate
-        target = "-" if bound == math.inf else f"<= {bound}x"
-        met = "-" if bound == math.inf else ("yes" if ratio <= bound else "NO")
-        rows.append((name, baseline, n, comp_rate, hand_rate, ratio, target, met))
-        if name.startswith("RLlama"):
-            composer_six = comp_rate
-            rllama = rllama_rate(args.rllama_python, n, repeats)  # measured right after, same machine state
-            if rllama is not None:
-                rows.append((name, "RLlama 0.7.0 (measured now)", n, comp_rate, rllama, rllama / comp_rate,
-                             "<= 0.2x (>= 5x RLlama)", "yes" if comp_rate >= 5 * rllama else "NO"))
-        if "envs" in name:
-            envs = int(name.rsplit(", ", 1)[1].split()[0].replace(",", ""))
-            env_rates.append((name, envs * comp_rate, envs * hand_rate))
-
+    rows, env_rates, rllama_rows = measure(checks, args.rllama_python, repeats)
     header = ("workload", "baseline", "steps", "composer steps/s", "baseline steps/s", "time ratio", "target", "met")
     widths = [max(len(str(r[i])) if not isinstance(r[i], float) else 12 for r in rows + [header])
               for i in range(len(header))]
@@ -372,12 +553,14 @@ def main(argv: list[str] | None = None) -> int:
     print("-|-".join("-" * w for w in widths))
     for r in rows:
         print(fmt(r))
-    if rllama is not None:
-        print(f"\nRLlama workload: {composer_six / rllama:.2f}x RLlama 0.7.0 ({rllama:,.0f} steps/s, measured in this run "
-              f"under {args.rllama_python})")
-    else:
-        print(f"\nRLlama workload: {composer_six / RLLAMA_RATE:.2f}x RLlama 0.7.0's RECORDED rate ({RLLAMA_RATE:,.0f} "
-              "steps/s; not measured in this run: `make bench-env-rllama` or --rllama-python)")
+    print()
+    for name, (composed, measured) in rllama_rows.items():
+        if measured is not None:
+            print(f"{name}: {composed / measured:.2f}x RLlama 0.7.0 ({measured:,.0f} steps/s, measured in this run "
+                  f"under {args.rllama_python})")
+        elif not name.startswith("RLlama workload,"):
+            print(f"{name}: {composed / RLLAMA_RATE:.2f}x RLlama 0.7.0's RECORDED rate ({RLLAMA_RATE:,.0f} steps/s; "
+                  "not measured in this run: `make bench-env-rllama` or --rllama-python)")
     for name, composed, hand in env_rates:
         print(f"{name}: {composed:,.0f} env-steps/s composed, {hand:,.0f} hand-written")
     return 0

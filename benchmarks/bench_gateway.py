@@ -7,7 +7,8 @@ alternating, one at a time (latency), then many at once (throughput: with httpx,
 HTTP/1.1 client whose own cost is small enough not to be the limit). It prints the added median
 and p99 latency per request, requests/s through the gateway against straight to the stub, and the
 PPO router's decision time (the gateway's own `rewardkit_gateway_decision_seconds` histogram and an
-in-process timing of `PPORouter.act` on a gateway-sized observation). Targets (issue 20): added
+in-process timing of `PPORouter.decide` on a gateway-sized observation; `bench_request_path.py` puts the
+request path beside sglang-router). Targets (issue 20): added
 median <= 2 ms, p99 <= 10 ms, >= 500 requests/s, PPO decision p99 <= 0.5 ms.
 
 Usage: ``python benchmarks/bench_gateway.py [--requests 2000] [--concurrency 32]``
@@ -121,7 +122,7 @@ def ppo_decision_p99_ms(replicas: int = 4, n: int = 5000) -> float:
     """In-process p99 of one PPO routing decision on a live-sized observation."""
     import torch
 
-    from schedulers.rl.policy import ReplicaScorerPolicy
+    from schedulers.rl.scorer_network import ReplicaScorerPolicy
     from schedulers.rl.ppo_router import PPORouter
     from schedulers.routing.observation import FEATURE_NAMES
 
@@ -131,7 +132,7 @@ def ppo_decision_p99_ms(replicas: int = 4, n: int = 5000) -> float:
     times = []
     for _ in range(n):
         start = time.perf_counter()
-        router.act(obs)
+        router.decide(None, rows=obs)
         times.append((time.perf_counter() - start) * 1000)
     return float(np.percentile(times, 99))
 
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.router == "ppo":
             import torch
 
-            from schedulers.rl.policy import ReplicaScorerPolicy
+            from schedulers.rl.scorer_network import ReplicaScorerPolicy
             from schedulers.routing.observation import FEATURE_NAMES
 
             policy = Path(tmp) / "policy.pt"

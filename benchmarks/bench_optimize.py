@@ -54,7 +54,7 @@ from rewardkit.optimize.validation import (Validation, compute_table, export, me
 from schedulers.cli import evaluation_seeds  # noqa: E402
 from schedulers.evaluate.paired import evaluate_policies  # noqa: E402
 from schedulers.rl.ppo_router import PPORouter  # noqa: E402
-from schedulers.routing.router import HeuristicRouter  # noqa: E402
+from schedulers.routing.policy import make_policy  # noqa: E402
 from schedulers.train.config import load_config  # noqa: E402
 from schedulers.train.trainer import train  # noqa: E402
 from schedulers.tune.vidur_objective import VidurObjective  # noqa: E402
@@ -94,8 +94,8 @@ def validation_budget(train_config: Path, updates: int) -> dict[str, Any]:
 
 def validation_policies(opt: BayesianRewardOptimizer, validation: Validation, key: str) -> list[Path]:
     """The policies the validation runs of config ``key`` trained (one per repeat)."""
-    return [opt.study_dir / "validation" / key / f"repeat_{r}" / "train" / "policy.pt"
-            for r in range(len(validation.seeds))]
+    repeats = sum(1 for k, _ in validation.evaluations if k == key)  # the race gives finalists their own count
+    return [opt.study_dir / "validation" / key / f"repeat_{r}" / "train" / "policy.pt" for r in range(repeats)]
 
 
 def _train_reference(job: tuple[VidurObjective, int, Path]) -> Path:
@@ -115,7 +115,7 @@ def _evaluate(job: tuple[Path, dict[str, Path], list[int]]) -> list[dict[str, An
 
     torch.set_num_threads(1)
     env, policies, seeds = job
-    routers: dict[str, Any] = {"round_robin": HeuristicRouter("round_robin"), "adaptive": HeuristicRouter("adaptive")}
+    routers: dict[str, Any] = {"round_robin": make_policy("round_robin"), "adaptive": make_policy("adaptive")}
     routers.update({name: PPORouter.from_checkpoint(path) for name, path in policies.items()})
     return list(evaluate_policies(env, routers, seeds, log=lambda msg: None).episodes)
 

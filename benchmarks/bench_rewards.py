@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from schedulers.evaluate.paired import evaluate_policies  # noqa: E402
-from schedulers.routing.router import HeuristicRouter  # noqa: E402
+from schedulers.routing.policy import make_policy  # noqa: E402
 from schedulers.sim.env_config import load_env_config  # noqa: E402
 
 SEEDS = [101, 102, 103, 104, 105]
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = ROOT / args.runs
     from schedulers.rl.ppo_router import PPORouter
 
-    routers: dict = {"adaptive": HeuristicRouter("adaptive"), "least_prefill": HeuristicRouter("least_prefill")}
+    routers: dict = {"adaptive": make_policy("adaptive"), "least_prefill": make_policy("least_prefill")}
     for reward in rewards:
         policy = runs / reward / "policy.pt"
         if not args.evaluate_only:

@@ -46,7 +46,7 @@ from schedulers.cli import DEFAULT_BASELINES, describe_seeds, evaluation_seeds  
 from schedulers.evaluate.paired import evaluate_policies  # noqa: E402
 from schedulers.evaluate.results import paired_ratio_interval  # noqa: E402
 from schedulers.routing.heuristics import CAPACITY_AWARE, HEURISTICS, VIDUR_BASELINES  # noqa: E402
-from schedulers.routing.router import HeuristicRouter  # noqa: E402
+from schedulers.routing.policy import Policy, make_policy  # noqa: E402
 from schedulers.sim.env_config import load_env_config  # noqa: E402
 
 SEEDS = [101, 102, 103, 104, 105]
@@ -68,18 +68,19 @@ SPEED_OBLIVIOUS = VIDUR_BASELINES + tuple(HEURISTICS)
 NON_ESTIMATING = SPEED_OBLIVIOUS + CAPACITY_AWARE
 
 
-class TimedRouter:
-    """Wraps a router and accumulates the wall time spent choosing actions."""
+class TimedRouter(Policy):
+    """Wraps a policy and accumulates the wall time spent choosing replicas."""
 
-    def __init__(self, router: Any) -> None:
+    def __init__(self, router: Policy) -> None:
         self.router, self.seconds, self.decisions = router, 0.0, 0
+        self.name, self.observation, self.needs_true_speed = router.name, router.observation, router.needs_true_speed
 
     def reset(self, seed: int | None = None) -> None:
         self.router.reset(seed)
 
-    def act(self, obs: Any, env: Any) -> int:
+    def decide(self, snapshot: Any, prompt_tokens: float = 0.0, *, rows: Any = None, true_speed: Any = None) -> int:
         t0 = time.perf_counter()
-        action = self.router.act(obs, env)
+        action = self.router.decide(snapshot, prompt_tokens, rows=rows, true_speed=true_speed)
         self.seconds += time.perf_counter() - t0
         self.decisions += 1
         return action
@@ -91,7 +92,7 @@ def capacity(setups: list[str]) -> None:
     print(f"{'setup':12} | {'router':18} | {'capacity (req/s)':>16} | per seed")
     for name in setups:
         cfg = load_env_config(ROOT / SETUPS[name]["env"], {"qps": 10000.0})
-        routers = {r: HeuristicRouter(r) for r in ("least_prefill", "cap_least_prefill", "adaptive")}
+        routers = {r: make_policy(r) for r in ("least_prefill", "cap_least_prefill", "adaptive")}
         res = evaluate_policies(cfg, routers, CAPACITY_SEEDS, log=lambda m: None)
         for r in routers:
             values = res.values(r, "throughput")
@@ -124,7 +125,7 @@ def evaluate_setup(
     from schedulers.rl.ppo_router import PPORouter
 
     cfg = load_env_config(ROOT / SETUPS[name]["env"], overrides or None)
-    routers: dict[str, Any] = {n: HeuristicRouter(n) for n in baselines.split(",")}
+    routers: dict[str, Any] = {n: make_policy(n) for n in baselines.split(",")}
     warm = policy.parent / "bc_policy.pt"
     if warm.is_file():
         routers["warm_start"] = TimedRouter(PPORouter.from_checkpoint(warm))

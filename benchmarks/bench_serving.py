@@ -43,11 +43,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from schedulers.engines.metrics import prefix_cache_hit_rate, scrape  # noqa: E402
+from schedulers.shared.prometheus import prefix_cache_hit_rate, scrape  # noqa: E402
 from schedulers.engines.gateway_process import GatewayProcess  # noqa: E402
 from schedulers.engines.replicas import EngineCluster, tiny_cluster  # noqa: E402
 from schedulers.loadgen.runner import replay, summarize  # noqa: E402
-from schedulers.loadgen.workload import SharedPrefix, build_requests, lengths_from_env  # noqa: E402
+from schedulers.loadgen.sources import lengths_from_env  # noqa: E402
+from schedulers.shared.requests import SharedPrefix, build_requests  # noqa: E402
 
 LIVE_ROUTERS = ("round_robin,random,lor,jsq,least_kv,least_tokens,least_prefill,power_of_two,prefix_aware,"
                 "cap_jsq,cap_least_tokens,cap_least_prefill,adaptive,ppo")
@@ -60,98 +61,48 @@ DEFAULT_CHECKPOINT = ROOT / "runs" / "ppo_hetero" / "policy.pt"
 class ClientRouting:
     """The load generator routes each request itself: a fallback for when ``rewardkit gateway`` is not available.
 
-    Same routers (``choose`` for heuristics, the PPO checkpoint on ``build_observation`` rows), over a
-    ``ReplicaSnapshot`` built from the client's own bookkeeping: a request is waiting until its first
-    token, then running; prefill tokens are the prompts of waiting requests, decoded tokens the chunks
-    streamed so far, KV blocks the in-flight tokens over ``block_size``. Measured speed is the declared
-    one (no online estimate here), so ``adaptive`` routes like ``cap_least_prefill``.
+    Same routers (``make_policy``: heuristics, the PPO checkpoint on ``build_observation`` rows), over
+    the gateway's own :class:`~schedulers.live.view.LiveClusterView` of the client's in-flight
+    requests (no engine scrapes; measured speed is the declared one, so ``adaptive`` routes like
+    ``cap_least_prefill``).
     """
 
     def __init__(self, urls: list[str], router: str, checkpoint: str | None, declared: list[float],
                  block_size: int = 32, kv_capacity: float = 1024.0, window_s: float = 10.0, seed: int = 0,
                  token_factor: float = 1.0) -> None:
+        from schedulers.live.view import LiveClusterView
         from schedulers.routing.observation import ObservationConfig
-        from schedulers.routing.prefix_index import PrefixIndex
+        from schedulers.routing.policy import make_policy
 
-        n = len(urls)
-        self.urls, self.router, self.n = urls, router, n
-        self.declared = np.asarray(declared, dtype=np.float64)
-        self.block_size, self.kv_capacity, self.window_s = block_size, kv_capacity, window_s
-        self.rng = np.random.default_rng(seed)
-        self.decisions = 0
-        self.inflight: dict[int, dict[str, float]] = {}
-        self.completions: list[list[float]] = [[] for _ in range(n)]
-        self.tokens: list[list[tuple[float, int]]] = [[] for _ in range(n)]
-        self.last_completion = np.zeros(n)
-        self.start = time.perf_counter()
-        self.prefix = PrefixIndex(n, block_size)
-        self.ppo = None
-        self.obs_config = ObservationConfig()
-        if checkpoint is not None:
+        self.urls, self.router, self.block_size = urls, router, block_size
+        self.view = LiveClusterView(len(urls), declared, block_size=block_size, kv_capacity=kv_capacity,
+                                    window_s=window_s, measure_speed=False, clock=time.perf_counter)
+        # one torch thread: the engines own the cores; a spinning torch pool slows them
+        self.policy = make_policy(router if checkpoint is None else "ppo", checkpoint, seed=seed, simulated=False,
+                                  **({} if checkpoint is None else {"threads": 1}))
+        self.obs_config = self.policy.observation or ObservationConfig()
+        if checkpoint is not None and router == "ppo_scaled":
             import dataclasses
 
-            import torch
-
-            from schedulers.rl.ppo_router import PPORouter
-
-            torch.set_num_threads(1)  # the engines own the cores; a spinning torch pool slows them
-            self.ppo = PPORouter.from_checkpoint(checkpoint)
-            self.obs_config = self.ppo.observation_config
-            if router == "ppo_scaled":  # token features in the units of the workload the policy was trained on
-                self.obs_config = dataclasses.replace(self.obs_config, token_scale=self.obs_config.token_scale * token_factor)
-
-    def snapshot(self, prefix_match: np.ndarray) -> Any:
-        from schedulers.routing.snapshot import ReplicaSnapshot
-
-        now = time.perf_counter() - self.start
-        f = {k: np.zeros(self.n) for k in ("waiting", "running", "prefill", "decoded", "kv")}
-        for req in self.inflight.values():
-            i = int(req["replica"])
-            started = req["decoded"] > 0
-            f["running" if started else "waiting"][i] += 1
-            if not started:
-                f["prefill"][i] += req["prompt"]
-            f["decoded"][i] += req["decoded"]
-            f["kv"][i] += np.ceil((req["prompt"] + req["decoded"]) / self.block_size) if started else 0
-        for i in range(self.n):
-            self.completions[i] = [t for t in self.completions[i] if t >= now - self.window_s]
-            self.tokens[i] = [(t, k) for t, k in self.tokens[i] if t >= now - self.window_s]
-        span = min(self.window_s, now) or self.window_s
-        return ReplicaSnapshot.build(
-            waiting=f["waiting"], running=f["running"], kv_blocks=f["kv"], kv_capacity=np.full(self.n, self.kv_capacity),
-            prefill_tokens=f["prefill"], decoded_tokens=f["decoded"], waiting_prefill_tokens=f["prefill"],
-            recent_completions=np.array([len(c) for c in self.completions], float),
-            busy=((f["waiting"] + f["running"]) > 0).astype(float), declared_speed=self.declared,
-            measured_speed=self.declared, tokens_per_s=np.array([sum(k for _, k in t) for t in self.tokens]) / span,
-            since_completion=np.maximum(now - self.last_completion, 0.0), prefix_match=prefix_match)
+            # token features in the units of the workload the policy was trained on
+            self.obs_config = dataclasses.replace(self.obs_config, token_scale=self.obs_config.token_scale * token_factor)
 
     def __call__(self, spec: Any) -> tuple[str, str, Any]:
-        from schedulers.routing.heuristics import choose
         from schedulers.routing.observation import build_observation
 
-        hashes = self.prefix.block_hashes(spec.prompt_ids)
-        snap = self.snapshot(self.prefix.match(spec.prompt_ids, hashes))
-        if self.ppo is not None:
-            i = int(self.ppo.act(build_observation(snap, spec.prompt_tokens, self.obs_config, self.block_size)))
-        else:
-            i = choose(self.router, snap, self.rng, decision_index=self.decisions, prompt_tokens=spec.prompt_tokens)
-        self.decisions += 1
-        self.prefix.insert(i, spec.prompt_ids, hashes)
-        key = spec.index
-        self.inflight[key] = {"replica": i, "prompt": spec.prompt_tokens, "decoded": 0}
+        view = self.view
+        snap = view.snapshot(view.prefix_match(spec.prompt_ids))
+        rows = None
+        if self.policy.observation is not None:
+            rows = build_observation(snap, spec.prompt_tokens, self.obs_config, self.block_size)
+        i = self.policy.decide(snap, spec.prompt_tokens, rows=rows)
+        key = view.sent(i, spec.prompt_tokens, spec.prompt_ids)
 
         def event(kind: str) -> None:
-            now = time.perf_counter() - self.start
-            req = self.inflight.get(key)
-            if req is None:
-                return
             if kind == "token":
-                req["decoded"] += 1
-                self.tokens[i].append((now, 1 if req["decoded"] > 1 else 1 + int(req["prompt"])))
+                view.token(key)
             elif kind == "done":
-                del self.inflight[key]
-                self.completions[i].append(now)
-                self.last_completion[i] = now
+                view.finished(key)
 
         return self.urls[i], str(i), event
 

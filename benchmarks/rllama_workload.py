@@ -1,8 +1,9 @@
 """RLlama 0.7.0 on bench_compose's first workload; run by bench_compose.py under RLlama's interpreter.
 
 Six components that each read one float of the context, weights on a linear schedule from 1.0
-to 0.1 over 100,000 steps; per step ``shaper.shape(composer.calculate(ctx), step)``, RLlama's
-documented loop. RLlama names a component by its class, so the six are six classes.
+to 0.1 over 100,000 steps (``--own-schedules``: each on its own linear schedule); per step
+``shaper.shape(composer.calculate(ctx), step)``, RLlama's documented loop. RLlama names a
+component by its class, so the six are six classes.
 
 RLlama 0.7.0's package ``__init__`` fails to import (``rllama.rewards.components.learning``
 imports ``rllama.rewards.rewards``), so its composer, base class and shaper are loaded from their
@@ -42,10 +43,19 @@ def load_rllama() -> tuple[type, type, type]:
     return composer.RewardComposer, base.BaseReward, shaper.RewardShaper
 
 
+def own_schedule(i: int) -> dict:
+    """Component ``i``'s own linear schedule (bench_compose's OWN_SCHEDULES, in RLlama's format)."""
+    return {"weight": 1.0, "schedule": "linear",
+            "schedule_params": {"start_step": 0, "end_step": 100_000 + 10_000 * i, "start_value": 1.0,
+                                "end_value": 0.1 * (i + 1)}}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200_000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--own-schedules", action="store_true",
+                        help="each component on its own linear schedule (end value 0.1*(i+1), end step 100,000+10,000*i)")
     args = parser.parse_args(argv)
     composer_cls, base_cls, shaper_cls = load_rllama()
 
@@ -61,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     best, total = math.inf, 0.0
     for _ in range(args.repeats):
         composer = composer_cls(components)
-        shaper = shaper_cls({f"Signal{i}": dict(schedule) for i in range(6)})
+        shaper = shaper_cls({f"Signal{i}": own_schedule(i) if args.own_schedules else dict(schedule)
+                             for i in range(6)})
         t0 = time.perf_counter()
         for step in range(args.steps):
             total = shaper.shape(composer.calculate(ctxs[step & 1023]), step)

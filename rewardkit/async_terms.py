@@ -20,15 +20,22 @@ Starter = Callable[[Sequence[Awaitable[Any]]], "concurrent.futures.Future[list[A
 
 
 async def gather_terms(coroutines: Sequence[Awaitable[Any]]) -> list[Any]:
-    """Await ``coroutines`` concurrently; on the first failure cancel the others and raise it."""
+    """Await ``coroutines`` concurrently and return their results in order. When some fail, the
+    error raised is that of the first failing term in config order (not the first to fail in
+    time), so the same failure reads the same on every run; the others finish first (each term
+    bounds its own time)."""
     tasks = [asyncio.ensure_future(c) for c in coroutines]
     try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    except BaseException:  # this call was cancelled (composer.close(), a cancelled acall)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)  # let the cancelled ones clean up
         raise
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return list(results)
 
 
 def on_loop(loop: asyncio.AbstractEventLoop) -> Starter:

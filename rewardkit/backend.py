@@ -16,9 +16,9 @@ docs/writing-components.md. Synchronisation: nothing here forces a device-to-hos
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from contextvars import ContextVar
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -53,7 +53,8 @@ def library_of(value: Any) -> str | None:
 
 def check_one_library(ctx: Mapping[str, Any], keys: Iterable[str]) -> str | None:
     """The one array library of ``ctx[key]`` for ``keys`` present in ``ctx`` (``None`` if no key
-    holds an array); a context mixing libraries raises ``InvalidInputError`` naming a key of each."""
+    holds an array); a context mixing libraries raises ``InvalidInputError`` naming a key of each,
+    as does a torch tensor without values to compute on (:func:`check_computable`)."""
     first: tuple[str, str] | None = None
     for key in keys:
         if key not in ctx:
@@ -61,6 +62,8 @@ def check_one_library(ctx: Mapping[str, Any], keys: Iterable[str]) -> str | None
         lib = library_of(ctx[key])
         if lib is None:
             continue
+        if lib == "torch":
+            check_computable(ctx[key], f"context key {key!r}")
         if first is None:
             first = (key, lib)
         elif lib != first[1]:
@@ -68,6 +71,28 @@ def check_one_library(ctx: Mapping[str, Any], keys: Iterable[str]) -> str | None
                 f"context mixes array libraries: key {first[0]!r} is a {first[1]} array but key {key!r} is a "
                 f"{lib} array; give every context value from one library (or Python numbers)")
     return None if first is None else first[1]
+
+
+def check_computable(a: Any, what: str) -> None:
+    """A torch tensor rewards can be computed on: dense (strided) and with values (not on the
+    ``meta`` device, which has shapes only); ``InvalidInputError`` naming ``what`` otherwise."""
+    if getattr(a, "is_meta", False):
+        raise InvalidInputError(f"{what}: expected a tensor with values, got one on the 'meta' device (shapes only); "
+                                "move it to a real device first")
+    layout = str(getattr(a, "layout", "torch.strided"))
+    if layout != "torch.strided":
+        raise InvalidInputError(f"{what}: expected a dense tensor, got layout {layout}; call .to_dense() first")
+
+
+def detached(a: Any) -> Any:
+    """``a`` without its autograd history (a torch tensor that requires grad), else ``a`` itself.
+
+    What rewardkit keeps between calls (running statistics, per-environment state) is made of
+    detached values: state holding a graph would grow with every call and make a second
+    ``backward()`` run through freed buffers. Rewards returned by a call keep their gradient."""
+    if a.__class__ is np.ndarray or not getattr(a, "requires_grad", False):
+        return a
+    return a.detach()
 
 
 def array_namespace(*arrays: Any) -> Any:
@@ -136,16 +161,24 @@ def call_dtype(default: Any = None) -> Any:
     return default if dtype is None else dtype
 
 
-@contextmanager
-def evaluating(check_inputs: bool, dtype: Any) -> Iterator[None]:
+class evaluating:  # noqa: N801 - used as a function: ``with evaluating(check_inputs, dtype):``
     """Run the block as one batched call: input checks on or off, computing in ``dtype``, NumPy's
-    overflow/invalid warnings silenced once for every component (see :func:`quiet`)."""
-    token = _call.set((check_inputs, dtype, True))
-    try:
-        with np.errstate(over="ignore", invalid="ignore"):
-            yield
-    finally:
-        _call.reset(token)
+    overflow/invalid warnings silenced once for every component (see :func:`quiet`). A class
+    rather than a generator: it is entered on every batched call."""
+
+    __slots__ = ("_state", "_token", "_errstate")
+
+    def __init__(self, check_inputs: bool, dtype: Any) -> None:
+        self._state = (check_inputs, dtype, True)
+
+    def __enter__(self) -> None:
+        self._errstate = np.errstate(over="ignore", invalid="ignore")
+        self._errstate.__enter__()
+        self._token = _call.set(self._state)
+
+    def __exit__(self, *exc: Any) -> None:
+        _call.reset(self._token)
+        self._errstate.__exit__(*exc)
 
 
 def quiet() -> Any:
@@ -192,6 +225,8 @@ def all_finite(*arrays: Any) -> bool:
     """
     if not arrays:
         return True
+    if arrays[0].__class__ is not np.ndarray:  # reading a value of a tensor with a graph makes torch warn
+        arrays = tuple(detached(a) for a in arrays)
     total = arrays[0].sum()  # the method: NumPy's np.sum adds a Python wrapper per call
     for a in arrays[1:]:
         total = total + a.sum()

@@ -15,7 +15,8 @@ from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 
-from .backend import array_namespace, checking, copy_array, kind, library_of, like as _like, to_numpy, wide_float
+from .backend import (array_namespace, checking, copy_array, detached, kind, library_of, like as _like, to_numpy,
+                      wide_float)
 from .errors import ConfigError, RewardKitError
 from .params import Param, describe, validate_params
 
@@ -155,17 +156,19 @@ class BaseReward:
         """A function ``f(*inputs, terminated, truncated) -> float`` for one environment.
 
         Inputs come positionally in the order of ``input_keys`` (floats, or lists of floats for
-        vector inputs; ``None`` for an absent optional input). The default wraps :meth:`compute`;
-        components override it with plain-float maths for speed, and the property tests check
-        both paths agree.
+        vector inputs, a ``str`` for text inputs; ``None`` for an absent optional input). The
+        default wraps :meth:`compute`; components override it with plain-float maths for speed,
+        and the property tests check both paths agree.
         """
         names = list(self.input_keys)
         compute = self.compute
         term = self.name
+        text = self.text_inputs
 
         def one_env(*args: Any) -> float:
             *values, terminated, truncated = args
-            x = {n: np.asarray(v, dtype=np.float64)[None] for n, v in zip(names, values, strict=True) if v is not None}
+            x = {n: [v] if n in text else np.asarray(v, dtype=np.float64)[None]
+                 for n, v in zip(names, values, strict=True) if v is not None}
             out = checked_output(compute(x, np.array([terminated]), np.array([truncated])), 1, term, finite=False)
             return float(out[0])
 
@@ -253,6 +256,17 @@ class BaseReward:
         return f"{type(self).__name__}(name={self.name!r}, {args})"
 
 
+class StateArrays(dict):
+    """The per-environment state's arrays by slot name: every value written is :func:`detached`
+    (state never holds an autograd graph; see :mod:`rewardkit.backend`)."""
+
+    def __init__(self, arrays: Mapping[str, Any] = ()) -> None:
+        super().__init__({k: detached(v) for k, v in dict(arrays).items()})
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, detached(value))
+
+
 class PerEnvState:
     """Per-environment float slots, grown lazily to the batch size seen at the first call.
 
@@ -267,13 +281,22 @@ class PerEnvState:
 
     def __init__(self, **initial: float) -> None:
         self._initial = dict(initial)
-        self.arrays: dict[str, Any] = {}
+        self._arrays = StateArrays()
         self.slots: list[float] | None = None
         self._kind: tuple[Any, Any, Any] = (np.ndarray, np.dtype(np.float64), None)
         #: set by a component once every environment's slots hold a written value (no first
         #: step pending anywhere); cleared by any reset that may touch one. A host-side flag: a
         #: component may skip its first-step handling without reading a device.
         self.started_everywhere = False
+
+    @property
+    def arrays(self) -> StateArrays:
+        """The state's arrays by slot name (what is written into them is detached from any graph)."""
+        return self._arrays
+
+    @arrays.setter
+    def arrays(self, value: Mapping[str, Any]) -> None:
+        self._arrays = value if isinstance(value, StateArrays) else StateArrays(value)
 
     def ensure(self, n_envs: int, like: Any = None) -> dict[str, Any]:
         """Return the state arrays, allocating them for ``n_envs`` environments if needed.

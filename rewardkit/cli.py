@@ -24,7 +24,7 @@ import numpy as np
 
 from . import __version__
 from .composer import RewardComposer, RewardOutput
-from .config import MAX_DEPTH, MAX_FILE_BYTES, check_structure
+from .config import MAX_DEPTH, MAX_FILE_BYTES, check_structure, require_path
 from .docgen import components_markdown, components_text
 from .errors import ConfigError, RewardKitError
 from .migrate_rllama import migrate_rllama_file
@@ -79,12 +79,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 # ---- explain -------------------------------------------------------------------------------
-def load_contexts(path: str) -> list[dict[str, Any]]:
+def load_contexts(path: str, text_keys: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """Read ``path`` as one context (a JSON object) or a sequence of them (a JSON list).
 
-    Numbers stay floats; lists become float arrays (per-replica vectors). Errors name the file
+    Numbers stay floats; lists become float arrays (per-replica vectors); keys in ``text_keys``
+    (read as text by the config) hold a string or a list of strings. Errors name the file
     and the key. The file gets the limits of YAML configs (size, nesting depth, number of values).
     """
+    require_path(path, "load_contexts")
     try:
         with open(path, "rb") as fh:
             raw = fh.read(MAX_FILE_BYTES + 1)
@@ -115,16 +117,20 @@ def load_contexts(path: str) -> list[dict[str, Any]]:
     for n, item in enumerate(items):
         where = f"[{n}]" if isinstance(data, list) else ""
         if not isinstance(item, dict):
-            raise ContextError(f"{path}{where}: expected a JSON object mapping signal names to numbers, "
+            raise ContextError(f"{path}{where}: expected a JSON object mapping signal names to numbers or text, "
                                f"got {type(item).__name__}")
         ctx: dict[str, Any] = {}
         for key, value in item.items():
-            ctx[key] = _context_value(value, f"{path}{where}: key {key!r}")
+            ctx[key] = _context_value(value, f"{path}{where}: key {key!r}", key in text_keys)
         contexts.append(ctx)
     return contexts
 
 
-def _context_value(value: Any, where: str) -> Any:
+def _context_value(value: Any, where: str, text: bool = False) -> Any:
+    if text:
+        if isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            return value
+        raise ContextError(f"{where}: expected text (a string, or a list of strings), got {describe(value)}")
     if isinstance(value, bool) or value is None or isinstance(value, (str, dict)):
         raise ContextError(f"{where}: expected a number or a list of numbers, got {describe(value)}")
     if isinstance(value, (int, float)):
@@ -189,7 +195,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.context is None:
         print("rewardkit explain: error: give --context CTX_JSON (or --show-code)", file=sys.stderr)
         return EXIT_USAGE
-    contexts = load_contexts(args.context)
+    contexts = load_contexts(args.context, frozenset(s.key for s in composer.reader.slots if s.text))
     required = composer.required_context_keys()
     for n, ctx in enumerate(contexts):
         missing = sorted(required - set(ctx))
@@ -318,26 +324,32 @@ def add_optimize_parser(sub: Any) -> None:
     p.add_argument("--storage", default=None, metavar="URL|PATH",
                    help="RDB URL with a scheme (sqlite:///s.db, postgresql://...) or a journal file "
                         "(default: <study>.journal here)")
-    p.add_argument("--n-trials", type=_non_negative, default=None, metavar="N",
+    p.add_argument("--n-trials", type=_int_range(0, MAX_TRIALS), default=None, metavar="N",
                    help="the study's total of finished trials (complete, pruned or failed)")
-    p.add_argument("--timeout", type=float, default=None, metavar="S", help="stop starting trials after S seconds")
-    p.add_argument("--workers", type=_positive, default=1, metavar="W", help="worker processes on this machine")
+    p.add_argument("--timeout", type=_seconds(MAX_SECONDS), default=None, metavar="S",
+                   help="stop starting trials after S seconds")
+    p.add_argument("--workers", type=_int_range(1, MAX_WORKERS), default=1, metavar="W",
+                   help="worker processes on this machine")
     p.add_argument("--sampler", choices=("tpe", "gp", "random", "nsga2"), default=None,
                    help="default: the study's stored sampler, else tpe")
     p.add_argument("--pruner", choices=("none", "median", "halving", "hyperband", "wilcoxon"), default=None,
                    help="default: the study's stored pruner, else none")
-    p.add_argument("--seed", type=_non_negative, default=None, metavar="S",
-                   help="sampler seed, an integer >= 0 (stored with the study; trial n draws from (S, n), so "
+    p.add_argument("--seed", type=_int_range(0, 2**32 - 1), default=None, metavar="S",
+                   help="sampler seed, an integer from 0 to 2**32 - 1 (stored with the study; trial n draws from (S, n), so "
                         "workers and later runs never replay a draw)")
-    p.add_argument("--trial-timeout", type=_positive_seconds, default=None, metavar="SECONDS",
+    p.add_argument("--trial-timeout", type=_seconds(MAX_SECONDS), default=None, metavar="SECONDS",
                    help="stop a trial (or a noise, validation or report run) after SECONDS and record it as failed")
     p.add_argument("--enqueue", nargs="+", default=None, metavar="CONFIG.yaml",
                    help="seed the study with known reward configs (each once)")
-    p.add_argument("--validate", type=_non_negative, default=3, metavar="K",
+    p.add_argument("--validate", type=_int_range(0, MAX_FINALISTS), default=3, metavar="K",
                    help="re-run the top K configs and the base on validation seeds, paired, and export the winner "
                         "only when it beats the base reliably (default 3; 0: off)")
-    p.add_argument("--repeats", type=_at_least_two, default=3, metavar="R",
-                   help="evaluations per config in validation, each with its own seeds and training seed (default 3)")
+    p.add_argument("--repeats", type=_int_range(2, MAX_REPEATS, "repeats measure the noise"), default=3,
+                   metavar="R", help="evaluations of the base (the noise) and of each finalist at the race's first "
+                                     "look, each with its own seeds and training seed (default 3)")
+    p.add_argument("--max-repeats", type=_int_range(2, MAX_REPEATS), default=None, metavar="R",
+                   help="the race's cap: finalists whose interval still straddles zero get more repeats, up to R "
+                        "(default 4 x --repeats)")
     p.add_argument("--export-best", default=None, metavar="OUT.yaml",
                    help="write the validated winner's reward config (the base when none is reliably better)")
     p.add_argument("--report", action="store_true",
@@ -455,7 +467,7 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-MAX_STEP = 2**53  # steps beyond this are not exact as floats, which schedules compute with
+MAX_CLI_STEP = 2**53  # --step: steps beyond this are not exact as floats, which schedules compute with
 
 
 def _non_negative(text: str) -> int:
@@ -477,32 +489,53 @@ def _positive(text: str) -> int:
     return value
 
 
-def _positive_seconds(text: str) -> float:
-    """An argparse type: a positive finite number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
-    if not (value > 0 and value != float("inf")):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
-    return value
+#: optimize's flag ranges (the seconds: the OS timer's limit, about 115 days; repeats: the validation seed range)
+MAX_SECONDS = 1e7
+MAX_TRIALS = 10**9
+MAX_WORKERS = 256
+MAX_FINALISTS = 100
+MAX_REPEATS = 100_000
 
 
-def _at_least_two(text: str) -> int:
-    """An argparse type: an integer >= 2 (repeats that can show a spread)."""
-    value = _non_negative(text)
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 2 (repeats measure the noise), got {value}")
-    return value
+def _int_range(low: int, high: int, why: str = "") -> Callable[[str], int]:
+    """An argparse type: an integer from ``low`` to ``high``."""
+    expected = f"expected an integer from {low} to {high}" + (f" ({why})" if why else "")
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{expected}, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{expected}, got {value}")
+        return value
+
+    return parse
+
+
+def _seconds(high: float) -> Callable[[str], float]:
+    """An argparse type: a number of seconds above 0 and at most ``high``."""
+    expected = f"expected a number of seconds above 0 and at most {high:.0e}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{expected}, got {text!r}") from None
+        if not 0 < value <= high:  # NaN fails too
+            raise argparse.ArgumentTypeError(f"{expected}, got {text}")
+        return value
+
+    return parse
 
 
 def _step_argument(text: str) -> int:
-    """``--step``: an integer from 0 to ``MAX_STEP``."""
+    """``--step``: an integer from 0 to ``MAX_CLI_STEP``."""
     try:
         step = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {describe(text)}") from None
-    if not 0 <= step <= MAX_STEP:
+    if not 0 <= step <= MAX_CLI_STEP:
         raise argparse.ArgumentTypeError(f"expected an integer from 0 to 2**53, got {describe(step)}")
     return step
 

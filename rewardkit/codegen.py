@@ -72,14 +72,26 @@ class CompiledPlan:
         self.compile()
 
     def compile(self) -> None:
-        """(Re)build both functions (``single_env``, ``batched``) and register their source with ``linecache``."""
-        scalar_file, vector_file = self._filenames()
-        self.single_env = self._compile_scalar(scalar_file)
+        """(Re)build both functions (``single_env``, ``batched``) and register their source with ``linecache``.
+
+        With optional context keys, ``single_env`` reads every key as present (the common case,
+        one dict lookup each) and hands a context lacking one to ``single_env_absent``, which
+        reads the optional keys with ``ctx.get``."""
+        scalar_file, vector_file, absent_file = self._filenames()
+        optional = any(slot.optional for slot in self.reader.slots) and not self.asynchronous
+        self._absent_source = ""
+        self.single_env_absent = None
+        self.single_env_absent = self._compile_scalar(absent_file) if optional else None
+        if optional:
+            self._absent_source = self._scalar_source
+        self.single_env = self._compile_scalar(scalar_file, assume_present=optional)
         self.batched = self._compile_vector(vector_file)
 
     def generated_code(self) -> str:
-        """The Python source of both functions (single environment, then batched)."""
-        return self._scalar_source + "\n\n" + self._vector_source
+        """The Python source of the functions (single environment, the same when an optional key
+        is absent, if any, then batched)."""
+        parts = [self._scalar_source, self._absent_source, self._vector_source]
+        return "\n\n".join(part for part in parts if part)
 
     def collect_info(self) -> dict[str, dict[str, float]] | None:
         """``last_call_info()`` of the terms that report one, ``None`` when none does."""
@@ -87,9 +99,10 @@ class CompiledPlan:
             return None
         return {n.name: dict(n.component.last_call_info()) for n in self.info_nodes}
 
-    def _filenames(self) -> tuple[str, str]:
+    def _filenames(self) -> tuple[str, str, str]:
         label = self.source or "config"
-        return (f"<rewardkit {label} #{self._code_id} single-env>", f"<rewardkit {label} #{self._code_id} batched>")
+        return (f"<rewardkit {label} #{self._code_id} single-env>", f"<rewardkit {label} #{self._code_id} batched>",
+                f"<rewardkit {label} #{self._code_id} single-env, optional key absent>")
 
     def _new_namer(self) -> "_Namer":
         """Readable, unique names: ``<term>_raw``, ``<term>_weight``, ``ctx_<key>``, ``_<term>_<helper>``."""
@@ -109,7 +122,7 @@ class CompiledPlan:
     # place. It runs in phases so that a call that fails changes nothing: inputs and weights,
     # then stateless terms (which may raise), then stateful terms (snapshotted when a later one
     # could still raise), then normalizers, transforms and sums (which cannot raise on floats).
-    def _compile_scalar(self, filename: str) -> Any:
+    def _compile_scalar(self, filename: str, assume_present: bool = False) -> Any:
         namer = self._new_namer()
         reader = self.reader
         env: dict[str, Any] = {"_NotScalar": NotScalar, "_isfinite": math.isfinite, "_ndarray": np.ndarray,
@@ -119,22 +132,24 @@ class CompiledPlan:
                                "_MAX_STEP": MAX_STEP, "_flag": scalar_flag,
                                "_returned": returned_float, "_bad_output": check_scalar_output, "_ABSENT": ABSENT,
                                "_RO": CompiledRewardOutput, "_names": self.names, "_store": self.store,
-                               "_plan": self, "_fallback": self.fallback}
+                               "_plan": self, "_fallback": self.fallback, "_absent": self.single_env_absent}
         namer.used.update(env)
         head = "def reward_single_env(ctx, step=None, terminated=None, truncated=None):"
         if self.asynchronous:  # asynchronous terms are awaited together: every call takes the batched path
             lines = [head, "    raise _NotScalar  # asynchronous terms: the batched path gathers them"]
         else:
-            lines = [head] + self._scalar_body(namer, env)
+            lines = [head] + self._scalar_body(namer, env, assume_present)
         # This function is the composer's __call__ (no wrapper frame on the hot path): batched
         # contexts, missing keys and non-mappings leave it for the composer's slower path.
-        lines = [lines[0], "    try:"] + ["    " + line for line in lines[1:]] + [
-            "    except (_NotScalar, KeyError, TypeError) as exc:",
-            "        return _fallback(ctx, step, terminated, truncated, exc)"]
+        lines = [lines[0], "    try:"] + ["    " + line for line in lines[1:]]
+        if assume_present:  # an absent key: the function that reads optional keys with ctx.get
+            lines += ["    except KeyError:", "        return _absent(ctx, step, terminated, truncated)"]
+        lines += ["    except (_NotScalar, KeyError, TypeError) as exc:",
+                  "        return _fallback(ctx, step, terminated, truncated, exc)"]
         self._scalar_source = "\n".join(lines) + "\n"
         return _define(self._scalar_source, env, "reward_single_env", filename)
 
-    def _scalar_body(self, namer: "_Namer", env: dict[str, Any]) -> list[str]:
+    def _scalar_body(self, namer: "_Namer", env: dict[str, Any], assume_present: bool) -> list[str]:
         """The statements of ``reward_single_env`` (numbers in, an output built without ``__init__``)."""
         lines = ["    if step is None: step = _store.step",
                  "    elif step.__class__ is not int or step < 0 or step > _MAX_STEP: step = _check_step(step)",
@@ -144,7 +159,7 @@ class CompiledPlan:
                  "    elif truncated.__class__ is not bool: truncated = _flag(truncated, 'truncated')",
                  "    done = terminated or truncated",
                  "    # ---- inputs"]
-        self._emit_scalar_inputs(lines)
+        self._emit_scalar_inputs(lines, assume_present)
         weight_of = self._emit_weights(lines, env, namer)
         stateless = [n for n in self.leaves if not n.component.stateful]
         if stateless:
@@ -196,10 +211,12 @@ class CompiledPlan:
                   "    return out"]
         return lines
 
-    def _emit_scalar_inputs(self, lines: list[str]) -> None:
-        """Read each context key once, as a float (or a list of floats), and check it is finite."""
+    def _emit_scalar_inputs(self, lines: list[str], assume_present: bool) -> None:
+        """Read each context key once, as a float (or a list of floats), and check it is finite
+        (``assume_present``: optional keys too are read with ``ctx[key]``)."""
         v = self._vars
         for key, nd, optional, text, _ in self.reader.slots:
+            optional = optional and not assume_present
             x, total = v["ctx:" + key], v["ctx_sum:" + key]
             if text:  # one str; a list or array of them is a batch (_text raises _NotScalar)
                 if optional:
@@ -291,6 +308,8 @@ class CompiledPlan:
         """Every node's weight at ``step``: a literal when constant, identical schedules evaluated once."""
         weight_of: dict[str, str] = {}
         by_expr: dict[str, str] = {}
+        # (variable, ramp's end step, expression on the ramp, full expression, value after the ramp)
+        ramps: list[tuple[str, int, str, str, str]] = []
         header = len(lines)
         for node in self.order:
             sched = self.shaper.schedule(node.name)
@@ -305,7 +324,20 @@ class CompiledPlan:
                 weight_of[node.name] = by_expr[expr]
             else:
                 var = by_expr[expr] = weight_of[node.name] = self._vars[node.name + "_weight"]
-                lines.append(f"    {var} = {expr}")
+                ramp = sched.ramp_source("step")
+                if ramp is None:
+                    lines.append(f"    {var} = {expr}")
+                else:
+                    ramps.append((var, ramp[0], ramp[1], expr, repr(float(sched(ramp[0])))))
+        if len(ramps) == 1:
+            lines.append(f"    {ramps[0][0]} = {ramps[0][3]}")
+        elif ramps:  # one comparison while every ramp still rises (or once all ended), not one per schedule
+            lines.append(f"    if step < {min(r[1] for r in ramps)}:")
+            lines += [f"        {var} = {ramp}" for var, _, ramp, _, _ in ramps]
+            lines.append(f"    elif step >= {max(r[1] for r in ramps)}:")
+            lines += [f"        {var} = {end}" for var, _, _, _, end in ramps]
+            lines.append("    else:")
+            lines += [f"        {var} = {expr}" for var, _, _, expr, _ in ramps]
         if len(lines) > header:
             lines.insert(header, "    # ---- weights (schedules of the step)")
         return weight_of

@@ -261,9 +261,16 @@ class RewardComposer:
         inputs = self.reader.read_batch(ctx)
         term, trunc, done = self.reader.episode_flags(inputs, terminated, truncated)
         store, plan = self.store, self.plan
-        with store.transaction(store.guarded), evaluating(self.check_inputs, inputs.dtype):
-            total, values = plan.batched(*inputs.values, step, term, trunc, done, start or self._async_loop.start)
-            if store.components and maybe_any(done):  # on a device: a where() per state array, no sync
+        start = start or self._async_loop.start
+        if store.guarded:  # snapshot what a failure would leave half-updated
+            with store.transaction(store.guarded), evaluating(self.check_inputs, inputs.dtype):
+                total, values = plan.batched(*inputs.values, step, term, trunc, done, start)
+                if store.components and maybe_any(done):  # on a device: a where() per state array, no sync
+                    store.end_episodes(done)
+        else:
+            with evaluating(self.check_inputs, inputs.dtype):
+                total, values = plan.batched(*inputs.values, step, term, trunc, done, start)
+            if store.components and maybe_any(done):
                 store.end_episodes(done)
         batch = inputs.batch
         if batch is None:

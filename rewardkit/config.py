@@ -22,6 +22,7 @@ was expected. YAML is parsed with a safe loader that also rejects duplicate keys
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,12 +182,22 @@ def _split_path(path: str) -> list[str | int]:
     return parts
 
 
+def require_path(path: Any, caller: str) -> None:
+    """Refuse anything but a ``str`` or ``os.PathLike`` as a file path, with a ``TypeError`` naming
+    ``caller``: ``open`` takes an int as a file descriptor (``0`` would read standard input)."""
+    if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{caller}: expected a file path (str or pathlib.Path), got {type(path).__name__} "
+                        f"{describe(path)}")
+
+
 def read_yaml(path: str | Path) -> YamlDocument:
     """Read a YAML file with rewardkit's safe loader; every problem is a located ``ConfigError``.
 
     The one loader for all YAML the project reads: safe tags only, no duplicate keys, merge keys
-    allowed, and the limits ``MAX_FILE_BYTES``, ``MAX_EXPANDED_VALUES`` and ``MAX_DEPTH``.
+    allowed, and the limits ``MAX_FILE_BYTES``, ``MAX_EXPANDED_VALUES`` and ``MAX_DEPTH``. ``path``
+    must be a ``str`` or ``os.PathLike`` (:func:`require_path`).
     """
+    require_path(path, "read_yaml")
     source = str(path)
     if "\x00" in source:  # open() would raise ValueError, not OSError
         raise ConfigError("expected a file path, got one containing a NUL byte", source=repr(source))
@@ -208,6 +219,7 @@ def read_yaml(path: str | Path) -> YamlDocument:
 
 def load_yaml(path: str | Path) -> Any:
     """The data of a YAML file read by :func:`read_yaml` (safe, no duplicate keys, bounded)."""
+    require_path(path, "load_yaml")
     return read_yaml(path).data
 
 

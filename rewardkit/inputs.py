@@ -14,6 +14,7 @@ library. Text (inputs a component lists in ``text_inputs``): a ``str`` for one e
 
 from __future__ import annotations
 
+from collections import abc
 from typing import Any, Iterable, Mapping, NamedTuple
 
 import numpy as np
@@ -273,29 +274,28 @@ class InputReader:
         values (and so synchronise with a device) are the NaN/inf check (off with
         ``allow_nonfinite``) and components' domain checks; ``check_inputs=False`` skips them.
         """
-        if not isinstance(ctx, Mapping):
+        if ctx.__class__ is not dict and not isinstance(ctx, abc.Mapping):
             raise InvalidInputError(f"expected a context mapping signal names to values, got {type(ctx).__name__}")
-        library = check_one_library(ctx, self._numeric_keys)
         raw: list[Any] = []
+        all_f64 = True  # the common case: every value a float64 NumPy array, nothing to convert
         for slot in self.slots:
-            if slot.key not in ctx:
+            value = ctx.get(slot.key, ABSENT)
+            if value is ABSENT:
                 if not slot.optional:
                     self.raise_missing(ctx, KeyError(slot.key))
-                raw.append(None)
+                value = None
             elif slot.text:
-                raw.append(self.text_list(ctx[slot.key], slot.key))
-            else:
-                raw.append(ctx[slot.key])
-        if library in (None, "numpy"):
-            inputs = [value if value is None or slot.text else self.as_float_array(value, slot.key)
-                      for slot, value in zip(self.slots, raw, strict=True)]
-            dtypes = {a.dtype for slot, a, v in zip(self.slots, inputs, raw, strict=True)
-                      if a is not None and not slot.text and library_of(v) is not None}
-            dtype = F32 if dtypes == {F32} else F64
-            if F32 in dtypes or dtype is F32:
-                inputs = [a if a is None or s.text or a.dtype == dtype else a.astype(dtype)
-                          for s, a in zip(self.slots, inputs, strict=True)]
+                value = self.text_list(value, slot.key)
+            elif value.__class__ is not np.ndarray or value.dtype is not F64:
+                all_f64 = False
+            raw.append(value)
+        library = "numpy" if all_f64 else check_one_library(ctx, self._numeric_keys)
+        if all_f64:
+            inputs, dtype = raw, F64
             xp: Any = np
+        elif library in (None, "numpy"):
+            inputs, dtype = self._host_inputs(raw)
+            xp = np
         else:
             xp = array_namespace(*(v for s, v in zip(self.slots, raw, strict=True)
                                    if not s.text and library_of(v) is not None))
@@ -310,8 +310,22 @@ class InputReader:
                 if isinstance(arr, str):
                     inputs[j] = [arr] * n
             elif arr.ndim == slot.ndim:
+                if inputs is raw:
+                    inputs = list(raw)
                 inputs[j] = xp.broadcast_to(arr, (n,) + tuple(arr.shape))
         return BatchInputs(inputs, batch, dtype)
+
+    def _host_inputs(self, raw: list[Any]) -> tuple[list[Any], Any]:
+        """The context's values as NumPy float arrays (float32 kept when every array is float32), and their dtype."""
+        inputs = [value if value is None or slot.text else self.as_float_array(value, slot.key)
+                  for slot, value in zip(self.slots, raw, strict=True)]
+        dtypes = {a.dtype for slot, a, v in zip(self.slots, inputs, raw, strict=True)
+                  if a is not None and not slot.text and library_of(v) is not None}
+        dtype = F32 if dtypes == {F32} else F64
+        if F32 in dtypes or dtype is F32:
+            inputs = [a if a is None or s.text or a.dtype == dtype else a.astype(dtype)
+                      for s, a in zip(self.slots, inputs, strict=True)]
+        return inputs, dtype
 
     def _library_inputs(self, raw: list[Any], xp: Any, device: Any) -> tuple[list[Any], Any]:
         """The context's values as float arrays of a non-NumPy library on ``device``, and their dtype."""
@@ -340,10 +354,14 @@ class InputReader:
         batch: int | None = None
         check_values = not self.allow_nonfinite and (xp is np or self.check_inputs)
         for slot, arr in zip(self.slots, inputs, strict=True):
-            if arr is None or isinstance(arr, str):
+            if arr is None or arr.__class__ is str:
                 continue
-            key, nd, name, local = slot.key, slot.ndim, slot.first.term, slot.first.local
             shape = (len(arr),) if slot.text else tuple(arr.shape)
+            nd = slot.ndim
+            if len(shape) == nd + 1 and shape[0] and (batch is None or shape[0] == batch):
+                batch = shape[0]  # the common case, checked with one comparison chain
+                continue
+            key, name, local = slot.key, slot.first.term, slot.first.local
             if len(shape) < nd or len(shape) > nd + 1:
                 raise InvalidInputError(
                     f"context key {key!r} (read by {name}, input {local!r}): expected {nd} axes per "
@@ -352,11 +370,8 @@ class InputReader:
                 if shape[0] == 0:
                     raise InvalidInputError(f"context key {key!r}: expected at least one environment on the "
                                             f"leading axis, got an empty batch (shape {shape})")
-                if batch is None:
-                    batch = shape[0]
-                elif shape[0] != batch:
-                    raise InvalidInputError(f"context key {key!r}: expected {batch} environments on the leading "
-                                            f"axis like the other inputs, got shape {shape}")
+                raise InvalidInputError(f"context key {key!r}: expected {batch} environments on the leading "
+                                        f"axis like the other inputs, got shape {shape}")
         if check_values:  # reads one number back from a device: the call's one synchronisation
             present = [a for s, a in zip(self.slots, inputs, strict=True) if a is not None and not s.text]
             if present and not all_finite(*present):
@@ -390,7 +405,8 @@ class InputReader:
         n = inputs.batch if inputs.batch is not None else 1
         ref = next((a for slot, a in zip(self.slots, inputs.values, strict=True)
                     if a is not None and not slot.text), None)
-        if terminated is None and truncated is None:
+        # None and False (what the compiled single-environment path hands over) share one array
+        if (terminated is None or terminated is False) and (truncated is None or truncated is False):
             flags = self.no_flags(n, ref)
             return flags, flags, flags
         term = episode_flags(terminated, n, "terminated", ref)

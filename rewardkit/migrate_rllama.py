@@ -30,7 +30,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from .config import RLLAMA_KEYS, SCHEMA_VERSION, parse_config, parse_yaml
+from .config import RLLAMA_KEYS, SCHEMA_VERSION, parse_config, parse_yaml, require_path
 from .errors import ConfigError
 from .params import describe, is_finite_number
 
@@ -92,6 +92,7 @@ def looks_like_rllama(data: Any) -> bool:
 
 def migrate_rllama_file(path: str | Path) -> Migration:
     """Read an RLlama YAML file and convert it (see the module docstring)."""
+    require_path(path, "migrate_rllama_file")
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")

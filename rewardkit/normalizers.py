@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
-from .backend import array_namespace, copy_array, kind, library_of, like, to_numpy
+from .backend import array_namespace, copy_array, detached, kind, library_of, like, to_numpy
 from .errors import ConfigError
 from .params import Param, describe, is_finite_number, validate_params
 
@@ -63,7 +63,7 @@ class RunningMeanStd:
             self._to_host()
         else:
             xp = array_namespace(batch)
-            x = xp.reshape(batch, (-1,))
+            x = xp.reshape(detached(batch), (-1,))  # the statistics never hold an autograd graph
             n = int(x.shape[0])
             if n == 0:
                 return
@@ -230,7 +230,8 @@ class RunningMinMax(Normalizer):
         xp = array_namespace(x)
         low, high = _on(self.low, x), _on(self.high, x)
         if training and x.shape[0]:
-            low, high = xp.minimum(low, xp.min(x)), xp.maximum(high, xp.max(x))
+            seen = detached(x)  # the bounds never hold an autograd graph
+            low, high = xp.minimum(low, xp.min(seen)), xp.maximum(high, xp.max(seen))
             self.low, self.high = low, high
         span = high - low
         positive = span > 0
@@ -295,7 +296,7 @@ class ReturnStd(Normalizer):
                 returns = xp.zeros_like(x)
             elif kind(returns) != kind(x):
                 returns = like(returns, x)  # loaded or kept from another library or device
-            returns = returns * self.gamma + x
+            returns = returns * self.gamma + detached(x)  # the running returns never hold an autograd graph
             self.moments.update(returns)
             self.returns = returns if done is None else xp.where(done, 0.0, returns)
         out = x / (self.moments.var + self.eps) ** 0.5

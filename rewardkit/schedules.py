@@ -59,6 +59,12 @@ class Schedule:
         """A Python expression of the value at ``step_var`` for compiled paths, or None."""
         return None
 
+    def ramp_source(self, step_var: str) -> tuple[int, str] | None:
+        """``(until, expr)``: for steps below ``until`` the value is ``expr`` (simpler than
+        :meth:`source`) and from ``until`` on it is constant (the compiled paths test one
+        ``step < until`` for several ramps, and one ``step >= until`` once they all ended), or None."""
+        return None
+
     def _bound_source(self, expr: str) -> str:
         # bounds at the largest finite float are no-ops for the finite values the ramps produce
         if self.high < FLOAT_MAX:
@@ -145,25 +151,46 @@ class Linear(_Ramp):
     params = {"start": Param.number(doc="value at start_step"), "end": Param.number(doc="value after the ramp"),
               "steps": _steps_param(), "end_step": _end_step_param(), **_COMMON}
 
-    # Interpolating as (1 - p) * start + p * end gives exactly ``start`` at p = 0 and exactly
-    # ``end`` at p = 1, and cannot overflow for finite ends (start + (end - start) * p can).
+    # On the ramp the value is start + t * slope: exactly ``start`` at t = 0, ``end`` from the
+    # end of the ramp on, one multiply-add per step. When end - start overflows (ends near the
+    # float64 limits) it interpolates as (1 - p) * start + p * end instead, which cannot.
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
+        start, end = float(config["start"]), float(config["end"])
+        slope = (end - start) / self.span  # Python floats: inf on overflow, never an exception
+        self.slope = slope if math.isfinite(slope) else None
+
     def value(self, t: float) -> float:
-        p = min(1.0, max(0.0, t) / self.span)
-        return (1.0 - p) * self.config["start"] + p * self.config["end"]
+        start, end = self.config["start"], self.config["end"]
+        if self.slope is None:
+            p = min(1.0, max(0.0, t) / self.span)
+            return (1.0 - p) * start + p * end
+        t = max(0.0, t)
+        return float(end) if t >= self.span else start + t * self.slope
 
     def source(self, step_var: str) -> str | None:
         start_step = self.config.get("start_step", 0)
-        span = self.span
-        # Same arithmetic as value(), with comparisons instead of min/max calls (this runs every step).
-        if start_step == 0:  # the step is a non-negative int: step / span is value()'s max(0.0, t) / span
-            p = f"(1.0 if {step_var} >= {span!r} else {step_var} / {span!r})"
-        else:
-            t = f"({step_var} - {start_step!r})"
-            p = f"(0.0 if {t} <= 0.0 else (1.0 if {t} >= {span!r} else {t} / {span!r}))"
+        span = int(self.span) if self.span == int(self.span) else self.span  # int compares are faster
         start, end = _literal(self.config["start"]), _literal(self.config["end"])
-        head = "(1.0 - (_p := {p}))".format(p=p) if start == "1.0" else f"(1.0 - (_p := {p})) * {start}"  # x * 1.0 == x
-        expr = f"({head} + _p * {end})"
+        t = step_var if start_step == 0 else f"({step_var} - {start_step!r})"
+        if self.slope is None:  # same arithmetic as value(), with comparisons instead of min/max calls
+            p = f"(1.0 if {t} >= {span!r} else {t} / {float(self.span)!r})"
+            if start_step != 0:
+                p = f"(0.0 if {t} <= 0 else {p})"
+            expr = f"((1.0 - (_p := {p})) * {start} + _p * {end})"
+        else:  # the step is a non-negative int: max(0.0, t) is t when start_step is 0
+            ramp = f"{t} * {self.slope!r}" if start == "0.0" else f"{start} + {t} * {self.slope!r}"
+            if start_step != 0:
+                ramp = f"({start} if {t} <= 0 else {ramp})"
+            expr = f"({end} if {t} >= {span!r} else {ramp})"
         return self._bound_source(expr)
+
+    def ramp_source(self, step_var: str) -> tuple[int, str] | None:
+        if self.config.get("start_step", 0) != 0 or self.slope is None:
+            return None
+        start = _literal(self.config["start"])
+        ramp = f"{step_var} * {self.slope!r}" if start == "0.0" else f"{start} + {step_var} * {self.slope!r}"
+        return math.ceil(self.span), self._bound_source(ramp)
 
 
 class Cosine(_Ramp):

@@ -1,9 +1,20 @@
 """Vidur request router trained with PPO on rewardkit rewards.
 
-Packages, imported one way (each only from those before it): ``routing`` (snapshot, observations,
-heuristics, routers; NumPy only) <- ``sim`` (everything that touches Vidur) <- ``rl`` (policy,
-PPO), ``train`` (trainer, checkpoints, logs), ``evaluate`` (paired comparison) <- ``tune``
-(reward optimization) <- ``cli``, ``demo``.
+Packages by floor, each importing only from the floors below it (``tests/test_architecture.py``):
+
+- ``shared``: what both halves share (the workload of any env YAML, arrivals, the per-request
+  reward, episode metrics, the engine client and its SSE and Prometheus readers); no Vidur, pandas
+  or torch.
+- ``routing``: replica snapshot, observations, heuristics and the routing seam
+  (``routing.policy``: ``Policy``, ``make_policy``); NumPy only.
+- side by side: the simulator half, ``sim`` (everything that touches Vidur) and ``rl`` (policy
+  network, PPO, the PPO checkpoint as a policy); the serving half, ``live`` (the live cluster view,
+  the live env, the decision log) and ``loadgen`` (``rewardkit loadgen``).
+- ``serve`` (``rewardkit gateway``, on the live view alone) and ``environments`` (one env from any
+  env YAML, :func:`~schedulers.environments.policy_action`).
+- ``train`` (trainer, checkpoints, logs, learning from decision logs), ``evaluate`` (paired
+  comparison) <- ``tune`` (reward optimization) <- ``cli`` and ``engines`` (test and benchmark
+  rigs) <- ``demo``.
 
 ``import schedulers`` is light: the Vidur env, its configs and routers load on first use
 (``schedulers.VidurRoutingEnv``, ``schedulers.EnvConfig``, ...), so that importing the package does
@@ -17,7 +28,7 @@ from typing import Any
 
 _LAZY = {
     "VidurRoutingEnv": "schedulers.sim.env",
-    "EpisodeMetrics": "schedulers.sim.metrics",
+    "EpisodeMetrics": "schedulers.shared.episode_metrics",
     "FEATURE_NAMES": "schedulers.routing.observation",
     "build_observation": "schedulers.routing.observation",
     "ObservationConfig": "schedulers.routing.observation",
@@ -28,10 +39,10 @@ _LAZY = {
     "ReplicaSnapshot": "schedulers.routing.snapshot",
     "HEURISTICS": "schedulers.routing.heuristics",
     "HEURISTIC_NAMES": "schedulers.routing.heuristics",
-    "Router": "schedulers.routing.router",
-    "HeuristicRouter": "schedulers.routing.router",
-    "make_router": "schedulers.routing.router",
-    "register_router": "schedulers.routing.router",
+    "Policy": "schedulers.routing.policy",
+    "HeuristicPolicy": "schedulers.routing.policy",
+    "make_policy": "schedulers.routing.policy",
+    "register_policy": "schedulers.routing.policy",
     "evaluate_policies": "schedulers.evaluate.paired",
     "VidurSetupError": "schedulers.sim.profiles",
 }

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from rewardkit.errors import ConfigError
 
-from .limits import MAX_EVAL_SEEDS, MAX_SEED
+from .bounds import MAX_EVAL_SEEDS, MAX_SEED
 
 DEFAULT_BASELINES = (
     "round_robin,random,lor,jsq,least_kv,least_tokens,least_prefill,power_of_two,"
@@ -80,7 +80,7 @@ def offline_command(args: argparse.Namespace) -> int:
     try:
         check_out_dir(out)
         path = train_from_log(args.from_log, out, mode=args.mode, init=args.init, epochs=args.epochs)
-    except (ConfigError, CheckpointError, FileNotFoundError) as exc:
+    except (ConfigError, CheckpointError, FileNotFoundError, ValueError) as exc:  # check_out_dir's are ValueErrors
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"learned from {', '.join(args.from_log)} ({args.mode}); policy: {path}")
@@ -206,7 +206,8 @@ def add_evaluate_command(subparsers: Any) -> None:
                         help="warm-start policy to evaluate as 'warm_start' (default: bc_policy.pt next to --checkpoint, if any)")
     parser.add_argument("--baselines", default=DEFAULT_BASELINES,
                         help="comma-separated heuristic names (cap_*: declared speed; adaptive: measured speed; "
-                             "oracle: true speed, a reference ceiling)")
+                             "oracle: true speed, a reference ceiling; the prefix baselines cache_aware and "
+                             "affinity_token_load take parameters: cache_aware:balance_abs_threshold=8)")
     add_seed_options(parser, default_count=5)
     parser.add_argument("--env", default=DEFAULT_ENV, help="environment YAML (cluster and workload)")
     parser.add_argument("--qps", type=float, default=None, help="override the Poisson arrival rate")
@@ -221,7 +222,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
     """Run the comparison from parsed arguments; return an exit code."""
     from .evaluate.paired import evaluate_policies  # heavy (Vidur): imported when the command runs
     from .environments import load_any_env_config
-    from .routing.router import HeuristicRouter
+    from .routing.policy import make_policy
 
     overrides: dict[str, Any] = {}
     if args.qps is not None:
@@ -237,23 +238,21 @@ def evaluate_command(args: argparse.Namespace) -> int:
         cfg = load_any_env_config(args.env, overrides)
         print(f"evaluation seeds: {describe_seeds(seeds)}", flush=True)
         routers: dict[str, Any] = {}
+        simulated = not hasattr(cfg, "live")  # a live cluster has no true speeds (no oracle)
         for name in [b.strip() for b in args.baselines.split(",") if b.strip()]:
-            routers[name] = HeuristicRouter(name)
+            try:
+                routers[name] = make_policy(name, simulated=simulated)
+            except ValueError as exc:
+                raise ValueError(f"--baselines: {exc}") from None
         warm = args.warm_start
         if warm is None and args.checkpoint and (Path(args.checkpoint).parent / "bc_policy.pt").is_file():
             warm = str(Path(args.checkpoint).parent / "bc_policy.pt")
-        if args.checkpoint or warm:
-            import torch
-
-            from .rl.ppo_router import PPORouter
-
-            # one decision at a time: a pool of threads only spins, on the cores the simulator or
-            # live engines need
-            torch.set_num_threads(1)
-            if args.checkpoint:
-                routers["ppo"] = PPORouter.from_checkpoint(args.checkpoint)
-            if warm:
-                routers["warm_start"] = PPORouter.from_checkpoint(warm)
+        # one decision at a time on one thread: a pool of threads only spins, on the cores the
+        # simulator or live engines need
+        if args.checkpoint:
+            routers["ppo"] = make_policy("ppo", args.checkpoint, threads=1)
+        if warm:
+            routers["warm_start"] = make_policy("ppo", warm, threads=1)
         if not routers:
             raise ValueError(f"--baselines: expected at least one heuristic name (or a --checkpoint), got {args.baselines!r}")
         out = Path(args.out) if args.out else Path("runs") / f"eval-{cfg.name}"

@@ -1,9 +1,11 @@
 """The main job (``make demo``): why learning matters when replicas slow down and recover.
 
 On the ``slowdowns`` setup (configs/envs/slowdowns.yaml: 4 replicas, each slowed to 35-45% of its
-speed for 30-50 s about every two minutes, unannounced), two PPO routers start from the same warm
-start, a clone of least_prefill (which ignores speed), and train with the same budget, seeds and
-settings (configs/ppo_slowdowns_request.yaml); only the reward differs:
+speed for 30-50 s about every two minutes, unannounced), least_prefill (which ignores speed) is
+cloned once (``<out>/clone``, with request_ttft.yaml's critic targets), and two PPO routers start
+from that same clone (``bc.from_policy``: the same weights, so their learning curves start at the
+same point) and train with the same budget, seeds and settings (configs/ppo_slowdowns_request.yaml);
+only the reward differs:
 
 - ``ppo_hybrid``: the seed system's per-step hybrid reward (configs/rewards/vidur_hybrid.yaml,
   absolute, delta and balance terms; ``gamma`` 0.995 as per-step rewards need);
@@ -15,7 +17,8 @@ selection in this project used: 101-105, 201-208 and 301-320 chose configs and c
 optimizer's seeds are 400-999; training episodes start at 1000). It prints the comparison table,
 ratios to the warm start and to adaptive with paired 90% intervals, and writes two plots: TTFT p99
 per router and the learning curves (TTFT p99 on two curve seeds, 351-352, every few updates). The
-two trainings run side by side (two processes); an interrupted demo resumes from its checkpoints.
+clone has its own progress bar (a heuristic's demonstrations collected, then each epoch fitted);
+the two trainings run side by side (two processes); an interrupted demo resumes from its checkpoints.
 """
 
 from __future__ import annotations
@@ -44,8 +47,14 @@ SELECTION_SEEDS = frozenset([*range(101, 106), *range(201, 209), *range(301, 321
 CURVE_FILE = "curve.csv"
 
 
-def training_config(base: Path, reward: Path, gamma: float, updates: int) -> dict[str, Any]:
-    """``base`` with the run's reward and discount and a budget of ``updates`` PPO updates."""
+CLONE = "clone"
+#: the run whose reward and discount the clone's critic is fitted with
+CLONE_FROM = "ppo_request"
+
+
+def training_config(base: Path, reward: Path, gamma: float, updates: int, clone: Path | None = None) -> dict[str, Any]:
+    """``base`` with the run's reward and discount and a budget of ``updates`` PPO updates (0: the
+    behaviour cloning alone), starting from the behaviour-cloned policy ``clone`` when given."""
     from rewardkit.config import load_yaml
 
     raw = load_yaml(base)
@@ -55,9 +64,38 @@ def training_config(base: Path, reward: Path, gamma: float, updates: int) -> dic
     ppo = raw["ppo"]
     ppo["gamma"] = gamma
     ppo["total_timesteps"] = steps = updates * int(ppo["n_envs"]) * int(ppo["n_steps"])
-    raw["entropy"] = {**raw.get("entropy", {}), "coef": {"schedule": "linear", "start": 0.01, "end": 0.0, "steps": steps}}
+    raw["entropy"] = {**raw.get("entropy", {}),
+                      "coef": {"schedule": "linear", "start": 0.01, "end": 0.0, "steps": max(steps, 1)}}
     raw["logging"] = {**raw.get("logging", {}), "progress": False, "plots": True, "tensorboard": False}
+    if clone is not None:
+        raw["bc"] = {**raw.get("bc", {}), "enabled": True, "from_policy": str(clone)}
     return raw
+
+
+def clone_once(cfg: dict[str, Any], out: Path) -> Path:
+    """Behaviour-clone the base config's heuristic once, with a progress bar; return its ``bc_policy.pt``
+    (reused when an earlier demo wrote it)."""
+    from tqdm import tqdm
+
+    from .train.trainer import train
+
+    path = out / "bc_policy.pt"
+    if path.exists():
+        return path
+    # stages: each heuristic's demonstrations collected (most of the time), then each epoch fitted
+    bar = tqdm(total=len(cfg["bc"]["heuristics"]) + cfg["bc"]["epochs"],
+               desc=f"clone {', '.join(cfg['bc']['heuristics'])} (behaviour cloning)", unit="stage",
+               file=sys.stderr, dynamic_ncols=True)
+
+    def advance(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(done - bar.n)
+
+    try:
+        train(cfg, out, resume=True, bc_callback=advance)
+    finally:
+        bar.close()
+    return path
 
 
 def _curve_rows(path: Path) -> dict[int, float]:
@@ -119,15 +157,13 @@ def _evaluate_seed(job: tuple[str, dict[str, str | None], int]) -> Any:
     """Every router on one seed (in a worker process): the evaluation's rows and latency samples."""
     import torch
 
-    from .rl.ppo_router import PPORouter
-    from .routing.router import HeuristicRouter
+    from .routing.policy import make_policy
     from .evaluate.paired import evaluate_policies
     from .sim.env_config import load_env_config
 
     torch.set_num_threads(1)
     env_path, specs, seed = job
-    routers = {name: HeuristicRouter(name) if path is None else PPORouter.from_checkpoint(path)
-               for name, path in specs.items()}
+    routers = {name: make_policy(name) if path is None else make_policy("ppo", path) for name, path in specs.items()}
     return evaluate_policies(load_env_config(env_path), routers, [seed], baseline="round_robin", log=lambda msg: None)
 
 
@@ -275,7 +311,11 @@ def main(argv: list[str] | None = None) -> int:
                              f"nor the curve seeds), got {reused}")
         from .train.config import load_config
 
-        cfgs = {name: training_config(Path(args.base_config), run["reward"], run["gamma"], args.updates)
+        out = Path(args.out)
+        clone_cfg = training_config(Path(args.base_config), RUNS[CLONE_FROM]["reward"], RUNS[CLONE_FROM]["gamma"], 0)
+        clone_cfg = load_config(clone_cfg)[0]  # with every default filled in
+        clone_path = out / CLONE / "bc_policy.pt"
+        cfgs = {name: training_config(Path(args.base_config), run["reward"], run["gamma"], args.updates, clone_path)
                 for name, run in RUNS.items()}
         checked = {name: load_config(cfg)[0] for name, cfg in cfgs.items()}
     except Exception as exc:  # noqa: BLE001 - bad flags or configs: one line, exit 2
@@ -285,9 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     if max(seeds + curve_seeds) >= train_start:
         print(f"error: --seeds: expected seeds below the training seeds ({train_start} onwards)", file=sys.stderr)
         return 2
-    out = Path(args.out)
     env_path = checked["ppo_request"]["env"]
-    print(f"[demo] slowdowns setup ({env_path}); two PPO routers from the same least_prefill clone, "
+    print(f"[demo] slowdowns setup ({env_path}); least_prefill cloned once ({clone_path}), two PPO routers "
+          "started from that same clone, "
           f"{args.updates} updates each, rewards: " + ", ".join(f"{n} = {Path(r['reward']).name} (gamma {r['gamma']})"
                                                                 for n, r in RUNS.items()), flush=True)
     print(f"[demo] evaluation seeds: {describe_seeds(seeds)}, fresh: no selection in this project used them "
@@ -296,12 +336,13 @@ def main(argv: list[str] | None = None) -> int:
     from rewardkit.errors import ConfigError
 
     try:
+        clone_once(clone_cfg, out / CLONE)
         policies = train_both(cfgs, out, curve_seeds, args.curve_every, args.updates, args.workers)
     except ConfigError as exc:  # raised in a training process: a setting the trainer refuses
         print(f"error: {exc}", file=sys.stderr)
         return 2
     specs: dict[str, str | None] = {name: None for name in HEURISTICS}
-    specs["warm_start"] = str(out / "ppo_request" / "bc_policy.pt")  # both runs clone least_prefill alike
+    specs["warm_start"] = str(clone_path)  # both runs started from this clone
     specs.update({name: str(path) for name, path in policies.items()})
     results = evaluate_all(env_path, specs, seeds, args.workers, out / "eval")
     heuristic_curve = {name: sum(v) / len(v) for name, v in
@@ -315,9 +356,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _heuristic(name: str) -> Any:
-    from .routing.router import HeuristicRouter
+    from .routing.policy import make_policy
 
-    return HeuristicRouter(name)
+    return make_policy(name)
 
 
 if __name__ == "__main__":

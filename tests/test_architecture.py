@@ -9,8 +9,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("rewardkit", "schedulers")
-#: schedulers' layers; a package may import only from layers before it (and from itself).
-LAYERS = ("routing", "sim", "rl", ("train", "evaluate"), "tune", "cli", "demo")
+#: schedulers' layers, every package and top-level module of it; a package may import only from layers
+#: before it (and from itself), never from a sibling of its own layer. ``shared`` is the ground floor
+#: both halves stand on (workload, arrivals, per-request reward, episode metrics, the engine protocol);
+#: the simulator half (``sim``, ``rl``) and the serving half (``live``, ``loadgen``) stand side by side
+#: on ``routing``; ``engines`` (test and benchmark rigs) sits on top.
+LAYERS = (("paths", "bounds"), "shared", "routing", ("sim", "live", "loadgen", "rl"), ("serve", "environments"),
+          ("train", "evaluate"), "tune", ("cli", "engines"), "demo")
+#: imports the layers would allow but the design does not: the gateway stands on the live view alone.
+FORBIDDEN = {"serve": ("sim", "loadgen", "engines", "rl", "train", "evaluate", "tune")}
 
 
 def module_name(path: Path) -> str:
@@ -127,14 +134,41 @@ def test_schedulers_layers_import_one_way() -> None:
                 wrong.append(f"{module} -> {other}")
             if theirs is not None and theirs == mine and other.split(".")[1] != module.split(".")[1]:
                 wrong.append(f"{module} -> {other} (sibling packages)")
+            if theirs is not None and other.split(".")[1] in FORBIDDEN.get(module.split(".")[1], ()):
+                wrong.append(f"{module} -> {other} (forbidden)")
     assert wrong == []
+
+
+def test_every_package_and_module_of_schedulers_has_a_layer() -> None:
+    named = {name for layer in LAYERS for name in (layer if isinstance(layer, tuple) else (layer,))}
+    present = {p.stem for p in (ROOT / "schedulers").iterdir()
+               if (p.is_dir() and (p / "__init__.py").is_file()) or (p.suffix == ".py" and p.stem != "__init__")}
+    assert present == named
+
+
+def test_the_layer_check_catches_the_serving_halfs_old_imports() -> None:
+    """live -> loadgen and loadgen -> sim (siblings), serve -> loadgen (forbidden) fail; live -> shared passes."""
+    def bad(module: str, other: str) -> bool:
+        mine, theirs = _layer(module), _layer(other)
+        return (theirs > mine or (theirs == mine and other.split(".")[1] != module.split(".")[1])
+                or other.split(".")[1] in FORBIDDEN.get(module.split(".")[1], ()))
+
+    assert bad("schedulers.live.env", "schedulers.loadgen.runner")
+    assert bad("schedulers.loadgen.sources", "schedulers.sim.arrivals")
+    assert bad("schedulers.serve.gateway", "schedulers.loadgen.runner")
+    assert bad("schedulers.shared.workload", "schedulers.routing.observation")
+    assert not bad("schedulers.live.env", "schedulers.shared.engine_client")
 
 
 @pytest.mark.parametrize(
     ("package", "forbidden"),
     [
         ("rewardkit", ("schedulers", "vidur", "torch")),
+        ("schedulers/shared", ("vidur", "torch", "gymnasium", "pandas")),
         ("schedulers/routing", ("vidur", "torch", "gymnasium")),
+        ("schedulers/live", ("vidur", "torch", "pandas")),
+        ("schedulers/loadgen", ("vidur", "torch", "pandas")),
+        ("schedulers/serve", ("vidur", "torch", "pandas")),
         ("schedulers/rl", ("vidur",)),
         ("schedulers/train", ("vidur",)),
         ("schedulers/evaluate", ("vidur",)),

@@ -25,13 +25,11 @@ def normalize(text: str) -> str:
 
 def final_number(text: str) -> float | None:
     """The last number written in ``text`` (thousands commas allowed), or ``None``."""
-    found = None
-    for found in NUMBER.finditer(text):
-        pass
-    if found is None:
+    found = NUMBER.findall(text)
+    if not found:
         return None
     try:
-        value = float(found.group().replace(",", ""))
+        value = float(found[-1].replace(",", ""))
     except ValueError:
         return None
     return value if math.isfinite(value) else None

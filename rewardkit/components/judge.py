@@ -69,7 +69,7 @@ class Judge(RemoteTerm):
     failure of that item. A chat endpoint takes one conversation per request (``batch_size: 1``);
     a completions endpoint takes ``batch_size`` prompts per request. Concurrency, timeouts,
     retries, the cache, budgets and the failure policy are those of ``remote_score``; the
-    breakdown also counts ``text_answers`` (items scored from text).
+    breakdown also counts ``text_answers`` (items scored from text). See docs/remote-terms.md.
     """
 
     params = {
@@ -84,6 +84,7 @@ class Judge(RemoteTerm):
         "system": Param.string(doc="system message sent first (chat endpoints); null: none").or_null(),
         **REMOTE_PARAMS,
         "batch_size": Param.integer(1, "prompts per request (1 for a chat endpoint)", minimum=1),
+        "default": Param.fraction(0.0, "value of an item that could not be scored, with on_failure: default"),
     }
     output_range = (0.0, 1.0)
 

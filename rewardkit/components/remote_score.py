@@ -27,7 +27,8 @@ class RemoteScore(RemoteTerm):
     and completion are scored once (``cache_size``); ``max_requests`` and ``max_call_s`` are
     budgets. An item that cannot be scored raises a ``RemoteScoreError`` naming the term and the
     URL, or gets ``default`` with ``on_failure: default``. Latency, requests, failures, cache
-    hits, defaults used and spend show in the breakdown (``TermOutput.info``).
+    hits, defaults used and spend show in the breakdown (``TermOutput.info``). See
+    docs/remote-terms.md.
     """
 
     params = {"url": url_param("scorer endpoint: POST {prompts, completions}, answer {scores}"), **REMOTE_PARAMS}

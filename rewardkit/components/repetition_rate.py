@@ -26,4 +26,4 @@ class RepetitionRate(TextReward):
             return 0.0
         if self.n == 1:
             return (total - len(set(words))) / total
-        return (total - len(set(zip(*(words[i:] for i in range(self.n)))))) / total
+        return (total - len(set(zip(*(words[i:] for i in range(self.n)), strict=False)))) / total

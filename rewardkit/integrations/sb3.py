@@ -35,6 +35,7 @@ except ImportError as exc:  # the optional extra is missing: say which one to in
                       name=exc.name) from exc
 
 from ..composer import RewardComposer
+from ..config import require_path
 from ..gym import ENV_REWARD_KEY, TERMS_KEY, ContextFn, Transition, _attach, _batch_context, _prime, _shapes
 
 LOG_PREFIX = "reward_terms"
@@ -101,6 +102,7 @@ class ComposedRewardVecEnv(VecEnvWrapper):
 
     def load_state(self, path: str | Path) -> None:
         """Restore the composer's state from a ``..._reward_state_<N>_steps.json`` checkpoint."""
+        require_path(path, "load_state")
         self.composer.load_state_dict(json.loads(Path(path).read_text(encoding="utf-8")))
 
 

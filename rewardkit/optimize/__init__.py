@@ -22,13 +22,15 @@ from .optimizer import BayesianRewardOptimizer
 from .values import check_values
 from .search_space import Dimension, SearchSpace
 from .storage import parse_storage
-from .strategies import PRUNERS, SAMPLERS, StudySettings
-from .trial_context import (REPORT_SEED_BASE, report_evaluation, report_seeds, trial_directory, trial_phase,
-                            trial_seeds, tuning_seeds)
+from .samplers import PRUNERS, SAMPLERS, StudySettings
+from .trial_context import (REPORT_SEED_BASE, record_cost, record_seed_values, report_evaluation, report_seeds,
+                            trial_directory, trial_phase, trial_repeat, trial_seeds, trial_training, tuning_seeds,
+                            validation_seeds)
 
 __all__ = [
     "BayesianRewardOptimizer", "SearchSpace", "Dimension", "StudySettings", "SAMPLERS", "PRUNERS",
     "OBJECTIVE_GROUP", "resolve_objective", "parse_storage", "check_values", "report_evaluation",
-    "trial_seeds", "trial_directory", "trial_phase", "tuning_seeds", "report_seeds", "REPORT_SEED_BASE",
+    "trial_seeds", "trial_directory", "trial_phase", "trial_repeat", "trial_training", "record_seed_values",
+    "record_cost", "tuning_seeds", "validation_seeds", "report_seeds", "REPORT_SEED_BASE",
     "TrialTimeout", "EvaluationError",
 ]

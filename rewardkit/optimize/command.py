@@ -6,9 +6,10 @@ out are taken from the study (or the defaults for a new one). Without ``--n-tria
 ``--export-best``/``--report`` for the study as it stands.
 
 With ``--validate K`` (default 3) the base is first run ``--repeats`` times on validation seeds
-(the noise, printed), and after the search the top K configs and the base are re-run on them,
-paired; ``--export-best`` writes the validated winner, or the base when no candidate's interval
-excludes "no improvement". Both verdicts exit 0; errors exit non-zero (1 also when every trial
+(the noise, printed), and after the search the top K configs race the base on them, paired: those
+whose interval straddles zero get more repeats (up to ``--max-repeats``), those clearly worse stop
+(see ``validation``); ``--export-best`` writes the validated winner, or the base when no
+candidate's interval excludes "no improvement". Both verdicts exit 0; errors exit non-zero (1 also when every trial
 failed). The last line printed starts with ``verdict:``.
 """
 
@@ -29,9 +30,9 @@ from .optimizer import BayesianRewardOptimizer, counted_trials
 from .report import run_report
 from .results import PLOTS_SKIPPED, best_table, plotting_available, save_plots
 from .storage import open_storage, parse_storage
-from .strategies import StudySettings, read_settings
+from .samplers import StudySettings, read_settings
 from .trial_context import MAX_SEEDS_PER_PHASE, report_seeds, validation_seeds
-from .validation import compute_table, export, measure_noise, training_path, validate
+from .validation import compute_table, export, max_repeats_for, measure_noise, training_path, validate
 
 
 def stored_settings(storage: str | None, study_name: str) -> StudySettings | None:
@@ -78,6 +79,8 @@ def run_optimize(args: argparse.Namespace) -> int:
         directions=directions, seed=args.seed if args.seed is not None else default.seed, n_seeds=n_seeds,
         trial_timeout=getattr(args, "trial_timeout", None))
     validating = args.validate > 0 and len(opt.settings.directions) == 1
+    max_repeats = getattr(args, "max_repeats", None)
+    check_repeat_flags(args.repeats, max_repeats, opt.settings.n_seeds)
     for path in args.enqueue or []:
         params = opt.enqueue(path)
         print(f"enqueued {path}: {params}")
@@ -104,7 +107,7 @@ def run_optimize(args: argparse.Namespace) -> int:
         return 1 if ran else 0
     validation = None
     if validating:
-        validation = validate(opt, args.validate, args.repeats, args.workers)
+        validation = validate(opt, args.validate, args.repeats, args.workers, max_repeats)
         print(validation.table())
         print(compute_table(opt, args.repeats, getattr(objective, "full_cost", None)))
     elif args.validate > 0:
@@ -123,7 +126,7 @@ def run_optimize(args: argparse.Namespace) -> int:
         side = training_path(exported)
         print(f"wrote {exported}" + (f" and {side} (its training settings)" if side.exists() else ""))
     if args.report:
-        table, csv_path = run_report(opt)
+        table, csv_path = run_report(opt, workers=args.workers)
         print(table)
         print(f"wrote {csv_path}")
     if validation is not None:
@@ -135,6 +138,15 @@ def run_optimize(args: argparse.Namespace) -> int:
               f"{best.number} ({values} on tuning seeds, an optimistic value)"
               + (f"; exported it to {exported}" if exported else ""))
     return 0
+
+
+def check_repeat_flags(repeats: int, max_repeats: int | None, n_seeds: int) -> None:
+    """``--repeats`` and ``--max-repeats`` within the validation seed range for ``n_seeds`` seeds per run."""
+    top = max_repeats_for(n_seeds)
+    for flag, value, low in (("--repeats", repeats, 2), ("--max-repeats", max_repeats, repeats)):
+        if value is not None and not low <= value <= top:
+            raise ConfigError(f"expected an integer from {low} to {top} (at most {MAX_SEEDS_PER_PHASE} validation "
+                              f"seeds, {n_seeds} per run), got {value}", path=flag)
 
 
 def seeds_line(opt: BayesianRewardOptimizer, repeats: int) -> str:

@@ -36,11 +36,13 @@ from optuna.trial import FrozenTrial, TrialState
 from ..composer import RewardComposer
 from ..config import load_yaml
 from ..errors import ConfigError, RewardKitError
-from .limits import TrialTimeout, check_timeout, objective_failure, time_limit
-from .recovery import ERROR_ATTR, LOST_ATTR, TrialHeartbeat, enqueue_retry, recover_stale_trials, retried_numbers
+from .limits import (EXIT_IGNORED_TIMEOUT, EXIT_INTERRUPTED, TrialTimeout, check_timeout, objective_failure,
+                     time_limit)
+from .recovery import (ERROR_ATTR, LOST_ATTR, TrialHeartbeat, enqueue_retry, lost_worker_message,
+                       recover_stale_trials, retried_numbers, signal_name)
 from .search_space import SearchSpace
-from .storage import GRACE_PERIOD, HEARTBEAT_INTERVAL, parse_storage, open_storage
-from .strategies import STUDY_ATTR, StudySettings, make_pruner, make_sampler
+from .storage import GRACE_PERIOD, HEARTBEAT_INTERVAL, StorageSpec, check_study_name, open_storage, parse_storage
+from .samplers import STUDY_ATTR, StudySettings, make_pruner, make_sampler
 from .values import check_values
 from .trial_context import (PHASE_ATTR, PRUNER_ATTR, REPEAT_ATTR, SEEDS_ATTR, TRAINING_ATTR, TRIAL_DIR_ATTR,
                             tuning_seeds)
@@ -51,8 +53,6 @@ OVER_BUDGET_ATTR = "rewardkit.over_budget"
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
-
-EXIT_INTERRUPTED = 130
 
 
 class OverBudget(Exception):
@@ -92,13 +92,6 @@ class _DeferredSigint:
             signal.signal(signal.SIGINT, self._previous)
 
 
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
 def counted_trials(study: optuna.Study, states: Sequence[TrialState] = FINISHED) -> list[FrozenTrial]:
     """Trials in ``states`` that count toward the budget: not those failed at once for starting
     past it, nor those whose worker was lost (killed or interrupted), whose retry counts instead."""
@@ -121,7 +114,8 @@ class BayesianRewardOptimizer:
     """Tune the keys of ``search_space`` in ``base_config`` to minimize (or maximize) ``objective``.
 
     ``base_config``: a reward YAML path or mapping. ``search_space``: a YAML path, a mapping or a
-    :class:`SearchSpace`. ``storage``: a URL with a scheme (RDB) or a journal file path; default
+    :class:`SearchSpace`. ``storage``: a URL with a scheme (RDB), a journal file path or an Optuna storage
+    object (e.g. ``InMemoryStorage``: one process, trial files under the working folder); default
     ``<study_name>.journal``. ``sampler``: tpe, gp, random or nsga2. ``pruner``: None, median,
     hyperband or wilcoxon (single objective only). ``n_seeds`` evaluation seeds per trial, shared
     by all trials (paired). ``trial_timeout``: seconds after which a run of the objective is
@@ -131,11 +125,13 @@ class BayesianRewardOptimizer:
     heartbeat_interval: float = HEARTBEAT_INTERVAL
     grace_period: float = GRACE_PERIOD
     show_progress: bool = True
+    _in_worker: bool = False
     trial_timeout: float | None = None
     """Seconds after which a trial (and each noise, validation or report run) is stopped and failed."""
 
     def __init__(self, base_config: str | Path | Mapping[str, Any], search_space: str | Path | Mapping | SearchSpace,
-                 objective: Objective, *, study_name: str, storage: str | None = None, sampler: str = "tpe",
+                 objective: Objective, *, study_name: str,
+                 storage: "str | optuna.storages.BaseStorage | None" = None, sampler: str = "tpe",
                  pruner: str | None = None, directions: Sequence[str] = ("minimize",), seed: int | None = None,
                  n_seeds: int = 1, trial_timeout: float | None = None) -> None:
         if not callable(objective):
@@ -160,7 +156,11 @@ class BayesianRewardOptimizer:
         self.study_name = study_name
         self.settings = StudySettings(sampler=sampler, pruner=pruner or "none", directions=tuple(directions),
                                       seed=seed, n_seeds=n_seeds)
-        self.storage_spec = parse_storage(storage, study_name)
+        if isinstance(storage, optuna.storages.BaseStorage):  # e.g. InMemoryStorage: this process only
+            check_study_name(study_name)
+            self.storage_spec = StorageSpec(None, None, instance=storage)
+        else:
+            self.storage_spec = parse_storage(storage, study_name)
         self.study_dir = self.storage_spec.artifacts_root() / study_name
         self.seeds = tuning_seeds(n_seeds, seed)
         if trial_timeout is not None:
@@ -234,6 +234,9 @@ class BayesianRewardOptimizer:
             raise ConfigError(f"expected a positive integer, got {n_workers!r}", path="workers")
         if trial_timeout is not None:
             self.trial_timeout = check_timeout(trial_timeout, "trial_timeout")
+        if n_workers > 1 and not self.storage_spec.shareable:
+            raise ConfigError(f"{n_workers} worker processes cannot share a {self.storage_spec.describe()}; use a "
+                              "journal file or a database URL", path="workers")
         progress = _Progress(n_trials, enabled=self.show_progress)
         try:
             if n_workers == 1:
@@ -272,14 +275,16 @@ class BayesianRewardOptimizer:
                         continue
                     if code == EXIT_INTERRUPTED:
                         interrupted = True
-                    elif code is not None and code < 0 and replaced < 4 * n_workers:
-                        replaced += 1
-                        print(f"rewardkit optimize: worker {k} (pid {proc.pid}) was killed by {_signal_name(-code)}; "
-                              "its running trial is failed and retried; started another worker", file=sys.stderr)
+                    elif code is not None and (code < 0 or code == EXIT_IGNORED_TIMEOUT) and replaced < 4 * n_workers:
+                        replaced += 1  # an ignored timeout: its trial is failed already (the error above says why)
+                        print(lost_worker_message(f"worker {k} (pid {proc.pid})", code,
+                                                  "its running trial is failed and retried") if code < 0 else
+                              f"rewardkit optimize: worker {k} (pid {proc.pid}) was ended: its objective ignored the "
+                              "trial timeout; that trial is failed; started another worker", file=sys.stderr)
                         procs[k] = start(k)
                     else:
                         failed.append(f"worker {k} (pid {proc.pid}) "
-                                      + (f"killed by {_signal_name(-code)}" if code and code < 0 else f"exit code {code}"))
+                                      + (f"killed by {signal_name(-code)}" if code and code < 0 else f"exit code {code}"))
                 progress.update(self.study)
                 time.sleep(0.2)
         except KeyboardInterrupt:
@@ -305,6 +310,7 @@ class BayesianRewardOptimizer:
     def _worker_main(self, worker: int, n_trials: int | None, timeout: float | None) -> None:
         """A ``--workers`` process: its errors are one line on stderr and an exit code, never a traceback."""
         try:
+            self._in_worker = True
             self.study = self._open_study(worker)
             self._work(n_trials, timeout, _Progress(n_trials, enabled=False))
         except KeyboardInterrupt:
@@ -362,7 +368,8 @@ class BayesianRewardOptimizer:
             state, interrupted = TrialState.FAIL, exc
         except (Exception, SystemExit, TrialTimeout) as exc:  # kept with the trial; the study goes on
             state = TrialState.FAIL
-            self._record_error(trial, objective_failure(exc))
+            self._record_error(trial, objective_failure(exc)
+                               + ("; the trial is failed, the study goes on" if isinstance(exc, SystemExit) else ""))
         with _DeferredSigint() as late:  # a Ctrl-C now must not leave the trial RUNNING or its retry unqueued
             heartbeat.__exit__(None, None, None)
             if interrupted is None:
@@ -410,8 +417,17 @@ class BayesianRewardOptimizer:
         trial.set_user_attr(REPEAT_ATTR, 0)
         trial.set_user_attr(TRAINING_ATTR, self.space.training_values(trial.params))
         RewardComposer.from_dict(config, source=str(folder / "reward.yaml"))
-        with time_limit(self.trial_timeout):
+
+        def abandon(text: str) -> None:  # the objective ignored the timeout: fail the trial, then the process ends
+            self._record_error(trial, f"TrialTimeout: {text}")
+            trial.study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+            print(f"error: trial {trial.number}: {text}; the trial is failed"
+                  + ("" if self._in_worker else "; run the same command again to go on with the study"),
+                  file=sys.stderr, flush=True)
+
+        with time_limit(self.trial_timeout, abandon) as limit:
             result = self.objective(config, trial)
+        limit.check()
         return check_values(result, len(self.settings.directions))
 
     def _after_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:

@@ -15,6 +15,7 @@ storage; RDB storages also have Optuna's own heartbeats, which do the same for t
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 import time
@@ -194,3 +195,18 @@ def _with_system_attrs(trial: FrozenTrial, system_attrs: dict[str, Any]) -> Froz
                        user_attrs={k: v for k, v in trial.user_attrs.items() if k != ERROR_ATTR},
                        system_attrs=system_attrs, intermediate_values=trial.intermediate_values,
                        trial_id=trial._trial_id)
+
+
+def signal_name(number: int) -> str:
+    """``SIGKILL`` for 9 (``signal N`` for a number without a name)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def lost_worker_message(who: str, exit_code: int, what_happens: str) -> str:
+    """The one line said when a worker process is killed, in every phase of a study:
+    ``rewardkit optimize: worker 1 (pid 4242) was killed by SIGKILL; its running trial is failed and
+    retried; started another worker``."""
+    return f"rewardkit optimize: {who} was killed by {signal_name(-exit_code)}; {what_happens}; started another worker"

@@ -12,41 +12,38 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from optuna.trial import FixedTrial
-
+from .evaluations import EvaluationStore, Job, config_key, run_missing
 from .optimizer import BayesianRewardOptimizer, write_reward_yaml
-from .limits import EvaluationError, TrialTimeout, objective_failure, time_limit
-from .values import check_values
 from .results import format_table
-from .trial_context import PHASE_ATTR, SEEDS_ATTR, TRIAL_DIR_ATTR, report_seeds
+from .trial_context import report_seeds
+
+PHASE = "report"
 
 
-def run_report(opt: BayesianRewardOptimizer, top_k: int = 3) -> tuple[str, Path]:
-    """Evaluate the best ``top_k`` trials and the base config on fresh seeds; return (table, csv)."""
+def run_report(opt: BayesianRewardOptimizer, top_k: int = 3, workers: int = 1) -> tuple[str, Path]:
+    """Evaluate the best ``top_k`` trials and the base config on fresh seeds; return (table, csv).
+
+    The runs are evaluations like validation's (stored as they finish, in ``workers`` processes
+    whose loss is retried; a failure is an :class:`.limits.EvaluationError`)."""
     out_dir = opt.study_dir / "report"
     out_dir.mkdir(parents=True, exist_ok=True)
     seeds = report_seeds(opt.settings.n_seeds)
-    candidates: list[tuple[str, dict[str, Any], list[float] | None]] = [
-        (f"trial {t.number}", opt.config_of(t), list(t.values)) for t in opt.best_trials()[:top_k]]
-    candidates.append(("base", opt.base_config, None))
+    candidates: list[tuple[str, dict[str, Any], dict[str, Any], list[float] | None]] = [
+        (f"trial {t.number}", dict(t.params), opt.config_of(t), list(t.values)) for t in opt.best_trials()[:top_k]]
+    candidates.append(("base", {}, opt.base_config, None))
     n_obj = len(opt.settings.directions)
-    rows = []
-    for label, config, study_values in candidates:
+    jobs = []
+    for label, params, config, _ in candidates:
         folder = out_dir / label.replace(" ", "_")
         folder.mkdir(parents=True, exist_ok=True)
         write_reward_yaml(folder / "reward.yaml", config, f"{label} of study {opt.study_name}, re-evaluated on seeds {seeds}")
-        trial = FixedTrial({}, number=-1)
-        trial.set_user_attr(SEEDS_ATTR, seeds)
-        trial.set_user_attr(TRIAL_DIR_ATTR, str(folder))
-        trial.set_user_attr(PHASE_ATTR, "report")
-        try:
-            with time_limit(opt.trial_timeout):
-                result = opt.objective(config, trial)
-            fresh = check_values(result, n_obj)
-        except (Exception, SystemExit, TrialTimeout) as exc:
-            raise EvaluationError(f"--report: the objective failed on {label}'s config (seeds {seeds[0]}-"
-                                  f"{seeds[-1]}): {objective_failure(exc)}") from None
-        fresh = [fresh] if n_obj == 1 else list(fresh)
+        jobs.append(Job(PHASE, config_key(params), 0, seeds, config, params, opt.space.training_values(params), folder))
+    done = run_missing(EvaluationStore(opt.study), opt.objective, jobs, n_obj, workers, desc="report",
+                       show_progress=opt.show_progress, timeout=opt.trial_timeout)
+    rows = []
+    for (label, _params, _, study_values), job in zip(candidates, jobs, strict=True):
+        evaluation = done[(job.key, 0)]
+        fresh = [evaluation.value] if n_obj == 1 else list(evaluation.values or [evaluation.value])
         rows.append((label, study_values, fresh))
     names = ["value"] if n_obj == 1 else [f"value{i + 1}" for i in range(n_obj)]
     header = ["candidate", *(f"study {n}" for n in names), *(f"fresh {n}" for n in names)]

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..composer import RewardComposer
-from ..config import load_yaml, parse_yaml
+from ..config import load_yaml, parse_yaml, require_path
 from ..errors import ConfigError
 from ..params import describe, is_finite_number
 from ..registry import get_component_class
@@ -113,7 +113,9 @@ class SearchSpace:
     # ---- reading ----------------------------------------------------------------------------
     @classmethod
     def from_yaml(cls, path: str | Path) -> "SearchSpace":
-        """Read and check a search-space file (shape only; see :meth:`check_against`)."""
+        """Read and check a search-space file (shape only; see :meth:`check_against`). ``path`` is a
+        ``str`` or ``os.PathLike`` (an int would be a file descriptor: a ``TypeError``)."""
+        require_path(path, "SearchSpace.from_yaml")
         return cls.from_dict(load_yaml(path), source=str(path))
 
     @classmethod

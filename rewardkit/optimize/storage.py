@@ -40,16 +40,27 @@ class StorageSpec:
 
     url: str | None
     journal: Path | None
+    #: an Optuna storage object given to the API (e.g. ``InMemoryStorage`` in tests): one process only
+    instance: optuna.storages.BaseStorage | None = None
 
     @property
     def is_rdb(self) -> bool:
         return self.url is not None
 
+    @property
+    def shareable(self) -> bool:
+        """Whether worker processes can share the study through it (not an in-process storage object)."""
+        return self.instance is None
+
     def describe(self) -> str:
+        if self.instance is not None:
+            return f"{type(self.instance).__name__} (this process only)"
         return self.url if self.url is not None else str(self.journal)
 
     def artifacts_root(self) -> Path:
         """Folder next to the study: the journal's or SQLite file's folder, else the working one."""
+        if self.instance is not None:
+            return Path(".")
         if self.journal is not None:
             return self.journal.parent
         assert self.url is not None
@@ -94,6 +105,8 @@ def parse_storage(value: str | None, study_name: str) -> StorageSpec:
 
 def open_storage(spec: StorageSpec) -> optuna.storages.BaseStorage:
     """An Optuna storage for ``spec``; RDB storages get heartbeats and retry stale trials."""
+    if spec.instance is not None:
+        return spec.instance
     if spec.url is not None:
         engine_kwargs = {}
         if spec.url.startswith("sqlite"):

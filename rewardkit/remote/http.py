@@ -3,7 +3,9 @@ retries with exponential backoff on transient failures.
 
 httpx is imported lazily (the ``remote`` extra), so ``import rewardkit`` works without it. The
 httpx client and the in-flight limit belong to one event loop; a client used from another loop
-(a sync ``compute`` runs its own) makes new ones there.
+(a sync ``compute`` runs its own) makes new ones there. Each httpx client is closed when its loop
+shuts down (``asyncio.run`` and the composer's background loop call ``shutdown_asyncgens()``,
+which closes the small async generator that owns it), so no connection outlives its loop.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import asyncio
 import os
 import weakref
 from types import ModuleType
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, AsyncIterator, Callable, Mapping, TypeVar
 
 from ..params import describe
 from .budget import RequestBudget
@@ -64,7 +66,9 @@ class RemoteClient:
         self.backoff_s = backoff_s
         self.api_key_env = api_key_env
         self.component = component
-        self._held: tuple[Any, Any, Any] | None = None  # (weakref to loop, httpx.AsyncClient, Semaphore)
+        # (weakref to loop, httpx.AsyncClient, Semaphore, the async generator that closes the client)
+        self._held: tuple[Any, Any, Any, Any] | None = None
+        self._ssl: Any = None  # built once: loading the CA bundle costs tens of ms per client
 
     def headers(self) -> dict[str, str]:
         """Request headers: a bearer token read from ``api_key_env`` when one is named."""
@@ -72,14 +76,18 @@ class RemoteClient:
             return {}
         return {"Authorization": f"Bearer {os.environ.get(self.api_key_env, '')}"}
 
-    def _for_running_loop(self) -> tuple[Any, asyncio.Semaphore]:
+    async def _for_running_loop(self) -> tuple[Any, asyncio.Semaphore]:
         loop = asyncio.get_running_loop()
         held = self._held
         if held is None or held[0]() is not loop:
             httpx = import_httpx(self.component)
             limits = httpx.Limits(max_connections=self.max_concurrency, max_keepalive_connections=self.max_concurrency)
-            client = httpx.AsyncClient(timeout=self.timeout_s, limits=limits, headers=self.headers())
-            held = self._held = (weakref.ref(loop), client, asyncio.Semaphore(self.max_concurrency))
+            if self._ssl is None:
+                self._ssl = httpx.create_ssl_context()
+            client = httpx.AsyncClient(timeout=self.timeout_s, limits=limits, headers=self.headers(), verify=self._ssl)
+            closer = _close_at_loop_shutdown(client)
+            await closer.__anext__()  # now the loop tracks it: its shutdown_asyncgens() closes the client
+            held = self._held = (weakref.ref(loop), client, asyncio.Semaphore(self.max_concurrency), closer)
         return held[1], held[2]
 
     async def post(self, payload: Mapping[str, Any], read: Callable[[Any], T], budget: RequestBudget,
@@ -88,7 +96,7 @@ class RemoteClient:
 
         ``read`` raises :class:`MalformedAnswer` for a body it cannot use.
         """
-        client, slots = self._for_running_loop()
+        client, slots = await self._for_running_loop()
         async with slots:
             attempt = 0
             while True:
@@ -132,9 +140,17 @@ class RemoteClient:
         """Close the httpx client of the running loop (its connections); a later post opens a new one."""
         held, self._held = self._held, None
         if held is not None and held[0]() is asyncio.get_running_loop():
-            await held[1].aclose()
+            await held[3].aclose()
 
     def __getstate__(self) -> dict[str, Any]:  # copies and pickles open their own connections
         state = self.__dict__.copy()
-        state["_held"] = None
+        state["_held"] = state["_ssl"] = None
         return state
+
+
+async def _close_at_loop_shutdown(client: Any) -> AsyncIterator[None]:
+    """Suspended for the client's life; closing it (``aclose()``, or the loop's shutdown) closes the client."""
+    try:
+        yield
+    finally:
+        await client.aclose()

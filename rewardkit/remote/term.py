@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Any, ClassVar, Hashable, Mapping, Sequence
+from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 
@@ -37,8 +37,7 @@ class RemoteTerm(BaseReward):
     asynchronous = True
     inputs = {"completion": 0, "prompt": 0}
     optional_inputs = frozenset({"prompt"})
-    #: inputs holding text (one str per item) rather than numbers.
-    text_inputs: ClassVar[frozenset[str]] = frozenset({"completion", "prompt"})
+    text_inputs = frozenset({"completion", "prompt"})
 
     def _validate(self) -> None:
         try:
@@ -73,7 +72,7 @@ class RemoteTerm(BaseReward):
             raise InvalidInputError(f"{self.name}: context key {self.input_keys['prompt']!r}: expected "
                                     f"{len(completions)} prompts (one per completion), got {len(prompts)}")
         stats = self._last = CallStats(spend_requests=self._budget.spent)
-        keys: list[Hashable] = list(zip(prompts, completions))
+        keys: list[Hashable] = list(zip(prompts, completions, strict=True))
         start = time.perf_counter()
         try:
             outcome = await score_items(keys, lambda batch: self.score_batch(batch, stats), cache=self._cache,
@@ -97,6 +96,18 @@ class RemoteTerm(BaseReward):
             return asyncio.run(self._compute_then_close(x, terminated, truncated))
         raise RuntimeError(f"{self.name}: compute() runs its own event loop and cannot be called from a running "
                            "one; await compute_async() (or composer.acall()) instead")
+
+    def scalar_fn(self) -> Callable[..., float]:
+        """One item through :meth:`compute` (the composer never calls it: a config with an
+        asynchronous term always takes the batched path)."""
+        compute = self.compute
+
+        def one_item(completion: str, prompt: str | None, terminated: bool, truncated: bool) -> float:
+            x = {"completion": [completion]} if prompt is None else {"completion": [completion], "prompt": [prompt]}
+            flags = np.zeros(1, dtype=bool)
+            return float(compute(x, flags, flags)[0])
+
+        return one_item
 
     async def _compute_then_close(self, x: Mapping[str, Any], terminated: Array, truncated: Array) -> Array:
         try:

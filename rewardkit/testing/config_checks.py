@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from ..composer import RewardComposer
 from ..expectations import Expectations
 from .static_proofs import Proof, prove_finite, prove_monotone, prove_range
-from .strategies import Bounds, context_keys, contexts, floats_in
+from .strategies import Bounds, context_keys, contexts, floats_in, texts
 from .strategies import steps as step_strategy
 
 ContextArg = Mapping[str, Any] | st.SearchStrategy[dict[str, Any]] | None
@@ -146,8 +146,8 @@ def assert_monotone(composer: RewardComposer, key: str, direction: str, *, conte
                     steps: StepsArg = None, examples: int = 200, history: int = 3,
                     ranges: Mapping[str, Bounds] | None = None, seed: int | None = None) -> int:
     """Assert the total is ``direction`` ("increasing" or "decreasing", not strictly) in context
-    key ``key``: raising it (every element, for a vector), all else fixed, never moves the total
-    the other way. ``context`` is a fixed base context, a strategy of them, or ``None`` (drawn
+    key ``key``: raising it (every element, for a vector; appending to it, for text), all else
+    fixed, never moves the total the other way. ``context`` is a fixed base context, a strategy of them, or ``None`` (drawn
     from :func:`contexts`); ``steps`` a step, steps or a strategy (default: spread over the weight
     schedules). ``seed`` repeats a run's draws (None: fresh ones). Returns the number of examples run."""
     if direction not in ("increasing", "decreasing"):
@@ -162,6 +162,9 @@ def assert_monotone(composer: RewardComposer, key: str, direction: str, *, conte
     def example(draw: st.DrawFn) -> tuple[list[_Call], _Call, Any, Any]:
         past = draw(_history(ctxs, step_s, history))
         call = _Call(draw(ctxs), draw(step_s), False)
+        if info[key].text:  # text: "higher" is the same text with more appended
+            shorter = draw(texts())
+            return past, call, shorter, shorter + draw(texts())
         if info[key].ndim == 0:
             a, b = draw(values), draw(values)
         else:
@@ -188,7 +191,7 @@ def assert_monotone(composer: RewardComposer, key: str, direction: str, *, conte
 
 
 def _scalar(value: Any) -> Any:
-    return float(value) if np.ndim(value) == 0 else value
+    return value if isinstance(value, str) else float(value) if np.ndim(value) == 0 else value
 
 
 def _config_ranges(composer: RewardComposer) -> Mapping[str, Bounds]:

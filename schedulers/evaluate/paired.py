@@ -17,14 +17,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..routing.heuristics import HEURISTIC_NAMES
-from ..routing.router import HeuristicRouter, Router
-from ..environments import AnyEnvConfig, load_any_env_config, make_env
+from ..routing.policy import HeuristicPolicy, Policy, make_policy
+from ..environments import AnyEnvConfig, load_any_env_config, make_env, policy_action
 from .results import EvaluationResults
 
 def evaluate_policies(
     env_config: AnyEnvConfig | str | Path,
-    routers: Mapping[str, Router],
+    routers: Mapping[str, Policy],
     seeds: Sequence[int],
     *,
     out_dir: str | Path | None = None,
@@ -37,7 +36,7 @@ def evaluate_policies(
 
     ``routers`` maps display names to routers. The ``baseline`` heuristic is added when missing.
     A router counts as a heuristic for "best heuristic" when it is a
-    :class:`~schedulers.routing.router.HeuristicRouter` other than ``oracle``. With ``compute_reward=True`` the episode return
+    :class:`~schedulers.routing.policy.HeuristicPolicy` other than ``oracle``. With ``compute_reward=True`` the episode return
     under ``reward_composer`` (default: the env config's reward) is recorded too. Progress lines go
     to ``log`` (stderr by default); with ``out_dir`` the CSV/JSON/PNG files are written there.
     """
@@ -48,14 +47,15 @@ def evaluate_policies(
         raise ValueError("evaluate_policies needs at least one seed")
     routers = dict(routers)
     if baseline not in routers:
-        if baseline not in HEURISTIC_NAMES:
-            raise ValueError(f"baseline {baseline!r} is neither among the routers nor a heuristic name")
-        routers = {baseline: HeuristicRouter(baseline), **routers}
+        try:
+            routers = {baseline: make_policy(baseline), **routers}
+        except ValueError as exc:
+            raise ValueError(f"baseline {baseline!r} is not among the routers: {exc}") from None
         log(f"[evaluate] added baseline router {baseline!r}")
     cfg = env_config if not isinstance(env_config, (str, Path)) else load_any_env_config(env_config)
     env = make_env(cfg, reward_composer, evaluate=True, compute_reward=compute_reward)
     # the oracle knows hidden speeds: a reference ceiling, never the "best heuristic" to beat
-    heuristics = [name for name, r in routers.items() if isinstance(r, HeuristicRouter) and r.name != "oracle"]
+    heuristics = [name for name, r in routers.items() if isinstance(r, HeuristicPolicy) and r.name != "oracle"]
     results = EvaluationResults(cfg.name, [int(s) for s in seeds], list(routers), heuristics, baseline)
     pooled: dict[str, dict[str, list]] = {name: {"e2e": [], "ttft": []} for name in routers}
     total, done = len(routers) * len(seeds), 0
@@ -66,7 +66,7 @@ def evaluate_policies(
             router.reset(seed)
             episode_return, steps = 0.0, 0
             while True:
-                obs, reward, terminated, truncated, _ = env.step(router.act(obs, env))
+                obs, reward, terminated, truncated, _ = env.step(policy_action(router, env, obs))
                 episode_return += reward
                 steps += 1
                 if terminated or truncated:

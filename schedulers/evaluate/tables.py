@@ -14,6 +14,7 @@ METRICS: tuple[tuple[str, str, str], ...] = (
     ("ttft_p99", "TTFT p99 (s)", "min"),
     ("sched_delay_mean", "sched delay mean (s)", "min"),
     ("throughput", "throughput (req/s)", "max"),
+    ("prefix_hit_rate", "prefix hit rate", "max"),
 )
 #: metrics for which paired wins are reported.
 WIN_METRICS = ("e2e_mean", "ttft_p99")

@@ -1,9 +1,10 @@
 """Live env YAML: an env YAML whose ``live`` section names real engines instead of a simulated cluster.
 
-The rest of the file is an ordinary env YAML (``configs/envs``), read by the same checks: its
-``trace_file``, ``qps``, ``requests_per_episode`` and ``max_tokens`` give each episode's arrivals
-and lengths exactly as the simulator draws them for a seed, its ``observation`` section the
-policy's rows and its ``reward_config`` the per-request reward. The ``live`` section::
+The rest of the file is the workload every env YAML has (:class:`~schedulers.shared.workload.Workload`,
+read by the same checks): its ``trace_file``, ``qps``, ``requests_per_episode`` and ``max_tokens``
+give each episode's arrivals and lengths exactly as the simulator draws them for a seed, its
+``observation`` section the policy's rows and its ``reward_config`` the per-request reward. The
+``live`` section::
 
     live:
       backends: [http://127.0.0.1:8101, http://127.0.0.1:8102]   # OpenAI-compatible engines
@@ -30,8 +31,8 @@ from rewardkit.config import load_yaml
 from rewardkit.errors import ConfigError
 from rewardkit.params import Param, describe, validate_schema
 
-from ..limits import MAX_LENGTH_SCALE, MAX_REPLICAS, MAX_SPEED, MIN_LENGTH_SCALE, MIN_SPEED
-from ..sim.env_config import EnvConfig, env_config_from_dict, with_overrides
+from ..bounds import MAX_LENGTH_SCALE, MAX_REPLICAS, MAX_SPEED, MIN_LENGTH_SCALE, MIN_SPEED
+from ..shared.workload import ObservationConfig, Workload, workload_from_dict, workload_with_overrides
 
 LIVE_SECTION = "live"
 
@@ -87,18 +88,18 @@ class LiveSettings:
 
 @dataclass(frozen=True)
 class LiveEnvConfig:
-    """A live env: the engines (``live``) and the workload, observation and reward (``env``)."""
+    """A live env: the engines (``live``) and the workload, observation and reward (``workload``)."""
 
     live: LiveSettings
-    env: EnvConfig
+    workload: Workload
 
     @property
     def name(self) -> str:
-        return self.env.name
+        return self.workload.name
 
     @property
-    def observation(self) -> Any:
-        return self.env.observation
+    def observation(self) -> ObservationConfig:
+        return self.workload.observation
 
     @property
     def num_replicas(self) -> int:
@@ -106,7 +107,7 @@ class LiveEnvConfig:
 
     @property
     def source(self) -> str | None:
-        return self.env.source
+        return self.workload.source
 
 
 def is_live_env_file(path: str | os.PathLike[str]) -> bool:
@@ -139,8 +140,9 @@ def live_env_config_from_dict(data: Any, *, source: str | None = None) -> LiveEn
         key = "replicas" if "replicas" in rest else "slowdowns"
         raise ConfigError("expected no simulated cluster in a live env (the engines are real; declare their speeds "
                           "in live.declared_speeds)", source=source, path=key)
-    env = env_config_from_dict({**rest, "num_replicas": n}, source=source)
-    return LiveEnvConfig(live, env)
+    workload = workload_from_dict({k: v for k, v in rest.items() if k != "num_replicas"}, source=source,
+                                  others=frozenset())
+    return LiveEnvConfig(live, workload)
 
 
 def load_live_env_config(path: str | os.PathLike[str], overrides: Mapping[str, Any] | None = None) -> LiveEnvConfig:
@@ -150,5 +152,7 @@ def load_live_env_config(path: str | os.PathLike[str], overrides: Mapping[str, A
         raise ConfigError(f"expected no replica count for a live env (it has {cfg.num_replicas} backends), "
                           f"got {overrides['num_replicas']}", source=str(path), path="num_replicas")
     if overrides:
-        cfg = dataclasses.replace(cfg, env=with_overrides(cfg.env, overrides))
+        cfg = dataclasses.replace(cfg, workload=workload_with_overrides(cfg.workload,
+                                                                        {k: v for k, v in overrides.items()
+                                                                         if k != "num_replicas"}))
     return cfg

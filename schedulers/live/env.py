@@ -39,18 +39,17 @@ from concurrent.futures import Future
 from typing import Any, Coroutine, Mapping
 
 import gymnasium as gym
-import httpx
 import numpy as np
 from gymnasium import spaces
 
 from rewardkit.errors import ConfigError
 
-from ..loadgen.runner import RequestRecord, request_body, send_request
-from ..loadgen.workload import RequestSpec, build_requests, lengths_from_config
-from ..routing.heuristics import HEURISTIC_NAMES, choose
 from ..routing.observation import build_observation, feature_names, observation_bounds
-from ..sim.metrics import EpisodeMetrics
-from ..sim.reward_context import credit_requests, load_reward_composer, reward_credit
+from ..shared.engine_client import RequestRecord, engine_http_client, request_body, send_request
+from ..shared.engine_http import EngineClient
+from ..shared.episode_metrics import EpisodeMetrics
+from ..shared.request_reward import credit_requests, load_reward_composer, reads_request_keys_only, request_context
+from ..shared.requests import RequestSpec, build_requests, lengths_from_workload
 from .config import LiveEnvConfig, load_live_env_config
 from .view import LiveClusterView
 
@@ -88,44 +87,45 @@ class LiveRoutingEnv(gym.Env):
         self.feature_names = feature_names(cfg.observation)
         self.action_space = spaces.Discrete(self.num_replicas)
         speeds = cfg.live.declared_speeds or (1.0,) * self.num_replicas
-        low, high = observation_bounds(cfg.observation, cfg.env.requests_per_episode, cfg.live.max_model_len,
+        low, high = observation_bounds(cfg.observation, cfg.workload.requests_per_episode, cfg.live.max_model_len,
                                        min(speeds))
         self.observation_space = spaces.Box(low=np.tile(low, (self.num_replicas, 1)),
                                             high=np.tile(high, (self.num_replicas, 1)), dtype=np.float32)
         self.composer, self.reward_source, self.reward_credit = None, None, "request"
         if compute_reward:
-            self.composer, self.reward_source = load_reward_composer(reward_composer, cfg.env)
+            self.composer, self.reward_source = load_reward_composer(reward_composer, cfg.workload)
             needed = getattr(self.composer, "context_keys", None)
-            if callable(needed) and reward_credit(set(needed()), self.reward_source) != "request":
+            if callable(needed) and not reads_request_keys_only(needed()):
                 raise ConfigError("expected a reward of per-request keys only (ttft, e2e, prompt_tokens, decode_tokens): "
                                   "a live cluster has no simulated step to describe", source=cfg.source,
                                   path="reward_config")
         self._loop = _LoopThread()
-        timeout = httpx.Timeout(cfg.live.timeout_s, connect=min(cfg.live.timeout_s, 10.0))
-        self._client: httpx.AsyncClient = self._loop.submit(self._make_client(timeout)).result()
+        self._client: EngineClient = self._loop.submit(self._make_client(cfg.live.timeout_s)).result()
         self._lock = threading.Lock()
         self._episode: dict[str, Any] | None = None
 
     @staticmethod
-    async def _make_client(timeout: httpx.Timeout) -> httpx.AsyncClient:
-        return httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
+    async def _make_client(timeout_s: float) -> EngineClient:
+        return engine_http_client(timeout_s)
 
     # ---- gymnasium API -------------------------------------------------------------------------
     @property
     def requests_per_episode(self) -> int:
-        return self.env_config.env.requests_per_episode
+        return self.env_config.workload.requests_per_episode
 
     def reset(self, *, seed: int | None = None, options: Mapping[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
         self._wait_all(self._episode)  # an abandoned episode's requests finish before new ones start
         episode_seed = int(seed) if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
-        live = self.env_config.live
-        lengths = lengths_from_config(self.env_config.env, episode_seed).fitted(live.length_scale, live.max_model_len)
-        specs = build_requests(lengths, episode_seed, live.vocab_size)
+        live, workload = self.env_config.live, self.env_config.workload
+        shared = workload.shared_prefix  # the system prompt and history come in front of the fitted request
+        budget = live.max_model_len - shared.prefix_tokens if shared is not None else live.max_model_len
+        lengths = lengths_from_workload(workload, episode_seed).fitted(live.length_scale, budget)
+        specs = build_requests(lengths, episode_seed, live.vocab_size, shared, live.max_model_len)
         view = LiveClusterView(self.num_replicas, live.declared_speeds, kv_capacity=live.kv_capacity_blocks)
         self._episode = {"seed": episode_seed, "specs": specs, "view": view, "next": 0, "futures": [],
                          "records": [], "credited": set(), "routed": np.zeros(self.num_replicas, dtype=np.int64),
-                         "rng": np.random.default_rng(episode_seed), "start": time.perf_counter(), "lag": 0.0}
+                         "start": time.perf_counter(), "lag": 0.0}
         if self.composer is not None and hasattr(self.composer, "reset"):
             self.composer.reset()
         self._sleep_until(specs[0].arrival_s)
@@ -161,18 +161,12 @@ class LiveRoutingEnv(gym.Env):
         self._loop.close()
         self._loop = None
 
-    # ---- heuristics and metrics ----------------------------------------------------------------
-    def heuristic_action(self, name: str) -> int:
-        """The replica heuristic ``name`` picks for the pending request (as in ``VidurRoutingEnv``)."""
+    # ---- what policies read, and metrics ----------------------------------------------------------------
+    @property
+    def pending_prompt_tokens(self) -> int:
+        """Prompt length of the request awaiting routing (0 when none)."""
         ep = self._episode
-        if ep is None or ep["next"] >= len(ep["specs"]):
-            raise RuntimeError("heuristic_action() needs a pending routing decision; call reset() first")
-        if name not in HEURISTIC_NAMES or name == "oracle":
-            known = [h for h in HEURISTIC_NAMES if h != "oracle"]
-            raise ValueError(f"unknown heuristic {name!r} on a live cluster (no true speeds); expected one of: "
-                             f"{', '.join(known)}")
-        spec = ep["specs"][ep["next"]]
-        return choose(name, self.snapshot(), ep["rng"], decision_index=ep["next"], prompt_tokens=spec.prompt_tokens)
+        return ep["specs"][ep["next"]].prompt_tokens if ep is not None and ep["next"] < len(ep["specs"]) else 0
 
     def snapshot(self) -> Any:
         """The live view of the replicas now, with the pending request's prefix match."""
@@ -187,25 +181,20 @@ class LiveRoutingEnv(gym.Env):
         ep = self._require_episode()
         records: list[RequestRecord] = list(ep["records"])
         done = [r for r in records if r.ok]
-        ttft = np.array([(r.ttft_s if r.ttft_s is not None else r.e2e_s) + self._late(r) for r in done])
-        e2e = np.array([r.e2e_s + self._late(r) for r in done])
+        ttft = np.array([(r.ttft_s if r.ttft_s is not None else r.e2e_s) + r.late_s for r in done])
+        e2e = np.array([r.e2e_s + r.late_s for r in done])
         if done:
-            ends = [r.arrival_s + self._late(r) + r.e2e_s for r in done]
+            ends = [r.arrival_s + r.late_s + r.e2e_s for r in done]
             makespan = max(ends) - ep["specs"][0].arrival_s
             throughput = len(done) / makespan if makespan > 0 else float("nan")
         else:
             makespan, throughput = 0.0, 0.0
         return EpisodeMetrics(seed=ep["seed"], num_requests=len(ep["specs"]), num_routed=ep["next"],
                               num_completed=len(done), e2e=e2e, ttft=ttft,
-                              scheduling_delay=np.array([self._late(r) for r in done]), throughput=float(throughput),
+                              scheduling_delay=np.array([r.late_s for r in done]), throughput=float(throughput),
                               makespan=float(makespan), routed_per_replica=ep["routed"].copy())
 
     # ---- internals -----------------------------------------------------------------------------
-    @staticmethod
-    def _late(record: RequestRecord) -> float:
-        """How long after its arrival a request was sent (the caller's lag counts as latency)."""
-        return max(0.0, (record.sent_s or record.arrival_s) - record.arrival_s)
-
     def _require_episode(self) -> dict[str, Any]:
         if self._episode is None:
             raise RuntimeError("call reset() first")
@@ -235,7 +224,6 @@ class LiveRoutingEnv(gym.Env):
         view: LiveClusterView = ep["view"]
         with self._lock:
             key = view.sent(replica, spec.prompt_tokens, spec.prompt_ids)
-            view.decisions += 1
         ep["routed"][replica] += 1
         record = RequestRecord(spec.index, spec.arrival_s, spec.prompt_tokens, spec.output_tokens, replica=str(replica))
         body = request_body(spec, live.model, "completions", "ids", stream=True, ignore_eos=True)
@@ -277,18 +265,24 @@ class LiveRoutingEnv(gym.Env):
                 continue
             ep["credited"].add(decision)
             finished.append((decision, record))
-        contexts = [] if self.composer is None else ((d, self._request_context(r)) for d, r in finished)
-        return credit_requests(self.composer, contexts, info)
+        return self.credit_records(finished, info)
 
-    def _request_context(self, record: RequestRecord) -> dict[str, float]:
-        """One finished request's reward context (a failed or timed-out one counts as timed out)."""
+    def credit_records(self, finished: list[tuple[int, RequestRecord]], info: dict[str, Any]) -> float:
+        """Reward each finished request and credit its decision (``info["credits"]``); the rewards' sum.
+
+        A request's TTFT and e2e count from its arrival (a caller that sent it late pays for it); a
+        failed or timed-out one is rewarded as if both were the timeout.
+        """
+        if self.composer is None:
+            info["credits"] = []
+            return 0.0
         timeout = self.env_config.live.timeout_s
-        late = self._late(record)
-        if record.ok:
-            ttft = (record.ttft_s if record.ttft_s is not None else record.e2e_s) + late
-            e2e, decoded = record.e2e_s + late, record.output_tokens
-        else:
-            ttft = e2e = timeout
-            decoded = 0
-        return {"ttft": float(ttft), "e2e": float(e2e), "prompt_tokens": float(record.prompt_tokens),
-                "decode_tokens": float(decoded), "delay_caused": 0.0}
+        contexts = []
+        for decision, r in finished:
+            if r.ok:
+                ttft = (r.ttft_s if r.ttft_s is not None else r.e2e_s) + r.late_s
+                ctx = request_context(ttft, r.e2e_s + r.late_s, r.prompt_tokens, r.output_tokens)
+            else:
+                ctx = request_context(timeout, timeout, r.prompt_tokens, 0)
+            contexts.append((decision, ctx))
+        return credit_requests(self.composer, contexts, info)

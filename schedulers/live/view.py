@@ -19,13 +19,14 @@ Which fields are live and which estimated (docs/serving.md has the table):
   ``prefix_match`` from a :class:`~schedulers.routing.prefix_index.PrefixIndex`
   mirror of what each replica was sent (token-id prompts only).
 
-Replicas marked unhealthy are left out of a decision: :meth:`choose` decides among the healthy ones
-and maps the choice back.
+Replicas marked unhealthy are left out of a decision: the gateway hands its policy the snapshot of
+the healthy ones (:func:`restrict`) and maps the choice back.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..limits import MIN_SPEED
+from ..bounds import MIN_SPEED
 from ..routing.observation import MAX_SPEED  # the observation space's bound on speeds
 from ..routing.prefix_index import PrefixIndex
 from ..routing.snapshot import ReplicaSnapshot
@@ -49,6 +50,10 @@ class InFlight:
     decoded: int = 0
     first_token_at: float | None = None
     last_token_at: float | None = None
+    #: KV blocks its prompt and output so far take
+    blocks: float = 0.0
+    #: sent after its replica's engine last reported (so not yet in the engine's numbers)
+    recent: bool = True
 
 
 @dataclass
@@ -89,13 +94,21 @@ class LiveClusterView:
         self.engine_at = np.full(n, -np.inf)
         self.capacity = np.full(n, float(self.kv_capacity))  # KV blocks of ``block_size`` tokens per replica
         self._keys = itertools.count()
-        self.decisions = 0
+        # per-replica sums over the in-flight requests, kept as each one changes (Python floats: a
+        # decision reads them instead of walking every request): waiting, running, their prompt
+        # tokens, output tokens, KV blocks of running ones; and of those sent since the last scrape,
+        # waiting, running and KV blocks
+        self._sums = [[0.0] * n for _ in range(8)]
 
     # ---- bookkeeping ---------------------------------------------------------------------------
     def sent(self, replica: int, prompt_tokens: int, prompt_ids: Sequence[int] = ()) -> int:
         """A request went to ``replica``; returns its key for :meth:`token` and :meth:`finished`."""
         key = next(self._keys)
-        self.inflight[key] = InFlight(int(replica), int(prompt_tokens), self.clock())
+        req = InFlight(int(replica), int(prompt_tokens), self.clock())
+        req.blocks = float(math.ceil(req.prompt_tokens / self.block_size))
+        req.recent = req.sent_at >= self.engine_at[req.replica]
+        self.inflight[key] = req
+        self._count(req, 1.0)
         if len(prompt_ids):
             self.prefix.insert(int(replica), list(prompt_ids))
         return key
@@ -110,19 +123,42 @@ class LiveClusterView:
         if req.decoded == 0:
             req.first_token_at = now
         req.last_token_at = now
+        self._count(req, -1.0)
         req.decoded += count
+        req.blocks = float(math.ceil((req.prompt_tokens + req.decoded) / self.block_size))
+        self._count(req, 1.0)
         self.tokens[req.replica].append((now, processed))
         self.recent_tokens[req.replica] += processed
 
     def finished(self, key: int, completed: bool = True) -> InFlight | None:
         """Request ``key`` is over (``completed``: it finished; else it failed or was cancelled)."""
         req = self.inflight.pop(key, None)
+        if req is not None:
+            self._count(req, -1.0)
         if req is not None and completed:
             now = self.clock()
             self.completions[req.replica].append(now)
             self.last_completion[req.replica] = now
             self._measure(req)
         return req
+
+    def _count(self, req: InFlight, sign: float) -> None:
+        """Add (``sign`` 1) or remove (-1) ``req``'s share of its replica's sums."""
+        waiting, running, prefill, decoded, kv, new_waiting, new_running, new_kv = self._sums
+        i = req.replica
+        if req.decoded:
+            running[i] += sign
+            kv[i] += sign * req.blocks
+            if req.recent:
+                new_running[i] += sign
+        else:
+            waiting[i] += sign
+            prefill[i] += sign * req.prompt_tokens
+            if req.recent:
+                new_waiting[i] += sign
+        if req.recent:
+            new_kv[i] += sign * req.blocks
+        decoded[i] += sign * req.decoded
 
     def _measure(self, req: InFlight) -> None:
         """Fold a finished request's decode rate (tokens/s after its first) into its replica's average."""
@@ -158,12 +194,17 @@ class LiveClusterView:
         return measured
 
     def engine_reported(self, replica: int, metrics: dict[str, float]) -> None:
-        """Fold an engine's scraped ``/metrics`` (vLLM's names, :func:`schedulers.engines.metrics.parse_metrics`) in."""
+        """Fold an engine's scraped ``/metrics`` (vLLM's names, :func:`schedulers.shared.prometheus.parse_metrics`) in."""
         i = int(replica)
         self.engine_waiting[i] = metrics.get("vllm:num_requests_waiting", np.nan)
         self.engine_running[i] = metrics.get("vllm:num_requests_running", np.nan)
         self.engine_kv[i] = metrics.get("vllm:kv_cache_usage_perc", np.nan)
-        self.engine_at[i] = self.clock()
+        self.engine_at[i] = now = self.clock()
+        for req in self.inflight.values():  # what the engine counted now no longer counts on top
+            if req.replica == i and req.recent and req.sent_at < now:
+                self._count(req, -1.0)
+                req.recent = False
+                self._count(req, 1.0)
 
     def engine_capacity(self, replica: int, tokens: float) -> None:
         """Replica ``replica``'s engine holds ``tokens`` tokens of KV cache (what its ``/metrics`` says)."""
@@ -174,31 +215,14 @@ class LiveClusterView:
     def snapshot(self, prefix_match: np.ndarray | None = None) -> ReplicaSnapshot:
         """The replicas' load now, as a :class:`ReplicaSnapshot`."""
         n, now = self.num_replicas, self.clock()
-        waiting, running, prefill, decoded, kv = (np.zeros(n) for _ in range(5))
-        # what was sent after each engine's last scrape: not yet in the numbers it reported
-        new_waiting, new_running, new_kv = (np.zeros(n) for _ in range(3))
-        for req in self.inflight.values():
-            i = req.replica
-            blocks = np.ceil((req.prompt_tokens + req.decoded) / self.block_size)
-            recent = req.sent_at >= self.engine_at[i]
-            if req.decoded:
-                running[i] += 1
-                kv[i] += blocks
-                new_running[i] += recent
-            else:
-                waiting[i] += 1
-                prefill[i] += req.prompt_tokens
-                new_waiting[i] += recent
-            new_kv[i] += blocks if recent else 0.0
-            decoded[i] += req.decoded
+        waiting, running, prefill, decoded, kv, new_waiting, new_running, new_kv = np.array(self._sums)
         fresh = now - self.engine_at <= self.engine_stale_s
         if fresh.any():  # the engines' own counts also hold other clients' requests; their KV use is exact
-            for own, reported, since in ((waiting, self.engine_waiting, new_waiting),
-                                         (running, self.engine_running, new_running)):
-                known = fresh & ~np.isnan(reported)
-                own[known] = np.maximum(own[known], reported[known] + since[known])
+            # (fmax ignores a count the engine did not report: NaN)
+            waiting = np.where(fresh, np.fmax(waiting, self.engine_waiting + new_waiting), waiting)
+            running = np.where(fresh, np.fmax(running, self.engine_running + new_running), running)
             known = fresh & ~np.isnan(self.engine_kv)
-            kv[known] = np.clip(self.engine_kv[known], 0.0, 1.0) * self.capacity[known] + new_kv[known]
+            kv = np.where(known, np.clip(self.engine_kv, 0.0, 1.0) * self.capacity + new_kv, kv)
         horizon = now - self.window_s
         for i in range(n):
             done, tokens = self.completions[i], self.tokens[i]
@@ -207,7 +231,7 @@ class LiveClusterView:
             while tokens and tokens[0][0] < horizon:
                 self.recent_tokens[i] -= tokens.popleft()[1]
         span = min(self.window_s, max(now - self.start, 1e-3))
-        return ReplicaSnapshot.build(
+        return ReplicaSnapshot(  # every field a float64 array of n already: no checks, no copies
             waiting=waiting, running=running, kv_blocks=kv, kv_capacity=self.capacity.copy(),
             prefill_tokens=prefill, decoded_tokens=decoded, waiting_prefill_tokens=prefill,
             recent_completions=np.array([len(c) for c in self.completions], dtype=float),
@@ -215,7 +239,8 @@ class LiveClusterView:
             measured_speed=self.measured_speeds(),
             tokens_per_s=self.recent_tokens / span,
             since_completion=np.maximum(now - self.last_completion, 0.0),
-            prefix_match=np.zeros(n) if prefix_match is None else prefix_match)
+            prefix_match=np.zeros(n) if prefix_match is None else prefix_match,
+            prefix_blocks=np.array([self.prefix.size(i) for i in range(n)], dtype=float))
 
     def prefix_match(self, prompt_ids: Sequence[int]) -> np.ndarray:
         """Per replica, the share of ``prompt_ids`` its prefix cache likely holds (zeros without ids)."""

@@ -39,7 +39,8 @@ def add_loadgen_command(subparsers: Any) -> None:
     p.add_argument("--max-model-len", type=int, default=None,
                    help="shorten requests (both parts in proportion) so prompt + output fits the engine")
     p.add_argument("--shared-prefix", default=None, metavar="GROUPS:TOKENS",
-                   help="prepend one of GROUPS system prompts of TOKENS tokens (prefix-cache workload)")
+                   help="prepend one of GROUPS system prompts of TOKENS tokens (prefix-cache workload; default: the "
+                        "env YAML's shared_prefix, fitted into its max_tokens unless --max-model-len is given)")
     p.add_argument("--sessions", type=int, default=0,
                    help="with --shared-prefix: multi-turn conversations (each turn repeats the earlier ones)")
     p.add_argument("--api", choices=("completions", "chat"), default="completions")
@@ -61,21 +62,31 @@ def positive(value: float | int | None, option: str, allow_zero: bool = False) -
 
 def discover_model(url: str, timeout_s: float = 10.0) -> str:
     """The first model id ``GET /v1/models`` lists."""
-    import httpx
+    import asyncio
+
+    from ..shared.engine_http import EngineClient, EngineError
+
+    async def models() -> dict:
+        async with EngineClient(timeout_s) as client:
+            resp = await client.request("GET", url + "/v1/models")
+        if resp.status != 200:
+            raise ValueError(f"HTTP {resp.status}")
+        return resp.json()
 
     try:
-        resp = httpx.get(url + "/v1/models", timeout=timeout_s)
-        resp.raise_for_status()
-        return str(resp.json()["data"][0]["id"])
-    except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as exc:
+        return str(asyncio.run(models())["data"][0]["id"])
+    except (EngineError, KeyError, IndexError, TypeError, ValueError) as exc:
         raise ValueError(f"--url {url}: could not list models at /v1/models ({type(exc).__name__}: {exc}); "
                          "is the endpoint up? (or give --model)") from None
 
 
 def build_workload(args: argparse.Namespace) -> list:
     """The request specs the options describe."""
-    from .workload import SharedPrefix, build_requests, lengths_from_env, lengths_from_trace, load_path_check
+    from ..shared.requests import SharedPrefix, build_requests
+    from ..shared.workload import load_workload
+    from .sources import lengths_from_env, lengths_from_trace, load_path_check
 
+    max_model_len, env_shared = args.max_model_len, None
     if args.trace:
         load_path_check(args.trace, "--trace")
         lengths = lengths_from_trace(args.trace, args.seed, args.qps, args.requests)
@@ -83,27 +94,37 @@ def build_workload(args: argparse.Namespace) -> list:
         env = args.env or DEFAULT_ENV
         load_path_check(env, "--env")
         lengths = lengths_from_env(env, args.seed, args.qps, args.requests)
-    shared = SharedPrefix.parse(args.shared_prefix, args.sessions) if args.shared_prefix else None
-    if args.sessions and not shared:
+        workload = load_workload(env)
+        env_shared, env_max_tokens = workload.shared_prefix, workload.max_tokens
+        if env_shared is not None and not args.shared_prefix and max_model_len is None:
+            max_model_len = env_max_tokens  # the simulator fits the same prompts into max_tokens
+    if args.shared_prefix:
+        shared = SharedPrefix.parse(args.shared_prefix, args.sessions)
+    elif args.sessions:
         raise ValueError("--sessions: needs --shared-prefix GROUPS:TOKENS")
-    budget = args.max_model_len
+    else:
+        shared = env_shared
+    budget = max_model_len
     if shared is not None and budget is not None:
         budget = budget - shared.prefix_tokens
         if budget < 2:
             raise ValueError(f"--shared-prefix: {shared.prefix_tokens} tokens leave no room within "
-                             f"--max-model-len {args.max_model_len}")
+                             f"--max-model-len {max_model_len}")
     lengths = lengths.fitted(args.length_scale, budget)
-    return build_requests(lengths, args.seed, args.vocab_size, shared, args.max_model_len)
+    return build_requests(lengths, args.seed, args.vocab_size, shared, max_model_len)
 
 
 def loadgen_command(args: argparse.Namespace) -> int:
     """Run the load generator from parsed arguments; return an exit code."""
     try:
-        from .runner import base_url, format_summary, replay, summarize
+        from ..shared.engine_client import base_url
+        from .runner import format_summary, replay, summarize
+        if not args.no_progress:
+            import tqdm  # noqa: F401  (checked before the run, not after its first request)
     except ImportError as exc:  # the serve extra is missing
         print(f"error: rewardkit loadgen needs {exc.name}: pip install 'rewardkit[serve]' ({exc})", file=sys.stderr)
         return EXIT_USAGE
-    from .workload import WorkloadError, summarize_workload
+    from .sources import WorkloadError, summarize_workload
 
     try:
         positive(args.requests, "--requests")

@@ -1,158 +1,28 @@
 """Replay a workload against an OpenAI-compatible endpoint (open loop) and measure every request.
 
 Each request is sent at its arrival time whatever the state of earlier ones (like vLLM's serving
-benchmark), streamed, and timed: TTFT (first content chunk), inter-token latencies (gaps between
-content chunks), end-to-end latency. Output lengths follow the workload (``max_tokens`` with
-``ignore_eos``, a vLLM extension other servers ignore). The run is bounded by the number of
-requests and by ``duration_s`` (no request is sent after it; unfinished ones are cancelled at
-``duration_s + timeout_s``). Async HTTP with httpx.
+benchmark), streamed, and timed by :func:`schedulers.shared.engine_client.send_request`: TTFT
+(first event carrying a token), inter-token latencies, end-to-end latency. Output lengths follow
+the workload (``max_tokens`` with ``ignore_eos``, a vLLM extension other servers ignore). The run
+is bounded by the number of requests and by ``duration_s`` (no request is sent after it;
+unfinished ones are cancelled at ``duration_s + timeout_s``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import time
-from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
-import httpx
 import numpy as np
 
-from .workload import RequestSpec
+from ..shared.engine_client import (Event, RequestRecord, base_url, engine_http_client, no_events, request_body,
+                                    send_request)
+from ..shared.requests import RequestSpec
 
-#: response header with the index of the replica that answered (``rewardkit gateway`` sets it),
-#: recorded as the request's ``replica`` when present.
-REPLICA_HEADER = "x-rewardkit-replica"
-
-
-@dataclass
-class RequestRecord:
-    """What happened to one request (times in seconds; ``sent_s`` from the run's start)."""
-
-    index: int
-    arrival_s: float
-    prompt_tokens: int
-    max_tokens: int
-    sent_s: float | None = None
-    ttft_s: float | None = None
-    e2e_s: float | None = None
-    itl_s: list[float] = field(default_factory=list)
-    output_tokens: int = 0
-    usage_prompt_tokens: int | None = None
-    status: int | None = None
-    error: str | None = None
-    replica: str | None = None
-    group: int | None = None
-    session: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.status == 200 and self.e2e_s is not None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def base_url(url: str) -> str:
-    """``http://host:port`` from a URL given with or without ``/v1`` and trailing slashes."""
-    url = url.strip().rstrip("/")
-    if not url.startswith(("http://", "https://")):
-        raise ValueError(f"--url: expected http://HOST:PORT, got {url!r}")
-    return url[: -len("/v1")] if url.endswith("/v1") else url
-
-
-def request_body(spec: RequestSpec, model: str, api: str, prompt_format: str, stream: bool, ignore_eos: bool) -> dict[str, Any]:
-    """The JSON body of ``spec`` for the completions or chat API."""
-    body: dict[str, Any] = {"model": model, "max_tokens": spec.output_tokens, "temperature": 0.0, "stream": stream}
-    if stream:
-        body["stream_options"] = {"include_usage": True}
-    if ignore_eos:
-        body["ignore_eos"] = True
-    if api == "chat":
-        body["messages"] = [{"role": "user", "content": spec.prompt_text()}]
-    else:
-        body["prompt"] = list(spec.prompt_ids) if prompt_format == "ids" else spec.prompt_text()
-    return body
-
-
-def _chunk_text(chunk: dict[str, Any]) -> str:
-    choices = chunk.get("choices") or []
-    if not choices:
-        return ""
-    choice = choices[0]
-    if "text" in choice:
-        return choice.get("text") or ""
-    return (choice.get("delta") or {}).get("content") or ""
-
-
-#: ``event(kind)`` hook of a client-side dispatch: ``"token"`` per streamed chunk, ``"done"`` at the end.
-Event = Callable[[str], None]
 #: client-side routing: the base URL for a request, a label recorded as its replica, and its event hook.
 Dispatch = Callable[[RequestSpec], "tuple[str, str, Event]"]
-
-
-def _noop(kind: str) -> None:
-    """Event hook that ignores events."""
-
-
-async def send_request(client: httpx.AsyncClient, url: str, body: dict[str, Any], record: RequestRecord, start: float,
-                event: Event = _noop) -> None:
-    """Send one request and fill ``record`` (errors recorded, never raised); ``event`` hears its progress."""
-    try:
-        await _send_inner(client, url, body, record, start, event)
-    finally:
-        event("done")
-
-
-async def _send_inner(client: httpx.AsyncClient, url: str, body: dict[str, Any], record: RequestRecord, start: float,
-                      event: Event) -> None:
-    sent = time.perf_counter()
-    record.sent_s = sent - start
-    last = None
-    try:
-        async with client.stream("POST", url, json=body) as resp:
-            record.status = resp.status_code
-            record.replica = resp.headers.get(REPLICA_HEADER, record.replica)
-            if resp.status_code != 200:
-                text = (await resp.aread()).decode("utf-8", "replace")
-                record.error = f"HTTP {resp.status_code}: {text[:300]}"
-                return
-            if not body.get("stream"):
-                data = json.loads(await resp.aread())
-                now = time.perf_counter()
-                record.e2e_s = now - sent
-                usage = data.get("usage") or {}
-                record.output_tokens = int(usage.get("completion_tokens") or 0)
-                record.usage_prompt_tokens = usage.get("prompt_tokens")
-                return
-            async for line in resp.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
-                    break
-                chunk = json.loads(payload)
-                if chunk.get("usage"):
-                    record.usage_prompt_tokens = chunk["usage"].get("prompt_tokens")
-                    record.output_tokens = int(chunk["usage"].get("completion_tokens") or record.output_tokens)
-                if _chunk_text(chunk):
-                    event("token")
-                    now = time.perf_counter()
-                    if last is None:
-                        record.ttft_s = now - sent
-                    else:
-                        record.itl_s.append(now - last)
-                    last = now
-                    if not chunk.get("usage"):
-                        record.output_tokens = max(record.output_tokens, len(record.itl_s) + 1)
-            record.e2e_s = time.perf_counter() - sent
-    except httpx.HTTPError as exc:
-        record.error = f"{type(exc).__name__}: {exc}" or type(exc).__name__
-    except (json.JSONDecodeError, ValueError) as exc:
-        record.error = f"bad response: {exc}"
-
 
 async def replay(
     url: str,
@@ -166,29 +36,25 @@ async def replay(
     timeout_s: float = 300.0,
     duration_s: float | None = None,
     on_done: Callable[[RequestRecord], None] | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
     dispatch: Dispatch | None = None,
 ) -> tuple[list[RequestRecord], float]:
     """Send every request of ``specs`` at its arrival time; return the records and the run's wall time (s).
 
-    ``transport`` replaces the network (tests pass an ``httpx.MockTransport``). ``dispatch`` routes
-    in the client instead of at ``url`` (called at each request's send time).
+    ``dispatch`` routes in the client instead of at ``url`` (called at each request's send time).
     """
     if api not in ("completions", "chat"):
         raise ValueError(f"--api: expected completions or chat, got {api!r}")
     endpoint = base_url(url) + ("/v1/chat/completions" if api == "chat" else "/v1/completions")
     records = [RequestRecord(s.index, s.arrival_s, s.prompt_tokens, s.output_tokens, group=s.group, session=s.session)
                for s in specs]
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
-    timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0))
-    async with httpx.AsyncClient(limits=limits, timeout=timeout, transport=transport) as client:
+    async with engine_http_client(timeout_s) as client:
         start = time.perf_counter()
 
         async def one(spec: RequestSpec, record: RequestRecord) -> None:
             delay = spec.arrival_s - (time.perf_counter() - start)
             if delay > 0:
                 await asyncio.sleep(delay)
-            target, event = endpoint, _noop
+            target, event = endpoint, no_events
             if dispatch is not None:
                 backend, record.replica, event = dispatch(spec)
                 target = base_url(backend) + endpoint[len(base_url(url)):]

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import torch
 
-from .policy import ReplicaScorerPolicy
+from .scorer_network import ReplicaScorerPolicy
 from .ppo import explained_variance, minibatch_indices
 from .rollout import compute_gae
 

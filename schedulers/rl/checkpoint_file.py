@@ -15,7 +15,9 @@ from typing import Any
 
 import torch
 
-from ..limits import MAX_CHECKPOINT_BYTES
+from rewardkit.config import require_path
+
+from ..bounds import MAX_CHECKPOINT_BYTES
 
 
 class CheckpointError(ValueError):
@@ -30,6 +32,7 @@ def one_line(exc: BaseException, limit: int = 300) -> str:
 
 def read_checkpoint(path: str | os.PathLike[str], required: tuple[str, ...] = ()) -> dict[str, Any]:
     """The mapping stored in ``path`` (on the CPU), with every key of ``required`` present."""
+    require_path(path, "read_checkpoint")
     path = Path(path)
     try:
         size = path.stat().st_size

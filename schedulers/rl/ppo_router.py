@@ -1,9 +1,10 @@
-"""``PPORouter``: a trained :class:`ReplicaScorerPolicy` behind the evaluation code's Router protocol.
+"""``PPORouter``: a trained :class:`ReplicaScorerPolicy` behind the routing seam (:class:`~schedulers.routing.policy.Policy`).
 
 Loads ``policy.pt``, ``bc_policy.pt`` or any training checkpoint written by
-:mod:`schedulers.train`; ``act(obs, env) -> int`` picks a replica, ``reset(seed)`` reseeds the
-sampler so that stochastic evaluation is reproducible per evaluation seed. Importing this module
-registers the router as ``make_router("ppo", checkpoint=path, deterministic=True)``.
+:mod:`schedulers.train`; ``decide(snapshot, prompt_tokens, rows=...)`` picks a replica from the
+observation rows (built with ``observation``, the settings the checkpoint was trained with),
+``reset(seed)`` reseeds the sampler so that stochastic evaluation is reproducible per evaluation
+seed. Importing this module registers ``make_policy("ppo", checkpoint=path, deterministic=True)``.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from rewardkit.errors import ConfigError
 from rewardkit.params import Param, validate_schema
 
 from .checkpoint_file import CheckpointError, one_line, read_checkpoint
-from .policy import ReplicaScorerPolicy
-from ..limits import MIN_OBSERVATION_SCALE
+from .scorer_network import ReplicaScorerPolicy
+from ..bounds import MIN_OBSERVATION_SCALE
 from ..routing.observation import FEATURE_NAMES, PREFIX_FEATURES, ObservationConfig
-from ..routing.router import register_router
+from ..routing.policy import Policy, register_policy
+from ..routing.snapshot import ReplicaSnapshot
 
 
 def observation_config_from_checkpoint(data: dict[str, Any]) -> ObservationConfig:
@@ -34,13 +36,7 @@ def observation_config_from_checkpoint(data: dict[str, Any]) -> ObservationConfi
     n_features = int(data["policy_kwargs"].get("n_features", len(FEATURE_NAMES)))
     if not (isinstance(saved, dict) and saved):
         return ObservationConfig(prefix_match=n_features == len(FEATURE_NAMES) + len(PREFIX_FEATURES))
-    fields = dataclasses.fields(ObservationConfig)
-    # the env YAML's bounds (a scale of 0 divides counts into inf); keys added after the checkpoint take defaults
-    schema = {f.name: Param.boolean(f.default) if isinstance(f.default, bool) else
-              Param.between(MIN_OBSERVATION_SCALE, float("inf"), f.default) for f in fields}
-    known = {f.name for f in fields}
-    config = ObservationConfig(**validate_schema(schema, {k: v for k, v in saved.items() if k in known},
-                                                 path="observation"))
+    config = parse_observation_config(saved, strict=False)
     columns = len(FEATURE_NAMES) + (len(PREFIX_FEATURES) if config.prefix_match else 0)
     if n_features != columns:
         raise ValueError(f"policy_kwargs.n_features: expected {columns} (the observation's columns, prefix_match: "
@@ -48,7 +44,24 @@ def observation_config_from_checkpoint(data: dict[str, Any]) -> ObservationConfi
     return config
 
 
-class PPORouter:
+def parse_observation_config(saved: dict[str, Any], strict: bool = True) -> ObservationConfig:
+    """Observation settings as saved (a checkpoint's or a decision log header's), with the env
+    YAML's bounds (a scale of 0 divides counts into inf; ``"abc"`` is no number): a ``ConfigError``
+    naming ``observation.<key>``. Keys added since take their defaults; ``strict`` refuses keys
+    this version does not know (a log's header), a checkpoint's are ignored."""
+    fields = dataclasses.fields(ObservationConfig)
+    schema = {f.name: Param.boolean(f.default) if isinstance(f.default, bool) else
+              Param.between(MIN_OBSERVATION_SCALE, float("inf"), f.default) for f in fields}
+    known = {f.name for f in fields}
+    if strict:
+        unknown = sorted(str(k) for k in saved if k not in known)
+        if unknown:
+            raise ConfigError(f"unknown key; expected some of {', '.join(sorted(known))}", path=f"observation.{unknown[0]}")
+    return ObservationConfig(**validate_schema(schema, {k: v for k, v in saved.items() if k in known},
+                                               path="observation"))
+
+
+class PPORouter(Policy):
     """Routes with a trained policy: arg-max when ``deterministic``, else a seeded sample."""
 
     name = "ppo"
@@ -57,7 +70,7 @@ class PPORouter:
                  observation_config: ObservationConfig | None = None) -> None:
         self.policy = policy.eval()
         #: how observations for this policy are built (scales, and whether the prefix feature is in)
-        self.observation_config = observation_config or ObservationConfig()
+        self.observation: ObservationConfig = observation_config or ObservationConfig()
         self.deterministic = deterministic
         self.generator = torch.Generator()
         self.reset(seed)
@@ -84,9 +97,12 @@ class PPORouter:
         """Reseed the action sampler (deterministic routing ignores it)."""
         self.generator.manual_seed(0 if seed is None else int(seed))
 
-    def act(self, obs: Any, env: Any = None) -> int:
-        """Replica index for one observation ``(num_replicas, n_features)``; ``env`` is unused."""
-        step = self.policy.act(obs, deterministic=self.deterministic, generator=self.generator)
+    def decide(self, snapshot: ReplicaSnapshot | None, prompt_tokens: float = 0.0, *, rows: Any = None,
+               true_speed: Any = None) -> int:
+        """Replica index from the observation ``rows`` ``(num_replicas, n_features)`` of those replicas."""
+        if rows is None:
+            raise ValueError("the ppo router decides on observation rows: expected rows=..., got none")
+        step = self.policy.act(rows, deterministic=self.deterministic, generator=self.generator)
         return int(step.action)
 
     def __repr__(self) -> str:
@@ -99,11 +115,13 @@ class PPORouter:
             return torch.softmax(self.policy.logits(self.policy.as_tensor(obs)), dim=-1)[0]
 
 
-def make_ppo_router(
-    checkpoint: str | os.PathLike, deterministic: bool = True, temperature: float | None = None, seed: int | None = None
-) -> PPORouter:
-    """Factory behind ``schedulers.routing.router.make_router("ppo", checkpoint=...)``."""
-    return PPORouter.from_checkpoint(checkpoint, deterministic=deterministic, temperature=temperature, seed=seed)
+def make_ppo_router(checkpoint: str | os.PathLike, deterministic: bool = True, temperature: float | None = None,
+                    threads: int | None = None) -> PPORouter:
+    """Factory behind ``schedulers.routing.policy.make_policy("ppo", checkpoint)``; ``threads`` sets
+    torch's thread count first (1 where engines share the machine: a pool of more only spins)."""
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+    return PPORouter.from_checkpoint(checkpoint, deterministic=deterministic, temperature=temperature)
 
 
-register_router("ppo", make_ppo_router)
+register_policy("ppo", make_ppo_router)

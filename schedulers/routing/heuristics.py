@@ -32,6 +32,9 @@ oracle             the same rule with the true current speeds (declared speed ti
                    hidden slowdown factor): a reference ceiling no real router can run
 =================  ======================================================================
 
+The industry's prefix-cache routers, ``cache_aware`` (SGLang's default) and ``affinity_token_load``
+(llm-d's default), are in :mod:`schedulers.routing.prefix_baselines`, with their parameters.
+
 Vidur's own ``round_robin``, ``random`` and ``lor`` are reproduced by :func:`round_robin`,
 :func:`random_choice` and :func:`lor` with Vidur's semantics (``lor`` counts only waiting requests
 and breaks ties toward the lowest index), so every heuristic can run through the same env.
@@ -39,20 +42,13 @@ and breaks ties toward the lowest index), so every heuristic can run through the
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 
+from .prefix_baselines import PREFIX_BASELINES, affinity_token_load, cache_aware
 from .snapshot import ReplicaSnapshot
-
-
-def argmin_random(values: np.ndarray, rng: np.random.Generator) -> int:
-    """Index of the smallest value; ties broken uniformly at random."""
-    values = np.asarray(values)
-    ties = np.flatnonzero(values == values.min())
-    if len(ties) == 1:
-        return int(ties[0])
-    return int(ties[rng.integers(len(ties))])
+from .ties import argmin_random
 
 
 def jsq(snapshot: ReplicaSnapshot, rng: np.random.Generator) -> int:
@@ -188,8 +184,9 @@ SPEED_HEURISTICS: dict[str, Callable[[ReplicaSnapshot, np.random.Generator, floa
 CAPACITY_AWARE = ("cap_jsq", "cap_least_tokens", "cap_least_prefill")
 #: Vidur's built-in global schedulers, reproduced for the env.
 VIDUR_BASELINES = ("round_robin", "random", "lor")
-#: every heuristic name ``VidurRoutingEnv.heuristic_action`` accepts (``oracle`` needs the true speeds).
-HEURISTIC_NAMES = VIDUR_BASELINES + tuple(HEURISTICS) + tuple(SPEED_HEURISTICS) + ("oracle",)
+#: every heuristic name (``oracle`` needs the true speeds); :func:`schedulers.routing.policy.make_policy` builds each.
+#: The industry's prefix-cache routers (:mod:`schedulers.routing.prefix_baselines`) take parameters.
+HEURISTIC_NAMES = VIDUR_BASELINES + tuple(HEURISTICS) + tuple(SPEED_HEURISTICS) + ("oracle",) + tuple(PREFIX_BASELINES)
 
 
 def choose(
@@ -200,12 +197,20 @@ def choose(
     decision_index: int = 0,
     prompt_tokens: float = 0.0,
     true_speed: np.ndarray | None = None,
+    params: Mapping[str, float] | None = None,
 ) -> int:
     """The replica heuristic ``name`` picks for a request of ``prompt_tokens``.
 
     ``decision_index`` is used by ``round_robin`` only; ``true_speed`` (current speed of every
-    replica) by ``oracle`` only.
+    replica) by ``oracle`` only; ``params`` by the prefix baselines only (``cache_aware``,
+    ``affinity_token_load``: their thresholds; defaults when not given).
     """
+    if params and name not in PREFIX_BASELINES:
+        raise ValueError(f"heuristic {name!r} takes no parameters, got {sorted(params)}")
+    if name == "cache_aware":
+        return cache_aware(snapshot, rng, **(params or {}))
+    if name == "affinity_token_load":
+        return affinity_token_load(snapshot, rng, prompt_tokens, **(params or {}))
     if name in HEURISTICS:
         return HEURISTICS[name](snapshot, rng)
     if name in SPEED_HEURISTICS:

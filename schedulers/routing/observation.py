@@ -8,28 +8,14 @@ so a scorer applied to each row is permutation-equivariant. See ``FEATURE_NAMES`
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
+from ..shared.workload import ObservationConfig  # the env YAML's observation section
 from .snapshot import ReplicaSnapshot
 
-
-@dataclass(frozen=True)
-class ObservationConfig:
-    """How replica and request features are normalized (see :mod:`schedulers.sim.env`)."""
-
-    #: window (simulated seconds) for "recent completions" and the recent throughput/latency.
-    recent_window_s: float = 10.0
-    #: request counts are divided by this.
-    count_scale: float = 16.0
-    #: token counts are divided by this.
-    token_scale: float = 4096.0
-    #: time constant (s of batch work) of the online speed estimate (``measured_speed``).
-    speed_tau_s: float = 2.0
-    #: opt-in: add ``PREFIX_FEATURES`` (the prefix-cache match) to every row. Off by default, so
-    #: observations, and the checkpoints trained on them, keep ``len(FEATURE_NAMES)`` columns.
-    prefix_match: bool = False
+__all__ = ["ObservationConfig", "FEATURE_NAMES", "PREFIX_FEATURES", "build_observation", "feature_names",
+           "observation_bounds"]
 
 
 REPLICA_FEATURES = (

@@ -40,10 +40,13 @@ class ReplicaSnapshot:
     #: share (0-1) of the arriving request's prompt the replica's prefix cache likely holds
     #: (:class:`schedulers.routing.prefix_index.PrefixIndex`); zeros where nothing tracks it (Vidur).
     prefix_match: np.ndarray | None = field(default=None)
+    #: prompt blocks the router's prefix mirror holds for the replica (SGLang's tree size); zeros where untracked.
+    prefix_blocks: np.ndarray | None = field(default=None)
 
     def __post_init__(self) -> None:
-        if self.prefix_match is None:
-            object.__setattr__(self, "prefix_match", np.zeros(len(self.waiting)))
+        for name in ("prefix_match", "prefix_blocks"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, np.zeros(len(self.waiting)))
 
     @classmethod
     def build(cls, num_replicas: int | None = None, **fields: object) -> "ReplicaSnapshot":

@@ -35,7 +35,7 @@ def add_gateway_command(subparsers: Any) -> None:
 def gateway_command(args: argparse.Namespace) -> int:
     """Check the flags, then serve until SIGTERM; bad flags are one line and exit 2."""
     try:
-        from .gateway import MAX_BODY_BYTES, GatewaySettings, serve
+        from .gateway import MAX_BODY_BYTES, GatewaySettings, create_app, serve
     except ImportError as exc:
         print(f"error: rewardkit gateway needs the serve extra: pip install 'rewardkit[serve]' ({exc})", file=sys.stderr)
         return 2
@@ -51,13 +51,10 @@ def gateway_command(args: argparse.Namespace) -> int:
                                    max_body_bytes=args.max_body_bytes or MAX_BODY_BYTES,
                                    request_timeout_s=args.timeout, health_interval_s=args.health_interval,
                                    scrape_interval_s=args.scrape_interval, torch_threads=args.torch_threads)
-        if settings.reward:
-            from rewardkit import RewardComposer
-
-            RewardComposer.from_yaml(settings.reward)
+        app = create_app(settings)  # builds the router (a bad name or checkpoint is a one-line error) and the reward
     except (ValueError, OSError) as exc:  # ConfigError and CheckpointError are ValueErrors
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"[gateway] {args.router} over {len(settings.backends)} backends on http://{args.host}:{args.port}", flush=True)
-    serve(settings, args.host, args.port, args.drain)
+    serve(app, args.host, args.port, args.drain)
     return 0

@@ -1,14 +1,15 @@
 """The gateway: an OpenAI-compatible proxy that routes each request to one of N engines with any router.
 
-Every router of :func:`schedulers.routing.heuristics.choose` and a PPO checkpoint decide on the
-:class:`~schedulers.live.view.LiveClusterView` snapshot (the simulator's ``ReplicaSnapshot``),
-restricted to the healthy replicas. Streaming responses pass through chunk by chunk; each request's
-TTFT, e2e, tokens and decision (observation rows, action, router) are recorded in Prometheus
-metrics and, with a decision log, in JSON Lines with its per-request reward from a rewardkit
-config. Faults: a backend that refuses or times out before the first byte is marked unhealthy and
-the request is retried once elsewhere; health checks bring it back; no healthy backend is a 503;
-a malformed body a 400, an oversized one a 413, always in OpenAI's error shape; a client that
-disconnects cancels its upstream request.
+The router is any policy of :func:`schedulers.routing.policy.make_policy` (a heuristic, or a PPO
+checkpoint), deciding on the :class:`~schedulers.live.view.LiveClusterView` snapshot (the
+simulator's ``ReplicaSnapshot``), restricted to the healthy replicas. Upstream requests go through
+the one engine client (:class:`~schedulers.shared.engine_http.EngineClient`). Streaming responses
+pass through chunk by chunk; each request's TTFT, e2e, tokens and decision (observation rows,
+action, router) are recorded in Prometheus metrics and, with a decision log, in JSON Lines with its
+per-request reward from a rewardkit config. Faults: a backend that refuses or times out before the
+first byte is marked unhealthy and the request is retried once elsewhere; health checks bring it
+back; no healthy backend is a 503; a malformed body a 400, an oversized one a 413, always in
+OpenAI's error shape; a client that disconnects cancels its upstream request.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ import json
 import sys
 import time
 import uuid
+from urllib.parse import urlsplit
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
-import httpx
 import numpy as np
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from starlette.applications import Starlette
@@ -31,12 +32,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..engines.metrics import kv_capacity_tokens, parse_metrics
-from ..limits import MAX_TORCH_THREADS
-from ..loadgen.runner import REPLICA_HEADER
+from ..bounds import MAX_TORCH_THREADS
 from ..live.decision_log import Decision, DecisionLogWriter
 from ..live.view import LiveClusterView, restrict
-from ..routing.heuristics import HEURISTIC_NAMES, choose
+from ..routing.policy import make_policy
+from ..shared.engine_client import REPLICA_HEADER
+from ..shared.engine_http import EngineClient, EngineConnectError, EngineError, EngineProtocolError, EngineTimeout
+from ..shared.prometheus import kv_capacity_tokens, parse_metrics
+from ..shared.request_reward import request_context
+from ..shared.sse import SSEStream
 from ..routing.observation import ObservationConfig, build_observation, feature_names
 
 #: bounds of one request (docs/configuration.md, "Limits").
@@ -72,14 +76,9 @@ class GatewaySettings:
         if not self.backends:
             raise ValueError("--backend: expected at least one backend URL")
         for url in self.backends:
-            parsed = httpx.URL(url) if isinstance(url, str) else None
-            if parsed is None or parsed.scheme not in ("http", "https") or not parsed.host:
+            parsed = urlsplit(url) if isinstance(url, str) else None
+            if parsed is None or parsed.scheme not in ("http", "https") or not parsed.hostname:
                 raise ValueError(f"--backend: expected an http(s) URL such as http://127.0.0.1:8001, got {url!r}")
-        if self.router == "ppo" and not self.checkpoint:
-            raise ValueError("--router ppo: expected --checkpoint PATH (a policy trained by rewardkit train)")
-        if self.router != "ppo" and (self.router not in HEURISTIC_NAMES or self.router == "oracle"):
-            names = ", ".join(n for n in HEURISTIC_NAMES if n != "oracle")
-            raise ValueError(f"--router: expected ppo or one of {names} (oracle needs true speeds), got {self.router!r}")
         if not (isinstance(self.torch_threads, int) and 1 <= self.torch_threads <= MAX_TORCH_THREADS):
             raise ValueError(f"--torch-threads: expected an integer from 1 to {MAX_TORCH_THREADS}, got {self.torch_threads!r}")
         if self.declared_speeds is not None and len(self.declared_speeds) != len(self.backends):
@@ -99,17 +98,14 @@ class Gateway:
         n = len(settings.backends)
         self.urls = [u.rstrip("/") for u in settings.backends]
         self.view = LiveClusterView(n, settings.declared_speeds, kv_capacity=settings.kv_capacity_blocks)
-        self.rng = np.random.default_rng(settings.seed)
-        self.policy = None
-        self.obs_config = ObservationConfig()
-        if settings.router == "ppo":
-            import torch
-
-            from ..rl.ppo_router import PPORouter
-
-            torch.set_num_threads(settings.torch_threads)
-            self.policy = PPORouter.from_checkpoint(settings.checkpoint)
-            self.obs_config = self.policy.observation_config
+        options = {"threads": settings.torch_threads} if settings.checkpoint else {}
+        try:
+            self.policy = make_policy(settings.router, settings.checkpoint, seed=settings.seed, simulated=False,
+                                      **options)
+        except ValueError as exc:  # CheckpointError too: a one-line message naming the flag
+            raise ValueError(f"--router {settings.router}: {exc}") from None
+        #: the rows every decision logs: the policy's own settings, else the defaults
+        self.obs_config = self.policy.observation or ObservationConfig()
         self.composer = None
         if settings.reward:
             from rewardkit import RewardComposer
@@ -140,20 +136,21 @@ class Gateway:
             self.log = DecisionLogWriter(settings.decision_log, router=settings.router, replicas=self.urls,
                                          observation=dataclasses.asdict(self.obs_config),
                                          features=list(feature_names(self.obs_config)), reward=settings.reward)
-        self.client: httpx.AsyncClient | None = None
-        self.upstream: list[httpx.AsyncClient] = []
+        #: the one engine client (health checks, scrapes, /v1/models and every routed request)
+        self.engine: EngineClient | None = None
+        # each replica's labelled metrics, looked up once (a label lookup per request is measurable)
+        labels = [str(i) for i in range(n)]
+        self._routed = [self.routed.labels(x) for x in labels]
+        self._in_flight = [self.in_flight.labels(x) for x in labels]
+        self._e2e = [self.e2e.labels(x) for x in labels]
+        self._ttft = [self.ttft.labels(x) for x in labels]
+        self._replica_header = [(REPLICA_HEADER.encode(), x.encode()) for x in labels]
         self._health_task: asyncio.Task | None = None
         self._scrape_task: asyncio.Task | None = None
 
     # ---- lifecycle -------------------------------------------------------------------------------
     async def startup(self) -> None:
-        timeout = httpx.Timeout(self.settings.request_timeout_s, connect=self.settings.connect_timeout_s)
-        self.client = httpx.AsyncClient(timeout=timeout)  # health checks and /v1/models
-        # one connection pool per backend: httpx's pool scans its connections for every queued request,
-        # so one shared pool costs O(connections x requests in flight) per request
-        self.upstream = [httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=None,
-                                                                                max_keepalive_connections=64))
-                         for _ in self.urls]
+        self.engine = EngineClient(self.settings.request_timeout_s, self.settings.connect_timeout_s)
         self._health_task = asyncio.create_task(self._health_loop())
         if self.settings.scrape_interval_s > 0:
             self._scrape_task = asyncio.create_task(self._scrape_loop())
@@ -162,10 +159,8 @@ class Gateway:
         for task in (self._health_task, self._scrape_task):
             if task is not None:
                 task.cancel()
-        if self.client is not None:
-            await self.client.aclose()
-            for client in self.upstream:
-                await client.aclose()
+        if self.engine is not None:
+            await self.engine.aclose()
         if self.log is not None:
             self.log.close()
 
@@ -176,9 +171,10 @@ class Gateway:
 
     async def _check(self, i: int) -> None:
         try:
-            resp = await self.client.get(self.urls[i] + "/health", timeout=max(self.settings.health_interval_s, 0.5))
-            ok = resp.status_code == 200
-        except httpx.HTTPError:
+            resp = await self.engine.request("GET", self.urls[i] + "/health",
+                                             timeout_s=max(self.settings.health_interval_s, 0.5))
+            ok = resp.status == 200
+        except EngineError:
             ok = False
         self.set_healthy(i, ok)
 
@@ -198,14 +194,16 @@ class Gateway:
     async def _scrape(self, i: int) -> None:
         """Fold backend ``i``'s ``/metrics`` into the view; an engine without them is just not read."""
         try:
-            resp = await self.client.get(self.urls[i] + "/metrics", timeout=max(self.settings.scrape_interval_s, 1.0))
-        except httpx.HTTPError:
+            resp = await self.engine.request("GET", self.urls[i] + "/metrics",
+                                             timeout_s=max(self.settings.scrape_interval_s, 1.0))
+        except EngineError:
             return
-        if resp.status_code == 200:
-            metrics = parse_metrics(resp.text)
+        if resp.status == 200:
+            text = resp.body.decode("utf-8", "replace")
+            metrics = parse_metrics(text)
             if metrics:
                 self.view.engine_reported(int(i), metrics)
-            capacity = kv_capacity_tokens(resp.text)
+            capacity = kv_capacity_tokens(text)
             if capacity is not None:
                 self.view.engine_capacity(int(i), capacity)
 
@@ -214,24 +212,29 @@ class Gateway:
         self.healthy_gauge.labels(str(i)).set(1 if ok else 0)
 
     # ---- routing ---------------------------------------------------------------------------------
-    def decide(self, prompt_tokens: int, prompt_ids: list[int], exclude: set[int]) -> tuple[int, np.ndarray] | None:
-        """The replica for a request (None: no healthy replica) and the observation rows of all replicas."""
+    def decide(self, prompt_tokens: int, prompt_ids: list[int], exclude: set[int],
+               with_rows: bool = True) -> tuple[int, np.ndarray | None] | None:
+        """The replica for a request (None: no healthy replica) and the observation rows of all replicas
+        (built when ``with_rows`` or the policy reads them; else None)."""
         start = time.perf_counter()
-        keep = self.view.healthy.copy()
-        keep[list(exclude)] = False
+        keep = self.view.healthy
+        if exclude:
+            keep = keep.copy()
+            keep[list(exclude)] = False
         if not keep.any():
             return None
-        snap = self.view.snapshot(self.view.prefix_match(prompt_ids))
-        rows = build_observation(snap, prompt_tokens, self.obs_config)
-        candidates = np.flatnonzero(keep)
-        if self.policy is not None:
-            pick = int(self.policy.act(rows[keep]))
+        snap = self.view.snapshot(self.view.prefix_match(prompt_ids) if prompt_ids else None)
+        rows = None
+        if with_rows or self.policy.observation is not None:
+            rows = build_observation(snap, prompt_tokens, self.obs_config)
+        if keep.all():
+            replica = self.policy.decide(snap, prompt_tokens, rows=rows)
         else:
-            pick = choose(self.settings.router, restrict(snap, keep), self.rng, decision_index=self.view.decisions,
-                          prompt_tokens=prompt_tokens)
-        self.view.decisions += 1
+            candidates = np.flatnonzero(keep)
+            replica = int(candidates[self.policy.decide(restrict(snap, keep), prompt_tokens,
+                                                        rows=None if rows is None else rows[keep])])
         self.decision_time.observe(time.perf_counter() - start)
-        return int(candidates[pick]), rows
+        return int(replica), rows
 
     # ---- rewards and records ---------------------------------------------------------------------
     def request_reward(self, ttft_s: float | None, e2e_s: float | None, prompt_tokens: int,
@@ -239,8 +242,7 @@ class Gateway:
         """The reward config's value for one finished request (None without a config or a latency it reads)."""
         if self.composer is None or e2e_s is None:
             return None, {}
-        ctx = {"ttft": ttft_s if ttft_s is not None else e2e_s, "e2e": e2e_s, "prompt_tokens": float(prompt_tokens),
-               "decode_tokens": float(output_tokens), "delay_caused": 0.0}
+        ctx = request_context(ttft_s if ttft_s is not None else e2e_s, e2e_s, prompt_tokens, output_tokens)
         try:
             out = self.composer(ctx)
         except Exception:  # noqa: BLE001 - a reward config reading keys the live side lacks: no reward, routing goes on
@@ -271,70 +273,12 @@ def _prompt_of(payload: dict[str, Any], chat: bool) -> tuple[int, list[int]]:
     raise ValueError("prompt: expected a string or a non-empty list of token ids")
 
 
-class TokenCounter:
-    """Splits an OpenAI server-sent-event stream, fed chunk by chunk, into whole events and counts
-    output tokens: the engine's ``usage`` when it sends one (the gateway asks for it), else the
-    events that carry a token. A completion event is a token when one of its choices carries text
-    or is not finished (engines end with an event holding only the finish reason, and ``[DONE]``);
-    a chat event when its delta carries content or tool calls (the first holds only the role).
-    """
-
-    def __init__(self) -> None:
-        self._buffer = b""
-        self.counted = 0
-        self.usage: int | None = None
-
-    @property
-    def tokens(self) -> int:
-        return self.usage if self.usage is not None else self.counted
-
-    def feed(self, chunk: bytes) -> list[tuple[bytes, bool]]:
-        """The events completed by ``chunk``, each with whether it is a usage-only event."""
-        self._buffer += chunk
-        *events, self._buffer = self._buffer.split(b"\n\n")
-        out = []
-        for event in events:
-            parsed = _event_json(event)
-            usage = parsed.get("usage") if isinstance(parsed, dict) else None
-            usage_only = isinstance(usage, dict) and not parsed.get("choices")
-            if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-                self.usage = usage["completion_tokens"]
-            self.counted += _is_token(parsed)
-            out.append((event + b"\n\n", usage_only))
-        return out
-
-    def rest(self) -> bytes:
-        return self._buffer
-
-
-def _event_json(event: bytes) -> Any:
-    data = b"".join(line[5:].strip() for line in event.split(b"\n") if line.startswith(b"data:"))
-    if not data or data == b"[DONE]":
-        return None
-    try:
-        return json.loads(data)
-    except ValueError:
-        return None
-
-
-def _is_token(parsed: Any) -> bool:
-    if not isinstance(parsed, dict):
-        return False
-    choices = parsed.get("choices") or []
-    for choice in choices:
-        if not isinstance(choice, dict):
-            continue
-        delta = choice.get("delta")
-        if isinstance(delta, dict):  # chat: the first event carries only the role
-            if delta.get("content") or delta.get("tool_calls"):
-                return True
-        elif choice.get("text") or choice.get("finish_reason") is None:
-            return True
-    return False
-
-
 class GatewayApp(Gateway):
-    """The HTTP side of the gateway: its handlers (routes in :func:`create_app`)."""
+    """The HTTP side of the gateway: its handlers (routes in :func:`create_app`).
+
+    The two routed endpoints are served by raw ASGI (:meth:`handle`): the request path is the
+    gateway's cost per request, and a framework's request and response objects were most of it.
+    """
 
     async def health(self, request: Request) -> Response:
         ok = bool(self.view.healthy.any())
@@ -347,27 +291,44 @@ class GatewayApp(Gateway):
     async def models(self, request: Request) -> Response:
         for i in np.flatnonzero(self.view.healthy):
             try:
-                resp = await self.client.get(self.urls[i] + "/v1/models")
-                return Response(resp.content, status_code=resp.status_code, media_type="application/json")
-            except httpx.HTTPError:
+                resp = await self.engine.request("GET", self.urls[i] + "/v1/models")
+                return Response(resp.body, status_code=resp.status, media_type="application/json")
+            except EngineError:
                 self.set_healthy(int(i), False)
         return openai_error(503, "no healthy backend", "service_unavailable")
 
-    async def completions(self, request: Request) -> Response:
-        return await self.proxy(request, chat=False)
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any, chat: bool) -> None:
+        """``POST /v1/completions`` and ``/v1/chat/completions``: read, route, forward, answer."""
+        headers = dict(scope["headers"])
+        answer = await self.proxy(headers, receive, chat)
+        if isinstance(answer, tuple):  # a whole answer: sent as it is
+            status, content_type, replica, content = answer
+            await send({"type": "http.response.start", "status": status,
+                        "headers": [(b"content-type", content_type), (b"content-length", str(len(content)).encode()),
+                                    self._replica_header[replica]]})
+            await send({"type": "http.response.body", "body": content})
+        else:
+            await answer(scope, receive, send)
 
-    async def chat(self, request: Request) -> Response:
-        return await self.proxy(request, chat=True)
-
-    async def read_payload(self, request: Request, chat: bool) -> tuple[bytes, dict[str, Any], int, list[int]] | Response:
+    async def read_payload(self, headers: dict[bytes, bytes], receive: Any,
+                           chat: bool) -> tuple[bytes, dict[str, Any], int, list[int]] | Response:
         """The body, its JSON, its prompt tokens and ids; or the 400/413 response."""
         limit = self.settings.max_body_bytes
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
+        declared = headers.get(b"content-length", b"").decode("latin-1")
+        if declared.isdigit() and int(declared) > limit:
             return openai_error(413, f"expected a request body of at most {limit} bytes, got {declared}")
-        body = await request.body()
-        if len(body) > limit:
-            return openai_error(413, f"expected a request body of at most {limit} bytes, got {len(body)}")
+        parts, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return openai_error(400, "the client went away before its request body ended")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                return openai_error(413, f"expected a request body of at most {limit} bytes, got more")
+            parts.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(parts)
         try:
             payload = json.loads(body)
             if not isinstance(payload, dict):
@@ -377,68 +338,74 @@ class GatewayApp(Gateway):
             return openai_error(400, f"malformed request body: {exc}")
         return body, payload, prompt_tokens, prompt_ids
 
-    async def proxy(self, request: Request, chat: bool) -> Response:
-        """Route, forward, retry once elsewhere if the backend fails before answering, relay the answer."""
-        read = await self.read_payload(request, chat)
+    async def proxy(self, headers: dict[bytes, bytes], receive: Any,
+                    chat: bool) -> tuple[int, bytes, int, bytes] | Response:
+        """Route, forward, retry once elsewhere if the backend fails before answering; the answer:
+        ``(status, content type, replica, body)`` when whole, else a response to run (a stream, an error)."""
+        read = await self.read_payload(headers, receive, chat)
         if isinstance(read, Response):
             return read
         body, payload, prompt_tokens, prompt_ids = read
         path = "/v1/chat/completions" if chat else "/v1/completions"
+        stream = bool(payload.get("stream"))
         options = payload.get("stream_options")
         client_wants_usage = isinstance(options, dict) and bool(options.get("include_usage"))
-        if payload.get("stream") and not client_wants_usage:  # the engine's own token count, for the record
+        if stream and not client_wants_usage:  # the engine's own token count, for the record
             body = json.dumps({**payload, "stream_options": {**(options or {}), "include_usage": True}}).encode()
-        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex
+        keep_record = self.log is not None or self.composer is not None
+        request_id = (headers.get(b"x-request-id", b"").decode("latin-1") or uuid.uuid4().hex) if keep_record else ""
         tried: set[int] = set()
         last_error = "none healthy"
         while len(tried) < 2:
-            decided = self.decide(prompt_tokens, prompt_ids, tried)
+            decided = self.decide(prompt_tokens, prompt_ids, tried, with_rows=self.log is not None)
             if decided is None:
                 break
             replica, rows = decided
-            attempt = Attempt(self, replica, Decision(request_id, self.settings.router, replica,
-                                                      rows.round(6).tolist(), prompt_tokens),
-                              self.view.sent(replica, prompt_tokens, prompt_ids))
-            client = self.upstream[replica]
-            upstream = client.build_request("POST", self.urls[replica] + path, content=body,
-                                                 headers={"content-type": "application/json"})
+            decision = None
+            if keep_record:
+                decision = Decision(request_id, self.settings.router, replica,
+                                    [] if rows is None else rows.round(6).tolist(), prompt_tokens)
+            attempt = Attempt(self, replica, decision, self.view.sent(replica, prompt_tokens, prompt_ids))
+            upstream = self.engine.stream("POST", self.urls[replica] + path, body, JSON_HEADERS)
             try:
-                resp = await client.send(upstream, stream=True)
-            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.ReadTimeout, httpx.RemoteProtocolError,
-                    httpx.ReadError) as exc:
+                resp, chunks = await upstream.__aenter__()
+            except (EngineConnectError, EngineTimeout, EngineProtocolError) as exc:
                 self.set_healthy(replica, False)
                 self.retried.labels(str(replica)).inc()
                 attempt.close("retried", 0)
                 tried.add(replica)
                 last_error = type(exc).__name__
                 continue
-            if payload.get("stream") and resp.status_code == 200:
-                return StreamingResponse(attempt.relay(resp, client_wants_usage), status_code=200,
+            if stream and resp.status == 200:
+                return StreamingResponse(attempt.relay(upstream, chunks, client_wants_usage), status_code=200,
                                          media_type=resp.headers.get("content-type", "text/event-stream"),
                                          headers={REPLICA_HEADER: str(replica)})
             try:
-                content = await resp.aread()
-            finally:
-                await resp.aclose()
-            ok = resp.status_code == 200
+                content = b"".join([chunk async for chunk in chunks])
+            except EngineError:
+                await upstream.__aexit__(None, None, None)
+                attempt.close("error", 0)
+                return openai_error(502, f"backend {replica} broke off its answer", "bad_gateway")
+            await upstream.__aexit__(None, None, None)
+            ok = resp.status == 200
             attempt.close("ok" if ok else "error", _usage(content) if ok else 0)
-            return Response(content, status_code=resp.status_code,
-                            media_type=resp.headers.get("content-type", "application/json"),
-                            headers={REPLICA_HEADER: str(replica)})
+            return resp.status, resp.headers.get("content-type", "application/json").encode(), replica, content
         return openai_error(503, f"no healthy backend answered ({len(tried)} tried; last error: {last_error})",
                             "service_unavailable")
+
+
+JSON_HEADERS = {"content-type": "application/json"}
 
 
 class Attempt:
     """One request on one replica: its bookkeeping from send to close, and its stream relay."""
 
-    def __init__(self, gw: Gateway, replica: int, decision: Decision, key: int) -> None:
+    def __init__(self, gw: Gateway, replica: int, decision: Decision | None, key: int) -> None:
         self.gw, self.replica, self.decision, self.key = gw, replica, decision, key
-        self.label = str(replica)
         self.sent_at = time.monotonic()
         self.first: float | None = None
-        gw.routed.labels(self.label).inc()
-        gw.in_flight.labels(self.label).inc()
+        gw._routed[replica].inc()
+        gw._in_flight[replica].inc()
 
     def close(self, status: str, output_tokens: int) -> None:
         """Record the outcome: view, metrics, reward, decision log."""
@@ -447,45 +414,65 @@ class Attempt:
         if status == "ok" and self.first is None and output_tokens:
             gw.view.token(self.key, output_tokens)  # a plain response: its tokens arrive at once
         gw.view.finished(self.key, completed=status == "ok")
-        gw.in_flight.labels(self.label).dec()
+        gw._in_flight[self.replica].dec()
+        if status != "retried":
+            gw._e2e[self.replica].observe(e2e)
+        if d is None:
+            return
         d.status, d.output_tokens = status, output_tokens
         if status != "retried":
-            gw.e2e.labels(self.label).observe(e2e)
             d.e2e_s = e2e
         d.ttft_s = None if self.first is None else self.first - self.sent_at
         if status == "ok":
             d.reward, d.reward_terms = gw.request_reward(d.ttft_s, e2e, d.prompt_tokens, output_tokens)
         gw.record(d)
 
-    async def relay(self, resp: httpx.Response, client_wants_usage: bool = True) -> AsyncIterator[bytes]:
+    async def relay(self, upstream: Any, chunks: AsyncIterator[bytes], client_wants_usage: bool = True) -> AsyncIterator[bytes]:
         """Pass the engine's stream through event by event (the usage event the gateway asked for is
         kept only when the client asked too); when the client goes away the generator is closed,
         and the finally clause closes the upstream stream (cancelling the engine's request)."""
         status = "cancelled"
-        counter = TokenCounter()
+        counter = SSEStream()
         try:
-            async for chunk in resp.aiter_raw():
+            async for chunk in chunks:
                 before = counter.counted
                 events = counter.feed(chunk)
                 if counter.counted > before:
                     if self.first is None:
                         self.first = time.monotonic()
-                        self.gw.ttft.labels(self.label).observe(self.first - self.sent_at)
+                        self.gw._ttft[self.replica].observe(self.first - self.sent_at)
                     self.gw.view.token(self.key, counter.counted - before)
-                out = b"".join(event for event, usage_only in events if client_wants_usage or not usage_only)
+                out = b"".join(event.raw for event in events if client_wants_usage or not event.usage_only)
                 if out:
                     yield out
             if counter.rest().strip():
                 yield counter.rest()
             status = "ok"
-        except httpx.HTTPError:
+        except EngineError:
             status = "error"
         finally:
-            await resp.aclose()
+            await upstream.__aexit__(None, None, None)
             self.close(status, counter.tokens)
 
 
-def create_app(settings: GatewaySettings) -> Starlette:
+class GatewayASGI:
+    """The gateway's ASGI entry: the routed endpoints straight to :meth:`GatewayApp.handle`, the rest
+    (health, metrics, models, lifespan) through Starlette."""
+
+    ROUTED = {"/v1/completions": False, "/v1/chat/completions": True}
+
+    def __init__(self, gateway: GatewayApp, app: Starlette) -> None:
+        self.gateway, self.app, self.state = gateway, app, app.state
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        chat = self.ROUTED.get(scope.get("path", "")) if scope["type"] == "http" else None
+        if chat is not None and scope["method"] == "POST":
+            await self.gateway.handle(scope, receive, send, chat)
+        else:
+            await self.app(scope, receive, send)
+
+
+def create_app(settings: GatewaySettings) -> GatewayASGI:
     """The gateway as an ASGI app (``uvicorn`` serves it in ``rewardkit gateway``)."""
     gw = GatewayApp(settings)
 
@@ -497,12 +484,10 @@ def create_app(settings: GatewaySettings) -> Starlette:
         finally:
             await gw.shutdown()
 
-    routes = [Route("/health", gw.health), Route("/metrics", gw.metrics), Route("/v1/models", gw.models),
-              Route("/v1/completions", gw.completions, methods=["POST"]),
-              Route("/v1/chat/completions", gw.chat, methods=["POST"])]
+    routes = [Route("/health", gw.health), Route("/metrics", gw.metrics), Route("/v1/models", gw.models)]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.gateway = gw
-    return app
+    return GatewayASGI(gw, app)
 
 
 def _usage(content: bytes) -> int:
@@ -513,11 +498,8 @@ def _usage(content: bytes) -> int:
         return 0
 
 
-def serve(settings: GatewaySettings, host: str = "127.0.0.1", port: int = 8000, drain_s: float = 30.0) -> None:
-    """Run the gateway until SIGTERM/SIGINT; in-flight requests get ``drain_s`` seconds to finish."""
+def serve(app: GatewayASGI, host: str = "127.0.0.1", port: int = 8000, drain_s: float = 30.0) -> None:
+    """Run the gateway ``app`` (:func:`create_app`) until SIGTERM/SIGINT; in-flight requests get ``drain_s`` s to finish."""
     import uvicorn
 
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning",
-                timeout_graceful_shutdown=drain_s, access_log=False)
-
-
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=drain_s, access_log=False)

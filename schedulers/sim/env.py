@@ -66,7 +66,7 @@ Reward context
 
 Per-request credit
     A reward that reads only per-request keys (``ttft``, ``e2e``, ``prompt_tokens``,
-    ``decode_tokens``: :func:`schedulers.sim.reward_context.request_context`) is evaluated once per
+    ``decode_tokens``: :func:`schedulers.shared.request_reward.request_context`) is evaluated once per
     request when it completes, and credited to the decision that routed it: ``env.reward_credit``
     is then ``"request"`` and ``info["credits"]`` lists ``(decision index, reward)`` pairs of the
     requests that completed during the step (the step's reward is their sum, so an episode's return
@@ -78,6 +78,7 @@ Per-request credit
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import heapq
 import os
 from typing import Any, Mapping
@@ -86,17 +87,17 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..routing.heuristics import HEURISTIC_NAMES, choose
 from ..routing.observation import build_observation, feature_names, observation_bounds
 from ..routing.snapshot import ReplicaSnapshot
-from .arrivals import sample_arrivals
+from ..shared.arrivals import resolved_trace_file, sample_arrivals
+from ..shared.episode_metrics import EpisodeMetrics
+from ..shared.request_reward import credit_requests, load_reward_composer
 from .env_config import EnvConfig, load_env_config
-from .metrics import EpisodeMetrics
+from .prefix_cache import SimulatedPrefixCache, shared_prefix_workload
 from .profiles import get_predictor
 from .registration import EnvGlobalScheduler
-from .reward_context import (RewardContextBuilder, credit_requests, load_reward_composer, request_context,
-                             reward_credit)
-from .simulation_config import resolved_trace_file, to_simulation_config
+from .reward_context import RewardContextBuilder, reward_credit, vidur_request_context
+from .simulation_config import to_simulation_config
 from .tracker import SyncResult
 from .vidur_ids import reset_vidur_ids
 
@@ -238,7 +239,7 @@ class VidurRoutingEnv(gym.Env):
     def _credit_requests(self, completed: list, info: dict[str, Any]) -> float:
         """Reward each completed request and credit it to its routing decision (``info["credits"]``)."""
         contexts = ((self._ep.decision_of[request.id],
-                     request_context(request, delay_caused=self._delay_caused(request))) for request in completed)
+                     vidur_request_context(request, delay_caused=self._delay_caused(request))) for request in completed)
         return credit_requests(self.composer, contexts, info)
 
     def _delay_caused(self, request: Any) -> float:
@@ -261,24 +262,7 @@ class VidurRoutingEnv(gym.Env):
         self._scheduler = None
         self._tracker = None
 
-    # ---- heuristics and metrics -----------------------------------------------------------------
-    def heuristic_action(self, name: str) -> int:
-        """The replica heuristic ``name`` (see :data:`schedulers.routing.heuristics.HEURISTIC_NAMES`) picks now.
-
-        Tie-breaking and ``random`` use a generator seeded with the episode seed, so a heuristic's
-        episode is reproducible; ``round_robin`` sends the k-th request of the episode to k mod n.
-        """
-        ep = self._ep
-        if ep is None or ep.done or not ep.pending:
-            raise RuntimeError("heuristic_action() needs a pending routing decision; call reset() first")
-        if name not in HEURISTIC_NAMES:
-            raise ValueError(f"unknown heuristic {name!r}; expected one of: {', '.join(HEURISTIC_NAMES)}")
-        true_speed = self.true_speeds() if name == "oracle" else None
-        return choose(
-            name, self._current_snapshot(), ep.rng, decision_index=ep.decisions,
-            prompt_tokens=self.pending_prompt_tokens, true_speed=true_speed,
-        )
-
+    # ---- what policies read, and metrics -----------------------------------------------------------------
     def true_speeds(self) -> np.ndarray:
         """Every replica's speed now, slowdowns included: hidden from observations, for the oracle and tests."""
         if self._scheduler is None or self._ep is None:
@@ -343,7 +327,11 @@ class VidurRoutingEnv(gym.Env):
             throughput = len(done) / makespan if makespan > 0 else float("nan")
         else:
             makespan, throughput = 0.0, 0.0
+        cache = self._tracker.prefix_cache
+        prompt_tokens = cache.prompt_tokens if cache is not None else sum(int(r.num_prefill_tokens) for r in ep.requests)
         return EpisodeMetrics(
+            prompt_tokens=prompt_tokens,
+            cached_prompt_tokens=cache.cached_tokens if cache is not None else 0,
             seed=ep.seed,
             num_requests=len(ep.requests),
             num_routed=ep.decisions,
@@ -385,8 +373,17 @@ class VidurRoutingEnv(gym.Env):
             speed_tau_s=cfg.observation.speed_tau_s,
         )
         ep = _Episode(seed, cfg.num_replicas)
-        for t, p, d in zip(arrivals.arrived_at, arrivals.prefill_tokens, arrivals.decode_tokens, strict=True):
+        prompts, cache = None, None
+        if cfg.shared_prefix is not None:
+            prompts = shared_prefix_workload(cfg, arrivals, seed, self._block_size)
+            arrivals = prompts.arrivals
+            capacity = min(int(rs._cache_config.num_blocks) for rs in scheduler.replica_scheduler_list)
+            cache = scheduler.tracker.prefix_cache = SimulatedPrefixCache(cfg.num_replicas, capacity, self._block_size)
+        for i, (t, p, d) in enumerate(zip(arrivals.arrived_at, arrivals.prefill_tokens, arrivals.decode_tokens,
+                                          strict=True)):
             request = Request(arrived_at=float(t), num_prefill_tokens=int(p), num_decode_tokens=int(d))
+            if cache is not None:
+                cache.add_request(request, prompts.block_hashes[i])
             ep.requests.append(request)
             event = RequestArrivalEvent(request.arrived_at, request)
             heapq.heappush(ep.heap, (event._priority_number, event))
@@ -429,6 +426,10 @@ class VidurRoutingEnv(gym.Env):
         ep = self._ep
         if ep.snapshot is None:
             ep.snapshot = self._tracker.snapshot()
+            cache = self._tracker.prefix_cache
+            if cache is not None and ep.pending:
+                ep.snapshot = dataclasses.replace(ep.snapshot, prefix_match=cache.match(ep.pending[0]),
+                                                  prefix_blocks=cache.router_blocks())
         return ep.snapshot
 
     def _observation(self) -> np.ndarray:

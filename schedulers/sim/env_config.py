@@ -24,11 +24,13 @@ from rewardkit.errors import ConfigError
 from rewardkit.config import load_yaml
 from rewardkit.params import Param, describe, validate_schema
 
-from ..limits import (MAX_CV_SPLITS, MAX_FOREST_DEPTH, MAX_FOREST_TREES, MAX_GRID_VALUES, MAX_KV_BLOCKS, MAX_LENGTH_SCALE,
-                      MAX_PARALLEL, MAX_PREDICTION_BATCH, MAX_PREDICTION_TOKENS, MAX_QPS, MAX_REPLICAS, MAX_SPEED,
-                      MIN_LENGTH_SCALE, MIN_OBSERVATION_SCALE, MIN_QPS, MIN_SLOWDOWN_DURATION_S, MIN_SLOWDOWN_INTERVAL_S,
+from ..bounds import (MAX_CV_SPLITS, MAX_FOREST_DEPTH, MAX_FOREST_TREES, MAX_GRID_VALUES, MAX_KV_BLOCKS,
+                      MAX_PARALLEL, MAX_PREDICTION_BATCH, MAX_PREDICTION_TOKENS, MAX_REPLICAS, MAX_SPEED,
+                      MIN_SLOWDOWN_DURATION_S, MIN_SLOWDOWN_INTERVAL_S,
                       MIN_SPEED)
-from ..routing.observation import ObservationConfig
+from ..shared.requests import SharedPrefix
+from ..shared.workload import (OBSERVATION_CHECKS, WORKLOAD_CHECKS, ObservationConfig, Workload, section_schema,
+                               shared_prefix_fit_errors)
 from .slowdowns import SlowdownConfig, SlowdownEvent
 
 REPLICA_SCHEDULERS = ("sarathi", "vllm", "orca")
@@ -61,7 +63,7 @@ class ReplicaGroup:
 
 @dataclass(frozen=True)
 class EnvConfig:
-    """Cluster, workload and observation settings of :class:`schedulers.env.VidurRoutingEnv`."""
+    """Cluster, workload and observation settings of :class:`schedulers.sim.env.VidurRoutingEnv`."""
 
     model: str = "codellama/CodeLlama-34b-Instruct-hf"
     device: str = "a100"
@@ -84,6 +86,10 @@ class EnvConfig:
     #: KV-cache blocks (of 16 tokens) per replica; ``None``: what Vidur's memory planner gives the
     #: model and device (a smaller engine's cache can be modelled with a fixed count).
     kv_blocks: int | None = None
+    #: a shared-prefix workload (``groups`` system prompts of ``prefix_tokens``, ``sessions``
+    #: multi-turn conversations; the load generator's ``--shared-prefix G:T --sessions S``): each
+    #: replica then keeps a prefix cache (:mod:`schedulers.sim.prefix_cache`); ``None``: unique prompts.
+    shared_prefix: SharedPrefix | None = None
     profiles_dir: str | None = None
     compute_profile: str | None = None
     network_profile: str | None = None
@@ -102,6 +108,11 @@ class EnvConfig:
     def name(self) -> str:
         """Stem of the source file, or ``"env"``."""
         return Path(self.source).stem if self.source else "env"
+
+    @property
+    def workload(self) -> Workload:
+        """The simulator-free part: arrivals, lengths, observation settings and reward."""
+        return Workload(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Workload)})
 
     @property
     def replica_speeds(self) -> tuple[float, ...]:
@@ -123,6 +134,8 @@ class EnvConfig:
             out.pop("replicas")
         if self.slowdowns is None:
             out.pop("slowdowns")
+        if self.shared_prefix is None:
+            out.pop("shared_prefix")
         return out
 
 
@@ -231,20 +244,6 @@ def _check_slowdowns(v: Any) -> SlowdownConfig | None:
     return SlowdownConfig(**values)
 
 
-def _section_schema(checks: Mapping[str, Param], base: Any) -> dict[str, Param]:
-    """``checks`` with the defaults taken from ``base`` (a dataclass instance)."""
-    return {k: dataclasses.replace(p, default=getattr(base, k)) for k, p in checks.items()}
-
-
-_OBSERVATION_CHECKS = {
-    "speed_tau_s": Param.between(MIN_OBSERVATION_SCALE, float("inf"),
-                                 doc="time constant (s) of the measured-speed moving average"),
-    "recent_window_s": Param.between(MIN_OBSERVATION_SCALE, float("inf"),
-                                     doc="window (s) of recent completions and throughput"),
-    "count_scale": Param.between(MIN_OBSERVATION_SCALE, float("inf"), doc="request counts are divided by this"),
-    "token_scale": Param.between(MIN_OBSERVATION_SCALE, float("inf"), doc="token counts are divided by this"),
-    "prefix_match": Param.boolean(doc="add the prefix-cache match feature (0 in Vidur, which caches no prefixes)"),
-}
 _PREDICTOR_CHECKS = {
     "num_estimators": _grid(1, MAX_FOREST_TREES),
     "max_depth": _grid(1, MAX_FOREST_DEPTH),
@@ -266,26 +265,21 @@ _CHECKS = {
     "replica_scheduler": Param.choice(REPLICA_SCHEDULERS, doc="Vidur's replica scheduler"),
     "chunk_size": Param.integer(doc="", minimum=1),
     "batch_size_cap": Param.integer(doc="", minimum=1),
-    "max_tokens": Param.integer(doc="", minimum=1),
-    "length_scale": Param.between(MIN_LENGTH_SCALE, MAX_LENGTH_SCALE, doc="trace lengths are multiplied by this"),
     "kv_blocks": Param.integer(doc="KV-cache blocks per replica", minimum=1, maximum=MAX_KV_BLOCKS).or_null(),
     "profiles_dir": Param.string(doc="").or_null(),
     "compute_profile": Param(None, "", "a dataset id '<org>/<name>'", _dataset_id).or_null(),
     "network_profile": Param(None, "", "a dataset id '<org>/<name>'", _dataset_id).or_null(),
     "cache_dir": Param.string(doc="").or_null(),
-    "trace_file": Param.string(doc="request-length trace CSV"),
-    "qps": Param.between(MIN_QPS, MAX_QPS, doc="Poisson arrival rate (requests per simulated second)"),
-    "requests_per_episode": Param.integer(doc="", minimum=1),
-    "reward_config": Param.string(doc="rewardkit reward YAML"),
+    **WORKLOAD_CHECKS,
 }
-_SECTIONS = {"observation": _OBSERVATION_CHECKS, "predictor": _PREDICTOR_CHECKS}
+_SECTIONS = {"observation": OBSERVATION_CHECKS, "predictor": _PREDICTOR_CHECKS}
 
 
 def _schema(base: EnvConfig) -> dict[str, Any]:
     """The env YAML schema, with defaults taken from ``base`` (so an override changes only what it names)."""
-    schema: dict[str, Any] = _section_schema(_CHECKS, base)
-    schema["observation"] = _section_schema(_OBSERVATION_CHECKS, base.observation)
-    schema["predictor"] = _section_schema(_PREDICTOR_CHECKS, base.predictor)
+    schema: dict[str, Any] = section_schema(_CHECKS, base)
+    schema["observation"] = section_schema(OBSERVATION_CHECKS, base.observation)
+    schema["predictor"] = section_schema(_PREDICTOR_CHECKS, base.predictor)
     return schema
 
 
@@ -302,6 +296,7 @@ def _cross_check_errors(cfg: EnvConfig, source: str | None) -> list[ConfigError]
         need = -(-cfg.max_tokens // VIDUR_BLOCK_TOKENS)
         errors.append(ConfigError(f"expected at least {need} blocks (one request of max_tokens {cfg.max_tokens} in blocks of "
                                   f"{VIDUR_BLOCK_TOKENS} tokens), got {cfg.kv_blocks}", source=source, path="kv_blocks"))
+    errors += shared_prefix_fit_errors(cfg.shared_prefix, cfg.max_tokens, source)
     p = cfg.predictor
     for key, value, limit_key, limit in (
         ("max_tokens", cfg.max_tokens, "prediction_max_tokens_per_request", p.prediction_max_tokens_per_request),

@@ -28,9 +28,8 @@ from vidur.scheduler import BaseGlobalScheduler, GlobalSchedulerRegistry
 from vidur.scheduler.replica_scheduler.replica_scheduler_registry import ReplicaSchedulerRegistry
 from vidur.types import BaseIntEnum, ReplicaId
 
-from ..routing.heuristics import choose
-from ..routing.observation import ObservationConfig, build_observation
-from ..routing.router import make_router
+from ..routing.observation import build_observation
+from ..routing.policy import Policy, make_policy
 from ..routing.snapshot import ReplicaSnapshot
 from .env_config import replica_setup_from_spec
 from .profiles import configure_offline_environment
@@ -182,7 +181,7 @@ class RoutingGlobalScheduler(BaseGlobalScheduler):
         if [r.id for r in ids] != list(range(len(ids))):
             raise RuntimeError(
                 f"replica ids are {[r.id for r in ids]}, expected 0..{len(ids) - 1}: reset Vidur's entity id "
-                "counters before building a second cluster in one process (schedulers.env.reset_vidur_ids)"
+                "counters before building a second cluster in one process (schedulers.sim.vidur_ids.reset_vidur_ids)"
             )
         self.replica_scheduler_list = [self._replica_schedulers[r] for r in ids]
         if declared_speeds is None and slowdowns is None:
@@ -196,7 +195,6 @@ class RoutingGlobalScheduler(BaseGlobalScheduler):
         self.batch_log = BatchLog()
         install_replica_speeds(self.replica_scheduler_list, speeds, self.slowdown_schedule.factor, self.batch_log)
         self.tracker = ClusterTracker(self.replica_scheduler_list, recent_window_s, speeds, self.batch_log, speed_tau_s)
-        self.rng = np.random.default_rng(config.seed)
         self.now = 0.0
 
     def true_speeds(self, t: float) -> np.ndarray:
@@ -227,14 +225,29 @@ class RoutingGlobalScheduler(BaseGlobalScheduler):
         return mapping
 
 
-class HeuristicGlobalScheduler(RoutingGlobalScheduler):
-    """Routes with the heuristic named by the ``heuristic`` class attribute (:func:`schedulers.routing.heuristics.choose`)."""
+class PolicyGlobalScheduler(RoutingGlobalScheduler):
+    """Routes with a :class:`~schedulers.routing.policy.Policy`, reset with the simulation's seed: it gets
+    the snapshot, the request's prompt length, the observation rows when it reads them and the true
+    speeds when it is the oracle."""
+
+    policy: Policy
+
+    def route(self, snapshot: ReplicaSnapshot, request: Request) -> int:
+        policy = self.policy
+        rows = None if policy.observation is None else build_observation(snapshot, request.num_prefill_tokens,
+                                                                          policy.observation)
+        true_speed = self.true_speeds(self.now) if policy.needs_true_speed else None
+        return policy.decide(snapshot, request.num_prefill_tokens, rows=rows, true_speed=true_speed)
+
+
+class HeuristicGlobalScheduler(PolicyGlobalScheduler):
+    """Routes with the heuristic named by the ``heuristic`` class attribute."""
 
     heuristic = ""
 
-    def route(self, snapshot: ReplicaSnapshot, request: Request) -> int:
-        true_speed = self.true_speeds(self.now) if self.heuristic == "oracle" else None
-        return choose(self.heuristic, snapshot, self.rng, prompt_tokens=request.num_prefill_tokens, true_speed=true_speed)
+    def __init__(self, config: SimulationConfig, replicas: Dict[ReplicaId, Replica], predictor: Any = None, **kw: Any) -> None:
+        super().__init__(config, replicas, predictor, **kw)
+        self.policy = make_policy(self.heuristic, seed=config.seed)
 
 
 class JsqGlobalScheduler(HeuristicGlobalScheduler):
@@ -277,29 +290,19 @@ class OracleGlobalScheduler(HeuristicGlobalScheduler):
     heuristic = "oracle"
 
 
-class PpoGlobalScheduler(RoutingGlobalScheduler):
-    """Routes with a router from ``schedulers.routing.router.make_router("ppo", checkpoint=...)``.
-
-    The router gets the env's observation for the current request (built by
-    :func:`schedulers.routing.observation.build_observation` with the router's ``observation_config`` attribute if
-    it has one, else the defaults) and ``env=None``.
-    """
+class PpoGlobalScheduler(PolicyGlobalScheduler):
+    """Routes with ``make_policy("ppo", checkpoint)``: observation rows built with the checkpoint's own
+    settings, whose window and speed time constant the tracker takes too."""
 
     def __init__(self, config: SimulationConfig, replicas: Dict[ReplicaId, Replica], predictor: Any = None, **kw: Any) -> None:
         gs_config = config.cluster_config.global_scheduler_config
         checkpoint = getattr(gs_config, "checkpoint", "")
         if not checkpoint:
             raise ValueError("the ppo global scheduler needs --ppo_global_scheduler_config_checkpoint PATH")
-        self.router = make_router("ppo", checkpoint=checkpoint)
-        self.observation_config = getattr(self.router, "observation_config", None) or ObservationConfig()
-        kw.setdefault("recent_window_s", self.observation_config.recent_window_s)
-        kw.setdefault("speed_tau_s", self.observation_config.speed_tau_s)
+        self.policy = make_policy("ppo", checkpoint, seed=config.seed)
+        kw.setdefault("recent_window_s", self.policy.observation.recent_window_s)
+        kw.setdefault("speed_tau_s", self.policy.observation.speed_tau_s)
         super().__init__(config, replicas, predictor, **kw)
-        self.router.reset(config.seed)
-
-    def route(self, snapshot: ReplicaSnapshot, request: Request) -> int:
-        obs = build_observation(snapshot, request.num_prefill_tokens, self.observation_config)
-        return int(self.router.act(obs, None))
 
 
 class EnvGlobalScheduler(RoutingGlobalScheduler):

@@ -1,6 +1,4 @@
-"""The reward context: what each routing step tells the reward composer about the simulated cluster.
-
-Each step describes the ``dt`` simulated seconds from the previous decision to this one:
+"""The step reward context: what each routing step tells the reward composer about the simulated cluster.
 
 Each step feeds the reward composer (``env_config.reward_config``) this context, describing
 the ``dt`` simulated seconds from the previous decision to this one; ``info["reward_terms"]``
@@ -45,17 +43,14 @@ queue_waiting            requests queued (not admitted) over all replicas
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
 from rewardkit.errors import ConfigError
 
-from ..paths import resolve_path
 from ..routing.snapshot import ReplicaSnapshot
-from .env_config import EnvConfig
+from ..shared.request_reward import REQUEST_CONTEXT_KEYS, request_context
 
 #: every key of the reward context (see the module docstring).
 CONTEXT_KEYS = frozenset(
@@ -86,52 +81,11 @@ CONTEXT_KEYS = frozenset(
 )
 
 
-#: keys of a per-request context (see :func:`request_context`). A reward reading only these is
-#: evaluated once per request when it completes and credited to the decision that routed it.
-REQUEST_CONTEXT_KEYS = frozenset({"ttft", "e2e", "prompt_tokens", "decode_tokens", "delay_caused"})
-
-
-def request_context(request: Any, delay_caused: float = 0.0) -> dict[str, float]:
-    """What one completed request tells the reward: its own latencies and lengths.
-
-    ========================  ===============================================================
-    ttft                      time to first token (s): arrival to end of prefill
-    e2e                       end-to-end latency (s): arrival to completion
-    prompt_tokens             prompt length (tokens)
-    decode_tokens             output length (tokens), known only once the request completed
-    delay_caused              prefill wait (s) it added to the requests routed after it to the
-                              same replica: the number that arrived before its first token
-                              times its prefill time (the cost its routing put on others)
-    ========================  ===============================================================
-    """
-    return {
-        "ttft": float(request._prefill_completed_at - request.arrived_at),
-        "e2e": float(request.completed_at - request.arrived_at),
-        "prompt_tokens": float(request.num_prefill_tokens),
-        "decode_tokens": float(request.num_decode_tokens),
-        "delay_caused": float(delay_caused),
-    }
-
-
-def credit_requests(composer: Any, contexts: Iterable[tuple[int, Mapping[str, float]]],
-                    info: dict[str, Any]) -> float:
-    """Reward each finished request's context and credit it to its routing decision.
-
-    ``contexts`` yields ``(decision index, request context)``. Sets ``info["credits"]`` (the
-    ``(decision, reward)`` pairs) and, when any, ``info["reward_terms"]`` (each breakdown entry
-    averaged over the requests); returns the rewards' sum. Shared by the Vidur and live envs.
-    """
-    credits: list[tuple[int, float]] = []
-    sums: dict[str, float] = {}
-    for decision, ctx in contexts:
-        out = composer(ctx, terminated=False, truncated=False)
-        credits.append((decision, float(out.total)))
-        for key, value in out.as_dict().items():
-            sums[key] = sums.get(key, 0.0) + float(value)
-    info["credits"] = credits
-    if credits:
-        info["reward_terms"] = {key: value / len(credits) for key, value in sums.items()}
-    return float(sum(r for _, r in credits))
+def vidur_request_context(request: Any, delay_caused: float = 0.0) -> dict[str, float]:
+    """The per-request context (:func:`schedulers.shared.request_reward.request_context`) of a completed
+    Vidur request: arrival to end of prefill, arrival to completion, its lengths, ``delay_caused``."""
+    return request_context(request._prefill_completed_at - request.arrived_at, request.completed_at - request.arrived_at,
+                           request.num_prefill_tokens, request.num_decode_tokens, delay_caused)
 
 
 def reward_credit(keys: set[str] | frozenset[str] | None, source: str) -> str:
@@ -144,18 +98,18 @@ def reward_credit(keys: set[str] | frozenset[str] | None, source: str) -> str:
     if not keys:
         return "step"
     keys = set(keys)
-    if keys <= REQUEST_CONTEXT_KEYS:
+    if keys <= set(REQUEST_CONTEXT_KEYS):
         return "request"
-    unknown = keys - CONTEXT_KEYS - REQUEST_CONTEXT_KEYS
+    unknown = keys - CONTEXT_KEYS - set(REQUEST_CONTEXT_KEYS)
     if unknown:
         raise ConfigError(
             f"reads context keys {sorted(unknown)} that VidurRoutingEnv does not provide; expected keys of one "
             f"kind: per step ({', '.join(sorted(CONTEXT_KEYS))}) or per request ({', '.join(sorted(REQUEST_CONTEXT_KEYS))})",
             source=source,
         )
-    if keys & REQUEST_CONTEXT_KEYS:
+    if keys & set(REQUEST_CONTEXT_KEYS):
         raise ConfigError(
-            f"mixes per-request keys {sorted(keys & REQUEST_CONTEXT_KEYS)} with per-step keys "
+            f"mixes per-request keys {sorted(keys & set(REQUEST_CONTEXT_KEYS))} with per-step keys "
             f"{sorted(keys & CONTEXT_KEYS)}; expected one kind (a per-request reward is credited to the "
             "decision that routed the request, a per-step one to the step it describes)",
             source=source,
@@ -247,28 +201,3 @@ def _awaiting_first_token(tracker: Any, sync: Any, now: float) -> tuple[float, f
                 count_now += 1
                 age_now += max(now - req.arrived_at, 0.0)
     return count_area, age_area, count_now, age_now
-
-
-def load_reward_composer(reward_composer: Any, cfg: EnvConfig) -> tuple[Any, str]:
-    """The composer (a callable, a rewardkit YAML path, or ``None`` for the env config's) and where it came from."""
-    if callable(reward_composer) and not isinstance(reward_composer, (str, os.PathLike)):
-        return reward_composer, type(reward_composer).__name__
-    if reward_composer is None:
-        path, label = resolve_path(cfg.reward_config, cfg.source), cfg.reward_config
-    else:
-        given = Path(reward_composer)
-        path = given if given.is_file() else resolve_path(given, None)
-        label = str(reward_composer)
-    if not path.is_file():
-        raise ConfigError(
-            f"expected a rewardkit reward YAML file, got {label!r} (resolved to {path}, which does not exist)",
-            source=cfg.source,
-            path="reward_config",
-        )
-    try:
-        from rewardkit import RewardComposer
-    except ImportError as exc:
-        raise ImportError(
-            f"rewardkit.RewardComposer is not importable ({exc}); pass reward_composer=<callable> or compute_reward=False"
-        ) from exc
-    return RewardComposer.from_yaml(path), str(path)

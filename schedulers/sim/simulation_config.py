@@ -5,28 +5,14 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from pathlib import Path
 from typing import Any, Mapping
 
 from rewardkit.errors import ConfigError
 
-from ..paths import resolve_path
+from ..shared.arrivals import resolved_trace_file
 from .env_config import VIDUR_BLOCK_TOKENS, EnvConfig, replica_setup_spec
 from .profiles import prepare_profiles
 from .registration import REGISTERED, global_scheduler_config
-
-
-def resolved_trace_file(cfg: EnvConfig) -> Path:
-    """Absolute path of the trace; raises ConfigError naming the config key if it does not exist."""
-    path = resolve_path(cfg.trace_file, cfg.source)
-    if not path.is_file():
-        raise ConfigError(
-            f"expected an existing CSV file with columns num_prefill_tokens,num_decode_tokens, got {cfg.trace_file!r} "
-            f"(resolved to {path})",
-            source=cfg.source,
-            path="trace_file",
-        )
-    return path
 
 
 def to_simulation_config(

@@ -92,9 +92,14 @@ class ClusterTracker:
         self.recent_ttft: deque = deque()
         self.last_sync = 0.0
         self.num_completed = 0
+        #: the replicas' prefix caches (:class:`~schedulers.sim.prefix_cache.SimulatedPrefixCache`) when the
+        #: workload shares prefixes: routing a request there shortens its prefill by the cached part.
+        self.prefix_cache: Any = None
 
     def assign(self, request: Request, replica: int) -> None:
-        """Record that ``request`` was routed to ``replica``."""
+        """Record that ``request`` was routed to ``replica`` (its prefill shortened by a prefix-cache hit there)."""
+        if self.prefix_cache is not None:
+            self.prefix_cache.route(request, replica)
         self.inflight[replica][request.id] = TrackedRequest(request, replica, request.num_prefill_tokens)
 
     @property
@@ -133,6 +138,9 @@ class ClusterTracker:
                 self.last_completion[replica] = max(self.last_completion[replica], max(times))
         result.completed.sort(key=lambda r: (r.completed_at, r.id))
         result.first_tokens.sort(key=lambda r: (r._prefill_completed_at, r.id))
+        if self.prefix_cache is not None:
+            for req in result.first_tokens:
+                self.prefix_cache.prefill_done(req)
         for req in result.completed:
             self.recent_e2e.append((req.completed_at, req.completed_at - req.arrived_at))
         for req in result.first_tokens:

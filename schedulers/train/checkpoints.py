@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ..rl.checkpoint_file import CheckpointError, one_line, read_checkpoint
-from ..rl.policy import ReplicaScorerPolicy
+from ..rl.scorer_network import ReplicaScorerPolicy
 
 _CKPT_RE = re.compile(r"^update_(\d{6,})\.pt$")
 #: what resuming reads from a training checkpoint (``Trainer.state``); a file without one is not resumed from.

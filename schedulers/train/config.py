@@ -17,7 +17,7 @@ from rewardkit.config import check_structure, load_yaml
 from rewardkit.params import Param, validate_schema
 from rewardkit.schedules import make_schedule
 
-from ..limits import (MAX_DEMO_STEPS, MAX_ENVS, MAX_EVAL_SEEDS, MAX_HIDDEN_SIZE, MAX_LAYERS, MAX_ROLLOUT_SAMPLES, MAX_SEED,
+from ..bounds import (MAX_DEMO_STEPS, MAX_ENVS, MAX_EVAL_SEEDS, MAX_HIDDEN_SIZE, MAX_LAYERS, MAX_ROLLOUT_SAMPLES, MAX_SEED,
                       MAX_TORCH_THREADS)
 
 EnvFactory = Callable[[], Any]  # builds one training environment per call
@@ -168,6 +168,8 @@ SCHEMA: dict[str, Any] = {
         "minibatch_size": _int(256, "samples per gradient step"),
         "learning_rate": Param.positive(3e-3, "Adam learning rate for cloning"),
         "value_pretrain": Param.boolean(True, "also fit the critic to the demonstrations' returns"),
+        "from_policy": Param.string(doc="start from this behaviour-cloned policy (a bc_policy.pt) instead of cloning "
+                                        "again: runs that differ only in their reward share one warm start").or_null(),
     },
     "logging": {
         "checkpoint_every": _int(10, "updates between checkpoints"),

@@ -28,10 +28,12 @@ import torch
 
 from rewardkit.errors import ConfigError
 
+from ..environments import policy_action
 from ..rl.behaviour_cloning import Demos
-from ..rl.policy import ReplicaScorerPolicy
+from ..rl.scorer_network import ReplicaScorerPolicy
 from ..rl.ppo import RewardScaler
 from ..rl.rollout import RolloutBuffer
+from ..routing.policy import make_policy
 from .checkpoints import to_plain
 
 
@@ -134,16 +136,26 @@ class LockstepEnvs:
         rewards = torch.zeros(shape)
         term = torch.zeros(shape, dtype=torch.bool)
         trunc = torch.zeros(shape, dtype=torch.bool)
+        try:  # one per env, reset with each of its episodes' seeds
+            demonstrators = [make_policy(heuristic) for _ in self.envs]
+        except ValueError as exc:
+            raise ConfigError(f"expected a heuristic router, got {heuristic!r} ({exc})", source=source,
+                              path="bc.heuristics") from None
+        if demonstrators[0].observation is not None:
+            raise ConfigError(f"expected a heuristic router, got {heuristic!r} (a learned one)", source=source,
+                              path="bc.heuristics")
         self.restart_all()
         for t in range(steps_per_env):
             obs[t] = self.obs_tensor(policy)
             for i, env in enumerate(self.envs):
+                if self.episode_step[i] == 0:
+                    demonstrators[i].reset(self.episode_seed(i))
                 try:
-                    a = int(env.unwrapped.heuristic_action(heuristic))
-                except (ValueError, KeyError) as exc:
+                    a = policy_action(demonstrators[i], env, self.obs[i])
+                except ValueError as exc:
                     if t > 0:
                         raise
-                    raise ConfigError(f"expected a heuristic the env knows, got {heuristic!r} ({exc})",
+                    raise ConfigError(f"expected a heuristic the env can run, got {heuristic!r} ({exc})",
                                       source=source, path="bc.heuristics") from None
                 actions[t, i] = a
                 episode_start = t - self.episode_step[i]

@@ -13,7 +13,9 @@ the request's own reward from the reward config):
   on-policy rollouts (the log's router chose the actions, so the update stays close to its data).
 
 The log's feature names must equal the policy's (the same observation settings); decisions that
-were retried, failed or cancelled, or (in ``reward`` mode) have no reward, are left out.
+were retried, failed or cancelled, or (in ``reward`` mode) have no reward, are left out. Logs are
+streamed and every value checked first (:mod:`.offline_log`); a policy whose weights are not
+finite is never written (nor loaded: :func:`schedulers.rl.scorer_network.check_finite_weights`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,29 +30,18 @@ import torch
 
 from rewardkit.errors import ConfigError
 
-from ..live.decision_log import read_decision_log
-from ..rl.policy import ReplicaScorerPolicy
+from ..rl.scorer_network import NonFiniteWeightsError, ReplicaScorerPolicy
 from ..rl.ppo import minibatch_indices
 from ..rl.ppo_router import PPORouter, observation_config_from_checkpoint
-from ..routing.observation import ObservationConfig, feature_names
 from .checkpoints import atomic_save
+from .offline_log import LoggedBatch, read_logged
 
 MODES = ("clone", "reward")
 
 
-@dataclass
-class LoggedBatch:
-    """The usable decisions of a log: observations ``(N, replicas, features)``, actions, rewards."""
-
-    obs: torch.Tensor
-    actions: torch.Tensor
-    rewards: torch.Tensor | None
-    observation: ObservationConfig
-    skipped: int
-
-
 def load_logged(paths: str | Path | list[str | Path], mode: str) -> LoggedBatch:
-    """The decisions of one log or several (same observation settings) that ``mode`` can learn from.
+    """The decisions of one log or several (same observation settings) that ``mode`` can learn from,
+    streamed and checked (:mod:`.offline_log`).
 
     Logs of several gateways (routers, rounds) together give the reward mode what it needs most:
     different actions in similar states, each with its request's outcome.
@@ -61,36 +51,7 @@ def load_logged(paths: str | Path | list[str | Path], mode: str) -> LoggedBatch:
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if not paths:
         raise ConfigError("expected at least one decision log", path="--from-log")
-    known = {f.name for f in dataclasses.fields(ObservationConfig)}
-    observation: ObservationConfig | None = None
-    usable, total = [], 0
-    for path in paths:
-        log = read_decision_log(path)
-        saved = log.header.get("observation") or {}
-        if not isinstance(saved, dict) or set(saved) - known:
-            raise ConfigError(f"{path}:1: observation: expected the observation settings of a gateway header")
-        this = ObservationConfig(**saved)
-        if observation is not None and this != observation:
-            raise ConfigError(f"{path}:1: observation: expected the settings of {paths[0]} ({dataclasses.asdict(observation)}), "
-                              f"got {saved}")
-        observation = this
-        if list(log.header.get("features") or []) != list(feature_names(this)):
-            raise ConfigError(f"{path}:1: features: expected {list(feature_names(this))}, got {log.header.get('features')}")
-        usable += [d for d in log.decisions if d.status == "ok" and (mode == "clone" or d.reward is not None)]
-        total += len(log.decisions)
-    if not usable:
-        where = paths[0] if len(paths) == 1 else f"{len(paths)} logs"
-        raise ConfigError(f"{where}: expected decisions to learn from (status ok{' with a reward' if mode == 'reward' else ''}), "
-                          f"got none of {total}")
-    widths = {len(d.observation) for d in usable}
-    if len(widths) != 1:
-        raise ConfigError(f"expected one replica count in every decision, got {sorted(widths)}", path="--from-log")
-    obs = torch.tensor([d.observation for d in usable], dtype=torch.float32)
-    if not torch.isfinite(obs).all():
-        raise ConfigError(f"{paths[0]}: expected finite observation values")
-    actions = torch.tensor([d.action for d in usable], dtype=torch.long)
-    rewards = torch.tensor([float(d.reward) for d in usable], dtype=torch.float32) if mode == "reward" else None
-    return LoggedBatch(obs, actions, rewards, observation, total - len(usable))
+    return read_logged(paths, mode)
 
 
 def fit_offline(policy: ReplicaScorerPolicy, batch: LoggedBatch, mode: str, *, epochs: int = 20, lr: float = 1e-3,
@@ -102,9 +63,9 @@ def fit_offline(policy: ReplicaScorerPolicy, batch: LoggedBatch, mode: str, *, e
                           f"{epochs}, {lr}, {minibatch_size}, {beta}, {max_weight}")
     weights = torch.ones(len(batch.actions))
     if mode == "reward":
-        r = batch.rewards
+        r = batch.rewards.double()  # float64: rewards up to offline_log.MAX_ABS_REWARD standardize without overflow
         advantage = (r - r.mean()) / (r.std(unbiased=False) + 1e-8)
-        weights = torch.exp(advantage / beta).clamp(max=max_weight)
+        weights = torch.exp(advantage / beta).clamp(max=max_weight).float()
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.Adam(policy.parameters(), lr=lr)
     rows = []
@@ -136,6 +97,9 @@ def train_from_log(log_path: str | Path | list[str | Path], out_dir: str | Path,
     ``init``: a checkpoint to fine-tune (its observation settings must match the log's); without it
     a new policy of ``hidden_sizes`` is trained (``clone`` is the usual mode then).
     """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"expected a folder for policy.pt, got the file {out}", path="--out")
     batch = load_logged(log_path, mode)
     if init is not None:
         router = PPORouter.from_checkpoint(init)
@@ -156,10 +120,13 @@ def train_from_log(log_path: str | Path | list[str | Path], out_dir: str | Path,
     logs = [str(p) for p in ([log_path] if isinstance(log_path, (str, Path)) else log_path)]
     progress(f"[offline] {len(batch.actions)} decisions from {', '.join(logs)} ({batch.skipped} left out), mode {mode}")
     rows = fit_offline(policy, batch, mode, log=progress, **fit)
-    out = Path(out_dir)
+    try:
+        checkpoint = policy.eval().to_checkpoint()
+    except NonFiniteWeightsError as exc:
+        raise ConfigError(f"{', '.join(logs)}: learning gave non-finite weights; nothing written ({exc})") from None
     out.mkdir(parents=True, exist_ok=True)
     path = out / "policy.pt"
-    atomic_save({**policy.eval().to_checkpoint(), "observation": dataclasses.asdict(batch.observation),
+    atomic_save({**checkpoint, "observation": dataclasses.asdict(batch.observation),
                  "kind": f"offline_{mode}", "decision_logs": logs,
                  "final_agreement": rows[-1]["agreement"] if rows else math.nan}, path)
     return path

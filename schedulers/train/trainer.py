@@ -38,7 +38,8 @@ from rewardkit.schedules import make_schedule
 from .checkpoints import (atomic_save, latest_checkpoint, latest_good_checkpoint, remove_checkpoints, save_checkpoint)
 from .metrics_log import MetricsLog, format_duration, format_return, plot_learning_curves, progress, write_csv
 from ..rl.behaviour_cloning import fit_to_demonstrations
-from ..rl.policy import ReplicaScorerPolicy
+from ..rl.checkpoint_file import read_checkpoint
+from ..rl.scorer_network import ReplicaScorerPolicy
 from ..rl.ppo import EntropyController, RewardScaler, UpdateSettings, categorical_kl, explained_variance, ppo_update
 from ..rl.rollout import RolloutBuffer
 from .config import RESUMABLE_CHANGES, EnvFactory, added_at_default, diff_paths, load_config
@@ -63,9 +64,13 @@ class Trainer:
     """Holds the envs, policy and training state; :meth:`run` does BC then PPO updates."""
 
     def __init__(self, cfg: dict[str, Any], source: str, out_dir: Path, env_factory: EnvFactory,
-                 callback: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 callback: Callable[[dict[str, Any]], None] | None = None,
+                 bc_callback: Callable[[int, int], None] | None = None) -> None:
         self.cfg, self.source, self.out_dir = cfg, source, out_dir
         self.callback = callback
+        #: ``bc_callback(done, total)`` after each stage of behaviour cloning (a heuristic's
+        #: demonstrations collected, an epoch fitted): BC takes minutes before the first update
+        self.bc_callback = bc_callback
         ppo = cfg["ppo"]
         self.n_envs, self.n_steps = ppo["n_envs"], ppo["n_steps"]
         self.batch_size = self.n_envs * self.n_steps
@@ -147,16 +152,34 @@ class Trainer:
         progress(text, self.progress_on)
 
     def behaviour_cloning(self) -> None:
-        """Clone the configured heuristics (cross-entropy), optionally fitting the critic too."""
+        """Clone the configured heuristics (cross-entropy), optionally fitting the critic too; or,
+        with ``bc.from_policy``, start from that clone (:meth:`_start_from_clone`)."""
         bc = self.cfg["bc"]
+        if bc["from_policy"] is not None:
+            self._start_from_clone(bc["from_policy"])
+            return
         t0 = time.perf_counter()
         steps_per_env = self._demo_steps_per_env()
+        total = len(bc["heuristics"]) + bc["epochs"]
+        stage = 0
+
+        def advance() -> None:
+            nonlocal stage
+            stage += 1
+            if self.bc_callback is not None:
+                self.bc_callback(stage, total)
+
+        def epoch_done(text: str) -> None:
+            self._log(text)
+            advance()
+
         blocks = []
         for h in bc["heuristics"]:
             progress(f"[bc] collecting {steps_per_env * self.n_envs} demonstration steps from {h!r}", self.progress_on)
             blocks.append(self.experience.demonstrations(h, steps_per_env, self.policy, self.source))
+            advance()
         collect_time = time.perf_counter() - t0
-        self.bc_metrics += fit_to_demonstrations(self.policy, blocks, bc, self.cfg["ppo"], self.shuffle_gen, self._log)
+        self.bc_metrics += fit_to_demonstrations(self.policy, blocks, bc, self.cfg["ppo"], self.shuffle_gen, epoch_done)
         self.reference = copy.deepcopy(self.policy).requires_grad_(False)
         self.bc_done = True
         self.wall_time += time.perf_counter() - t0
@@ -164,6 +187,28 @@ class Trainer:
         atomic_save({**self.policy.to_checkpoint(), "observation": self.observation, "kind": "bc_policy",
                      "heuristics": bc["heuristics"]}, self.out_dir / "bc_policy.pt")
         progress(f"[bc] done in {time.perf_counter() - t0:.1f}s (collection {collect_time:.1f}s)", self.progress_on)
+
+    def _start_from_clone(self, path: str) -> None:
+        """Take the weights of a ``bc_policy.pt`` written by another run as this run's warm start
+        (and KL reference); it must have this run's policy shape and observation settings."""
+        data = read_checkpoint(path, required=("policy_kwargs", "policy_state"))
+        mine = self.policy.to_checkpoint()["policy_kwargs"]
+        theirs = {k: v for k, v in data["policy_kwargs"].items() if k != "temperature"}
+        if theirs != {k: v for k, v in mine.items() if k != "temperature"} \
+                or (data.get("observation") or {}) != self.observation:
+            raise ConfigError(f"expected a clone of this run's policy shape {mine} and observation settings, got "
+                              f"{data['policy_kwargs']} and {data.get('observation')}", source=self.source,
+                              path="bc.from_policy")
+        try:
+            self.policy.load_state_dict(data["policy_state"])
+        except (RuntimeError, ValueError) as exc:
+            raise ConfigError(f"{path}: {exc}", source=self.source, path="bc.from_policy") from None
+        self.reference = copy.deepcopy(self.policy).requires_grad_(False)
+        self.bc_done = True
+        self.bc_metrics = []
+        atomic_save({**self.policy.to_checkpoint(), "observation": self.observation, "kind": "bc_policy",
+                     "heuristics": data.get("heuristics"), "cloned_in": str(path)}, self.out_dir / "bc_policy.pt")
+        progress(f"[bc] started from the clone {path}", self.progress_on)
 
     # ---- PPO ------------------------------------------------------------------------------
     def _collect_rollout(self) -> dict[str, Any]:
@@ -342,12 +387,14 @@ def train(
     env_factory: EnvFactory | None = None,
     resume: bool = True,
     callback: Callable[[dict[str, Any]], None] | None = None,
+    bc_callback: Callable[[int, int], None] | None = None,
 ) -> TrainResult:
     """Train a PPO router; resume from ``out_dir``'s latest checkpoint when ``resume`` is true.
 
     ``env_factory`` builds one environment per call (default: the Vidur env named by the
     config). ``callback(row)`` runs after each update and checkpoint; an exception it raises
-    stops training (tests use it to simulate an interruption). With ``resume=False`` existing
+    stops training (tests use it to simulate an interruption). ``bc_callback(done, total)`` runs
+    after each stage of behaviour cloning (for a progress bar). With ``resume=False`` existing
     checkpoints in ``out_dir`` are deleted and training starts over.
     """
     cfg, source = load_config(config)
@@ -373,7 +420,7 @@ def train(
     with open(out / "config.yaml", "w", encoding="utf-8") as fh:
         yaml.safe_dump(cfg, fh, sort_keys=False)
 
-    trainer = Trainer(cfg, source, out, factory, callback)
+    trainer = Trainer(cfg, source, out, factory, callback, bc_callback)
     seeds = cfg["seeds"]
     progress(f"[train] seeds: torch {seeds['torch']}, training episodes from seed {seeds['train_start']} "
              f"(evaluation seeds {seeds['eval']} are never trained on)", trainer.progress_on)

@@ -60,7 +60,7 @@ from rewardkit.optimize.trial_context import (VALIDATION_SEED_BASE, record_cost,
 from ..evaluate.paired import evaluate_policies
 from ..paths import resolve_path
 from ..rl.ppo_router import PPORouter
-from ..routing.router import HeuristicRouter
+from ..routing.policy import make_policy
 from ..sim.env_config import EnvConfig, load_env_config
 from ..train.checkpoints import latest_checkpoint
 from ..train.config import load_config
@@ -213,7 +213,7 @@ class VidurObjective:
         """round_robin's metrics per seed (computed once per env and seed)."""
         missing = [s for s in seeds if (env.name, s) not in self._baseline_cache]
         if missing:
-            res = evaluate_policies(env, {BASELINE: HeuristicRouter(BASELINE)}, missing, baseline=BASELINE,
+            res = evaluate_policies(env, {BASELINE: make_policy(BASELINE)}, missing, baseline=BASELINE,
                                     log=lambda msg: None)
             for row in res.episodes:
                 self._baseline_cache[(env.name, int(row["seed"]))] = {k: row[k] for k in ("ttft_p99", "e2e_mean")}

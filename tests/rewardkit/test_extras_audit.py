@@ -42,6 +42,7 @@ EXTRAS = {
     "router": {"gymnasium", "torch", "matplotlib", "pandas", "sklearn", "scipy", "wandb", "ddsketch", "plotly_express",
                "fasteners", "huggingface_hub", "tqdm"},
     "serve": {"httpx", "tqdm"},
+    "remote": {"httpx"},
 }
 OPTIONAL = set().union(*EXTRAS.values()) | {"vidur"}
 
@@ -104,9 +105,6 @@ def test_base_commands_run_without_any_extra(argv):
       "--objective", "vidur"], set(), "pip install 'rewardkit[optuna]'"),
     (["loadgen", "--env", "configs/envs/tiny.yaml", "--url", "http://127.0.0.1:9"], set(),
      "pip install 'rewardkit[serve]'"),
-    # the serve extra alone: replaying an env YAML's arrivals needs the simulator's side too
-    (["loadgen", "--env", "configs/envs/tiny.yaml", "--url", "http://127.0.0.1:9"], EXTRAS["serve"],
-     "pip install 'rewardkit[router]' && pip install --no-deps vidur==0.0.26"),
     (["train", "--config", "configs/ppo_demo.yaml"], {"vidur"}, "pip install 'rewardkit[router]'"),
     (["evaluate", "--n-seeds", "1"], set(), "pip install 'rewardkit[router]' && pip install --no-deps vidur==0.0.26"),
     # the router extra without Vidur (installed separately, --no-deps)
@@ -119,3 +117,29 @@ def test_a_command_without_what_it_needs_says_what_to_install(argv, installed, i
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
     assert install in done.stderr.strip().splitlines()[-1], done.stderr[-2000:]
+
+
+def test_loadgen_replays_an_env_file_with_the_serve_extra_alone():
+    """The workload is the ground floor's (no Vidur, pandas or torch): with only the serve extra the
+    load generator gets as far as the endpoint, and says that is what failed."""
+    done = run(command(["loadgen", "--env", "configs/envs/tiny.yaml", "--url", "http://127.0.0.1:9"]),
+               OPTIONAL - EXTRAS["serve"])
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "--url http://127.0.0.1:9: could not list models" in done.stderr.strip().splitlines()[-1]
+
+
+REMOTE_CONFIG = """
+from rewardkit import RewardComposer
+RewardComposer.from_dict({"version": 1, "components": {"rm": {"type": "remote_score",
+                          "params": {"url": "http://127.0.0.1:9/score"}}}}, source="rm.yaml")
+"""
+
+
+def test_a_remote_term_without_httpx_is_a_located_error_naming_the_extra():
+    """``import rewardkit`` needs no httpx; a config with a remote term says what to install, where."""
+    done = run(REMOTE_CONFIG, OPTIONAL)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("rewardkit.errors.ConfigError: rm.yaml: components.rm: the remote_score component "
+                           "needs httpx: pip install 'rewardkit[remote]'"), last
+    assert run(REMOTE_CONFIG, OPTIONAL - EXTRAS["remote"]).returncode == 0

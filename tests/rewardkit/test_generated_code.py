@@ -150,3 +150,20 @@ def test_generated_sources_are_forgotten_with_the_composer():
     del c
     gc.collect()
     assert filename not in linecache.cache
+
+
+def test_several_linear_ramps_share_their_step_tests_and_keep_the_shapers_weights() -> None:
+    """Ramps of different lengths (one bounded, one from 0): one `step < until` test while all
+    rise, one `step >= until` once all ended; every weight equals shaper.weight() at every phase."""
+    ramps = [{"schedule": "linear", "start": 1.0, "end": 0.1, "steps": 10},
+             {"schedule": "linear", "start": 0.0, "end": -2.0, "steps": 25, "min": -1.5},
+             {"schedule": "linear", "start": 3.0, "end": 1.0, "steps": 17.5}]
+    c = RewardComposer.from_dict({"version": 1, "components": {
+        f"t{i}": {"type": "info_value", "params": {"key": f"x{i}"}, "weight": w} for i, w in enumerate(ramps)}})
+    code = c.generated_code()
+    assert "if step < 10:" in code and "elif step >= 25:" in code
+    for step in [0, 1, 9, 10, 11, 17, 18, 24, 25, 26, 10**6]:
+        for fn in (c, c.plan.single_env_absent):
+            out = fn({"x0": 1.0, "x1": 1.0, "x2": 1.0}, step=step) if fn is c else fn({"x0": 1.0}, step=step)
+            for i in range(3):
+                assert out.terms[f"t{i}"].weight == c.shaper.weight(f"t{i}", step), (step, i)

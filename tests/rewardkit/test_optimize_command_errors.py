@@ -179,7 +179,7 @@ def test_every_trial_failed_exits_nonzero(folder, capsys):
 
 def test_negative_seed_is_a_usage_error(folder, capsys):
     assert cli_main(optimize("--seed", "-1")) == 2
-    assert "--seed: expected an integer >= 0" in capsys.readouterr().err
+    assert "--seed: expected an integer from 0 to 4294967295" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("attr, value, needle", [

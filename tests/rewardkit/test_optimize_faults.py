@@ -21,7 +21,7 @@ from test_optimize_study import distance, make
 
 from rewardkit.optimize.optimizer import ERROR_ATTR
 from rewardkit.optimize.recovery import HEARTBEAT_ATTR, WORKER_ATTR, machine_id, recover_stale_trials
-from rewardkit.optimize.strategies import trial_seed
+from rewardkit.optimize.samplers import trial_seed
 from rewardkit.optimize.values import check_values
 
 

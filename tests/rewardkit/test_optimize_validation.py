@@ -36,12 +36,15 @@ N_SEEDS = 3
 
 
 class SyntheticObjective:
-    """``f(w) + noise``: ``f`` flat (nothing beats the base) or a bowl with its minimum at w = 1.6."""
+    """``f(w) + noise``: ``f`` flat (nothing beats the base) or a bowl with its minimum at w = 1.6.
+
+    ``noise_seed`` picks the draws: studies meant as independent experiments get their own, else
+    every study would re-run the one same draw of the base's noise on the validation seeds."""
 
     n_seeds = N_SEEDS
 
-    def __init__(self, flat: bool, run_sd: float = 0.05, seed_sd: float = 0.05) -> None:
-        self.flat, self.run_sd, self.seed_sd = flat, run_sd, seed_sd
+    def __init__(self, flat: bool, run_sd: float = 0.05, seed_sd: float = 0.05, noise_seed: int = 0) -> None:
+        self.flat, self.run_sd, self.seed_sd, self.noise_seed = flat, run_sd, seed_sd, noise_seed
         self.calls = 0
 
     def f(self, w: float) -> float:
@@ -52,9 +55,10 @@ class SyntheticObjective:
         w = config["components"]["progress"]["weight"]
         seeds, repeat = trial_seeds(trial), trial_repeat(trial)
         ident = int(abs(w) * 1e9) % 2**31
-        run = np.random.default_rng([ident, repeat, seeds[0]]).normal(0, self.run_sd)
-        values = [self.f(w) + run + np.random.default_rng([s, 7]).normal(0, self.seed_sd)
-                  + np.random.default_rng([ident, repeat, s]).normal(0, self.seed_sd) for s in seeds]
+        run = np.random.default_rng([self.noise_seed, ident, repeat, seeds[0], 1]).normal(0, self.run_sd)
+        values = [self.f(w) + run + np.random.default_rng([self.noise_seed, s, 7]).normal(0, self.seed_sd)
+                  + np.random.default_rng([self.noise_seed, ident, repeat, s, 2]).normal(0, self.seed_sd)
+                  for s in seeds]
         record_seed_values(trial, values)
         record_cost(trial, 100)
         return float(np.mean(values))
@@ -64,13 +68,15 @@ def make_optimizer(tmp_path: Path, objective, seed: int, base_weight: float = 1.
     base = yaml.safe_load(BASE_YAML)
     base["components"]["progress"]["weight"] = base_weight
     opt = BayesianRewardOptimizer(base, kw.pop("space", SPACE), objective, study_name=f"s{seed}",
-                                  storage=str(tmp_path / f"s{seed}.journal"), seed=seed, n_seeds=N_SEEDS, **kw)
+                                  storage=kw.pop("storage", str(tmp_path / f"s{seed}.journal")), seed=seed,
+                                  n_seeds=N_SEEDS, **kw)
     opt.show_progress = False
     return opt
 
 
 def run_study(tmp_path: Path, objective, seed: int, base_weight: float, n_trials: int = 12):
-    opt = make_optimizer(tmp_path, objective, seed, base_weight)
+    """One study in memory (its trial files under the working folder: the tests chdir to tmp_path)."""
+    opt = make_optimizer(tmp_path, objective, seed, base_weight, storage=optuna.storages.InMemoryStorage())
     measure_noise(opt, 3)
     opt.enqueue(opt.base_config)
     opt.optimize(n_trials=n_trials)
@@ -86,21 +92,23 @@ def test_seed_ranges_are_disjoint_and_repeats_get_their_own():
         validation_seeds(3, -1)
 
 
-def test_guard_exports_the_base_when_nothing_is_better(tmp_path):
+def test_guard_exports_the_base_when_nothing_is_better(tmp_path, monkeypatch):
     """20 seeded studies of a flat objective: every candidate is the base plus noise."""
+    monkeypatch.chdir(tmp_path)
     exported_base = 0
     for seed in range(20):
-        _, v = run_study(tmp_path, SyntheticObjective(flat=True), seed, base_weight=1.0)
+        _, v = run_study(tmp_path, SyntheticObjective(flat=True, noise_seed=seed), seed, base_weight=1.0)
         exported_base += v.chosen.label == "base"
         assert (NO_IMPROVEMENT in v.verdict()) == (v.chosen.label == "base")
     assert exported_base >= 18
 
 
-def test_guard_exports_a_clearly_better_config(tmp_path):
+def test_guard_exports_a_clearly_better_config(tmp_path, monkeypatch):
     """20 seeded studies of a bowl: the base (w = 0.2) is far worse than the optimum (w = 1.6)."""
+    monkeypatch.chdir(tmp_path)
     found = []
     for seed in range(20):
-        opt, v = run_study(tmp_path, SyntheticObjective(flat=False), seed, base_weight=0.2)
+        opt, v = run_study(tmp_path, SyntheticObjective(flat=False, noise_seed=seed), seed, base_weight=0.2)
         chosen = v.chosen
         if chosen.label != "base":
             found.append(chosen.params["components.progress.weight"])
@@ -161,7 +169,7 @@ def test_noise_is_measured_first_and_reused_by_validation(tmp_path):
     assert objective.calls == 3 and noise.spread > 0 and "smallest resolvable difference" in noise.describe()
     opt.optimize(n_trials=4)
     calls = objective.calls
-    validate(opt, k=2, repeats=3)
+    validate(opt, k=2, repeats=3, max_repeats=3)  # no race past the first look
     assert objective.calls == calls + 2 * 3  # the base's three runs are the noise runs
     stored = EvaluationStore(opt.study).all()
     assert len(stored) == 9 and all(e.cost == 100 for e in stored.values())

@@ -38,6 +38,11 @@ def test_check_component_covers_text_components(cls) -> None:
     assert ("monotone as declared" in checked) == (cls is LengthPenalty)
 
 
+def test_text_components_are_not_checked_in_other_array_libraries() -> None:
+    with pytest.raises(ValueError, match="reads text .*libraries= does not apply"):
+        check_component(LengthPenalty, libraries=("torch",), examples=2)
+
+
 def test_values_of_each_text_component() -> None:
     c = RewardComposer.from_dict(TEXT)
     out = c({"completion": COMPLETIONS, "solution": SOLUTIONS, "latency": np.zeros(4)})
@@ -129,3 +134,17 @@ def test_catastrophic_backtracking_is_bounded_and_reported(batched) -> None:
         assert raw[1] == 1.0  # the short text matched normally
     assert out.terms["evil"].info == {"regex_timeouts": 1.0}
     assert np.atleast_1d(out.terms["short"].raw)[0] == -(5001 - 10)
+
+
+def test_config_checks_and_explain_take_text(tmp_path) -> None:
+    from rewardkit.cli import explain_table, load_contexts
+    from rewardkit.testing import assert_monotone
+
+    shorter = RewardComposer.from_dict({"version": 1, "components": {
+        "short": {"type": "length_penalty", "params": {"unit": "chars", "max": 5}}}})
+    assert assert_monotone(shorter, "completion", "decreasing", examples=30, seed=0) == 30
+    path = tmp_path / "ctx.json"
+    path.write_text('{"completion": "<answer>7</answer>", "solution": "7", "latency": 0.5}')
+    (ctx,) = load_contexts(str(path), frozenset({"completion", "solution"}))
+    table = explain_table(c := RewardComposer.from_dict(TEXT), c(ctx))
+    assert "correct" in table and "format: regex_timeouts=0" in table

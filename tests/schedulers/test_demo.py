@@ -25,7 +25,10 @@ def test_demo_trains_both_rewards_and_evaluates_on_fresh_seeds(tmp_path, vidur_p
     argv = ["--out", str(out), "--updates", "1", "--seeds", "341,342", "--curve-seeds", "351", "--curve-every", "1",
             "--base-config", str(tiny_base(tmp_path))]
     assert demo.main(argv) == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
+    assert "(behaviour cloning)" in captured.err and "stage" in captured.err  # the cloning phase has its own bar
+    assert "least_prefill cloned once" in printed or "cloned once" in printed
     assert "evaluation seeds: 341-342 (2 seeds), fresh" in printed
     for router in ("round_robin", "least_prefill", "adaptive", "warm_start", "ppo_hybrid", "ppo_request"):
         assert router in printed
@@ -36,6 +39,16 @@ def test_demo_trains_both_rewards_and_evaluates_on_fresh_seeds(tmp_path, vidur_p
         curve = (out / run / "curve.csv").read_text().splitlines()
         assert curve[0] == "update,ttft_p99" and [line.split(",")[0] for line in curve[1:]] == ["0", "1"]
         assert yaml.safe_load((out / run / "config.yaml").read_text())["ppo"]["gamma"] == demo.RUNS[run]["gamma"]
+    # one clone, both runs started from it: the same weights, the same first curve point
+    import torch
+
+    clone = torch.load(out / "clone" / "bc_policy.pt", weights_only=True)["policy_state"]
+    for run in ("ppo_hybrid", "ppo_request"):
+        start = torch.load(out / run / "bc_policy.pt", weights_only=True)
+        assert start["cloned_in"] == str(out / "clone" / "bc_policy.pt")
+        assert all(torch.equal(clone[k], v) for k, v in start["policy_state"].items())
+    first = {run: (out / run / "curve.csv").read_text().splitlines()[1] for run in ("ppo_hybrid", "ppo_request")}
+    assert first["ppo_hybrid"] == first["ppo_request"], first
     # run again: everything resumes (no curve point is recomputed or duplicated)
     assert demo.main(argv) == 0
     assert len((out / "ppo_request" / "curve.csv").read_text().splitlines()) == 3

@@ -10,12 +10,24 @@ import pytest
 from rewardkit.errors import ConfigError
 
 
+def heuristic(env, name):
+    """The replica heuristic ``name`` picks now in ``env`` (a fresh policy, seeded 0)."""
+    from schedulers.environments import policy_action
+    from schedulers.routing.policy import make_policy
+
+    return policy_action(make_policy(name, seed=0), env, None)
+
+
 def run_episode(env, policy="jsq", seed=0):
     """Route a whole episode with a heuristic; return observations, rewards, infos."""
+    from schedulers.environments import policy_action
+    from schedulers.routing.policy import make_policy
+
     obs, info = env.reset(seed=seed)
+    router = make_policy(policy, seed=seed)
     observations, rewards, infos = [obs], [], [info]
     while True:
-        obs, reward, terminated, truncated, info = env.step(env.heuristic_action(policy))
+        obs, reward, terminated, truncated, info = env.step(policy_action(router, env, obs))
         observations.append(obs)
         rewards.append(reward)
         infos.append(info)
@@ -55,7 +67,7 @@ def test_gym_make_registered_id(tiny_config, vidur_predictor, composer):
 
     env = gym.make("rewardkit/VidurRouting-v0", env_config=tiny_config, reward_composer=composer)
     obs, _ = env.reset(seed=1)
-    action = env.unwrapped.heuristic_action("least_tokens")
+    action = heuristic(env, "least_tokens")
     assert 0 <= action < tiny_config.num_replicas
     _, reward, _, _, info = env.step(action)
     assert "reward_terms" in info and np.isfinite(reward)
@@ -294,8 +306,8 @@ def test_bad_actions_and_heuristic_names(make_tiny_env):
     for bad in (2, -1, 0.5, "x"):
         with pytest.raises(ValueError, match="replica index"):
             env.step(bad)
-    with pytest.raises(ValueError, match="unknown heuristic 'nope'"):
-        env.heuristic_action("nope")
+    with pytest.raises(ValueError, match="unknown router 'nope'"):
+        heuristic(env, "nope")
     env.step(np.int64(1))  # numpy integers are fine
 
 
@@ -312,7 +324,7 @@ def test_reward_presets_run_on_the_env(tiny_config, vidur_predictor, preset):
     assert env.composer.context_keys() <= CONTEXT_KEYS
     env.reset(seed=2)
     for _ in range(20):
-        _, reward, _, _, info = env.step(env.heuristic_action("jsq"))
+        _, reward, _, _, info = env.step(heuristic(env, "jsq"))
         assert np.isfinite(reward)
         assert info["reward_terms"] and all(k.count("/") >= 1 or k == "total" for k in info["reward_terms"])
 
@@ -330,32 +342,31 @@ def test_default_reward_is_the_env_configs(tiny_config, vidur_predictor):
 def test_ppo_scheduler_inside_vidur_sees_the_env_observations(tiny_config, make_tiny_env, monkeypatch,
                                                               run_vidur_simulator):
     """Vidur's registered ``ppo`` scheduler builds the same observations as the env, decision by decision."""
-    from schedulers.routing import router as routers
-    from schedulers.routing.observation import FEATURE_NAMES
+    from schedulers.environments import policy_action
+    from schedulers.routing import policy as policies
+    from schedulers.routing.observation import FEATURE_NAMES, ObservationConfig
 
     column = FEATURE_NAMES.index("outstanding_tokens")
 
-    class Probe:
+    class Probe(policies.Policy):
         name = "probe"
+        observation = ObservationConfig()
 
         def __init__(self, log):
             self.log = log
 
-        def reset(self, seed=None):
-            pass
-
-        def act(self, obs, env):
-            self.log.append(obs.copy())
-            return int(np.argmin(obs[:, column]))
+        def decide(self, snapshot, prompt_tokens=0.0, *, rows=None, true_speed=None):
+            self.log.append(rows.copy())
+            return int(np.argmin(rows[:, column]))
 
     seen_in_vidur, seen_in_env = [], []
-    monkeypatch.setitem(routers._FACTORIES, "ppo", lambda checkpoint: Probe(seen_in_vidur))
+    monkeypatch.setitem(policies._FACTORIES, "ppo", lambda checkpoint: Probe(seen_in_vidur))
     run_vidur_simulator(tiny_config, "ppo", seed=5, global_scheduler_options={"checkpoint": "probe"})
     env = make_tiny_env()
     probe = Probe(seen_in_env)
     obs, _ = env.reset(seed=5)
     while True:
-        obs, _, _, truncated, _ = env.step(probe.act(obs, env))
+        obs, _, _, truncated, _ = env.step(policy_action(probe, env, obs))
         if truncated:
             break
     assert len(seen_in_vidur) == len(seen_in_env) == tiny_config.requests_per_episode
@@ -365,7 +376,7 @@ def test_ppo_scheduler_inside_vidur_sees_the_env_observations(tiny_config, make_
 
 # ---- a cluster sized like a smaller one: length_scale and kv_blocks ---------------------------------
 def test_length_scale_multiplies_the_trace_lengths_before_max_tokens_shortens_them(tiny_config):
-    from schedulers.sim.arrivals import sample_arrivals
+    from schedulers.shared.arrivals import sample_arrivals
     from schedulers.sim.env_config import with_overrides
 
     full = sample_arrivals(with_overrides(tiny_config, max_tokens=4096), 101)
@@ -394,7 +405,7 @@ def test_kv_blocks_sets_each_replicas_cache_and_the_observation_reads_it(tiny_co
     assert planned[0] > 512  # Vidur's memory planner gives the model and device many more
     kv = FEATURE_NAMES.index("kv_used_frac")
     for _ in range(30):
-        obs, *_ = env.step(env.heuristic_action("jsq"))
+        obs, *_ = env.step(heuristic(env, "jsq"))
     snap = env.snapshot()
     np.testing.assert_allclose(obs[:, kv], snap.kv_blocks / 512, rtol=1e-6)
     assert obs[:, kv].max() > 0

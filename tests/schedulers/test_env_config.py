@@ -28,6 +28,15 @@ from rewardkit.errors import ConfigError
         ("kv_blocks: 0\n", r"bad\.yaml: kv_blocks: expected an integer from 1 to"),
         ("length_scale: 0\n", r"bad\.yaml: length_scale: expected a number from 0.0001 to 100, got 0"),
         ("length_scale: .nan\n", r"bad\.yaml: length_scale: expected a number from 0.0001 to 100"),
+        ("shared_prefix: 8\n", r"bad\.yaml: shared_prefix: expected a mapping \{groups: G, prefix_tokens: T, sessions: S\}"),
+        ("shared_prefix: {groups: 0, prefix_tokens: 64}\n", r"bad\.yaml: shared_prefix\.groups: expected an integer from 1"),
+        ("shared_prefix: {groups: 2}\n", r"bad\.yaml: shared_prefix\.prefix_tokens: missing required key"),
+        ("shared_prefix: {groups: 2, prefix_tokens: 64, sessions: -1}\n",
+         r"bad\.yaml: shared_prefix\.sessions: expected an integer from 0"),
+        ("shared_prefix: {groups: 2, prefix_tokens: 64, sesions: 3}\n",
+         r"bad\.yaml: shared_prefix\.sesions: unknown key \(did you mean 'sessions'\?\)"),
+        ("max_tokens: 512\nshared_prefix: {groups: 2, prefix_tokens: 511}\n",
+         r"bad\.yaml: shared_prefix\.prefix_tokens: expected at most 510 \(max_tokens 512"),
     ],
 )
 def test_bad_env_config_names_file_and_key(tmp_path, text, message):
@@ -52,7 +61,7 @@ def test_every_error_of_an_env_config_is_reported_at_once(tmp_path):
 
 def test_env_config_overrides_and_missing_trace(tmp_path, tiny_config):
     from schedulers.sim.env_config import load_env_config, with_overrides
-    from schedulers.sim.simulation_config import resolved_trace_file
+    from schedulers.shared.arrivals import resolved_trace_file
 
     cfg = with_overrides(tiny_config, qps=3.5, num_replicas=3, trace_file=None)
     assert (cfg.qps, cfg.num_replicas, cfg.trace_file) == (3.5, 3, tiny_config.trace_file)

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from rewardkit.errors import ConfigError
-from schedulers.limits import MAX_EVAL_SEEDS, MAX_HIDDEN_SIZE, MAX_REPLICAS
+from schedulers.bounds import MAX_EVAL_SEEDS, MAX_HIDDEN_SIZE, MAX_REPLICAS
 from schedulers.sim.env_config import load_env_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,7 +74,7 @@ def no_layer_built(*args, **kwargs):
 def test_policy_sizes_are_checked_before_the_network_is_built(monkeypatch):
     import torch
 
-    from schedulers.rl.policy import ReplicaScorerPolicy
+    from schedulers.rl.scorer_network import ReplicaScorerPolicy
 
     monkeypatch.setattr(torch.nn.Linear, "__init__", no_layer_built)  # a 200,000-wide layer takes many seconds
     with pytest.raises(ValueError, match=rf"hidden_sizes: expected .* from 1 to {MAX_HIDDEN_SIZE}"):
@@ -109,7 +109,7 @@ def test_seed_ranges_beyond_the_limit_are_refused_before_the_list_is_built(spec,
     (b"num_prefill_tokens,num_decode_tokens\n10,20\nx,5\n", "line 3: expected whole token counts"),
 ])
 def test_a_trace_that_is_not_a_text_csv_of_lengths_is_a_located_error(tmp_path, content, expected):
-    from schedulers.sim.arrivals import sample_arrivals
+    from schedulers.shared.arrivals import sample_arrivals
 
     trace = tmp_path / "trace.csv"
     trace.write_bytes(content)

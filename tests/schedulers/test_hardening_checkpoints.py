@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from rewardkit.cli import main as rewardkit_main
-from schedulers.limits import MAX_HIDDEN_SIZE
+from schedulers.bounds import MAX_HIDDEN_SIZE
 from schedulers.rl.checkpoint_file import CheckpointError, read_checkpoint
-from schedulers.rl.policy import ReplicaScorerPolicy
+from schedulers.rl.scorer_network import ReplicaScorerPolicy
 from schedulers.rl.ppo_router import PPORouter
 
 from test_end_to_end import short_config

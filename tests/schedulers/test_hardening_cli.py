@@ -40,7 +40,7 @@ EVALUATE_CASES = [
     (["--out", "{file}/sub"], "--out {file}/sub: expected a folder path, got one under the file {file}"),
     (["--out", "/proc/rewardkit-no-such-folder"], "/proc/rewardkit-no-such-folder: "),
     (["--baselines", ","], "--baselines: expected at least one heuristic name (or a --checkpoint), got ','"),
-    (["--baselines", "nope"], "unknown heuristic 'nope'"),
+    (["--baselines", "nope"], "--baselines: unknown router 'nope'"),
     (["--checkpoint", "{folder}"], "{folder}: expected a checkpoint file"),
     (["--checkpoint", "{garbage.pt}"], "{garbage.pt}: expected a checkpoint written by schedulers.train"),
     (["--warm-start", "{garbage.pt}"], "{garbage.pt}: expected a checkpoint written by schedulers.train"),

@@ -11,7 +11,7 @@ import torch
 import yaml
 
 from rewardkit.errors import ConfigError
-from schedulers.limits import MAX_SEED
+from schedulers.bounds import MAX_SEED
 from schedulers.sim.env_config import load_env_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,7 +85,7 @@ def test_training_values_beyond_the_limits_are_refused(tmp_path, sections, where
 def test_a_checkpoints_observation_settings_are_checked(tmp_path, observation, expected):
     """A checkpoint's observation scales built observations without a check (a scale of 0: inf features)."""
     from schedulers.rl.checkpoint_file import CheckpointError
-    from schedulers.rl.policy import ReplicaScorerPolicy
+    from schedulers.rl.scorer_network import ReplicaScorerPolicy
     from schedulers.rl.ppo_router import PPORouter
 
     path = tmp_path / "policy.pt"

@@ -50,7 +50,7 @@ def test_loadgen_names_a_trace_that_is_not_text(tmp_path, capsys, kind):
 
 @pytest.mark.parametrize("kind", ["binary", "utf16", "latin1_after_header"])
 def test_the_simulator_names_the_env_file_the_key_and_the_trace(tmp_path, kind):
-    from schedulers.sim.arrivals import sample_arrivals
+    from schedulers.shared.arrivals import sample_arrivals
 
     trace = tmp_path / "trace.csv"
     trace.write_bytes(DAMAGED[kind][0])
@@ -64,7 +64,7 @@ def test_the_simulator_names_the_env_file_the_key_and_the_trace(tmp_path, kind):
 def test_requests_of_no_tokens_or_absurd_lengths_are_located(tmp_path, rows, line):
     """A row of 0 prompt and 0 output tokens crashed the length fitting with pandas' 'Cannot convert
     non-finite values' (no file, no line)."""
-    from schedulers.sim.arrivals import sample_arrivals
+    from schedulers.shared.arrivals import sample_arrivals
 
     trace = tmp_path / "zeros.csv"
     trace.write_bytes(HEADER + rows)

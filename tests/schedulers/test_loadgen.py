@@ -5,21 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 
-import httpx
 import numpy as np
 import pytest
 
 from rewardkit.cli import main as rewardkit_main
-from schedulers.loadgen.runner import format_summary, replay, request_body, summarize
-from schedulers.loadgen.workload import (
-    Lengths,
-    RequestSpec,
-    SharedPrefix,
-    WorkloadError,
-    build_requests,
-    lengths_from_trace,
-    poisson_times,
-)
+from schedulers.loadgen.runner import format_summary, replay, summarize
+from schedulers.loadgen.sources import lengths_from_trace
+from schedulers.shared.arrivals import poisson_arrival_times
+from schedulers.shared.engine_client import request_body
+from schedulers.shared.requests import Lengths, RequestSpec, SharedPrefix, WorkloadError, build_requests
 
 
 def lengths(n: int = 20, prompt: int = 300, output: int = 100) -> Lengths:
@@ -88,10 +82,11 @@ def test_trace_lengths_and_arrivals_with_located_errors(tmp_path) -> None:
     np.testing.assert_array_equal(got.prompt_tokens, [10, 20, 30])
     assert len(lengths_from_trace(str(trace), seed=0, requests=2)) == 2
     paced = lengths_from_trace(str(trace), seed=0, qps=2.0)  # --qps replaces the trace's times
-    np.testing.assert_allclose(paced.arrival_s, poisson_times(3, 2.0, 0))
+    times = poisson_arrival_times(3, 2.0, 0)  # the simulator's loop, from 0
+    np.testing.assert_allclose(paced.arrival_s, times - times[0])
     bad = tmp_path / "bad.csv"
     bad.write_text("num_prefill_tokens,num_decode_tokens\n10,5\n-3,5\n")
-    with pytest.raises(WorkloadError, match=r"bad\.csv:3: num_prefill_tokens: expected a positive"):
+    with pytest.raises(WorkloadError, match=r"bad\.csv: line 3: expected whole token counts from 0 to 2\^53"):
         lengths_from_trace(str(bad), seed=0, qps=1.0)
     nocol = tmp_path / "nocol.csv"
     nocol.write_text("prompt,output\n1,2\n")
@@ -105,8 +100,8 @@ def test_trace_lengths_and_arrivals_with_located_errors(tmp_path) -> None:
 
 def test_env_workload_is_the_simulators_arrivals() -> None:
     pytest.importorskip("vidur")
-    from schedulers.loadgen.workload import lengths_from_env
-    from schedulers.sim.arrivals import sample_arrivals
+    from schedulers.loadgen.sources import lengths_from_env
+    from schedulers.shared.arrivals import sample_arrivals
     from schedulers.sim.env_config import load_env_config
 
     got = lengths_from_env("configs/envs/tiny.yaml", seed=101, requests=30)
@@ -125,36 +120,56 @@ def test_request_bodies_for_both_apis() -> None:
     assert chat["messages"][0]["content"] == spec.prompt_text() and "ignore_eos" not in chat
 
 
-def stub_transport(delay_first: float = 0.05, gap: float = 0.02, fail_every: int = 0) -> httpx.MockTransport:
-    """A streaming completions endpoint: first token after ``delay_first``, then one per ``gap``."""
-    calls = {"n": 0}
+class StreamingEndpoint:
+    """A real streaming completions server on localhost: first token after ``delay_first``, then one
+    per ``gap``; every ``fail_every``-th request a 500."""
 
-    async def handler(request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
-        calls["n"] += 1
-        if fail_every and calls["n"] % fail_every == 0:
-            return httpx.Response(500, json={"error": {"message": "boom"}})
-        n = body["max_tokens"]
+    def __init__(self, delay_first: float = 0.05, gap: float = 0.02, fail_every: int = 0) -> None:
+        from starlette.applications import Starlette
+        from starlette.responses import JSONResponse, StreamingResponse
+        from starlette.routing import Route
 
-        async def stream():
-            await asyncio.sleep(delay_first)
-            for i in range(n):
-                if i:
-                    await asyncio.sleep(gap)
-                yield f"data: {json.dumps({'choices': [{'index': 0, 'text': 'x'}]})}\n\n".encode()
-            usage = {"prompt_tokens": len(body["prompt"]), "completion_tokens": n}
-            yield f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode()
-            yield b"data: [DONE]\n\n"
+        from schedulers.engines.replicas import free_port
+        from schedulers.engines.stub import ServerThread
 
-        return httpx.Response(200, content=stream(), headers={"x-rewardkit-replica": str(calls["n"] % 2)})
+        calls = {"n": 0}
 
-    return httpx.MockTransport(handler)
+        async def handler(request):
+            body = json.loads(await request.body())
+            calls["n"] += 1
+            if fail_every and calls["n"] % fail_every == 0:
+                return JSONResponse({"error": {"message": "boom"}}, status_code=500)
+            n = body["max_tokens"]
+
+            async def stream():
+                await asyncio.sleep(delay_first)
+                for i in range(n):
+                    if i:
+                        await asyncio.sleep(gap)
+                    yield f"data: {json.dumps({'choices': [{'index': 0, 'text': 'x'}]})}\n\n".encode()
+                usage = {"prompt_tokens": len(body["prompt"]), "completion_tokens": n}
+                yield f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode()
+                yield b"data: [DONE]\n\n"
+
+            return StreamingResponse(stream(), headers={"x-rewardkit-replica": str(calls["n"] % 2)},
+                                     media_type="text/event-stream")
+
+        app = Starlette(routes=[Route("/v1/completions", handler, methods=["POST"])])
+        self.server = ServerThread(app, free_port()).start()
+        self.url = self.server.url
+
+    def __enter__(self) -> "StreamingEndpoint":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.stop()
 
 
 def test_replay_measures_ttft_itl_and_e2e_of_every_request() -> None:
     specs = [RequestSpec(i, 0.05 * i, (3, 4, 5, 6), 5) for i in range(6)]
-    records, wall = asyncio.run(replay("http://stub", specs, model="m", transport=stub_transport()))
-    assert all(r.ok for r in records)
+    with StreamingEndpoint() as endpoint:
+        records, wall = asyncio.run(replay(endpoint.url, specs, model="m"))
+    assert all(r.ok for r in records), [r.error for r in records]
     for r in records:
         assert 0.045 <= r.ttft_s < 0.5
         assert len(r.itl_s) == 4 and all(0.015 <= x < 0.5 for x in r.itl_s)
@@ -170,8 +185,8 @@ def test_replay_measures_ttft_itl_and_e2e_of_every_request() -> None:
 
 def test_replay_records_failures_and_respects_the_duration_bound() -> None:
     specs = [RequestSpec(i, 0.02 * i, (3, 4), 2) for i in range(10)]
-    records, _ = asyncio.run(replay("http://stub", specs, model="m", duration_s=0.1,
-                                    transport=stub_transport(0.01, 0.01, fail_every=3)))
+    with StreamingEndpoint(0.01, 0.01, fail_every=3) as endpoint:
+        records, _ = asyncio.run(replay(endpoint.url, specs, model="m", duration_s=0.1))
     sent = [r for r in records if r.sent_s is not None]
     assert len(sent) == 6  # arrivals 0.00-0.10 s
     assert all(r.error == "not sent: past --duration" for r in records[6:])

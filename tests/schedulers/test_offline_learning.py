@@ -45,7 +45,7 @@ def agreement(policy_path, target, seed: int = 99, n: int = 400) -> float:
     hits = 0
     for _ in range(n):
         obs = rows(rng)
-        hits += router.act(obs) == target(obs)
+        hits += router.decide(None, rows=obs) == target(obs)
     return hits / n
 
 

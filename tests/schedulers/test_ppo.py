@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rewardkit.normalizers import RunningMeanStd
-from schedulers.rl.policy import ReplicaScorerPolicy
+from schedulers.rl.scorer_network import ReplicaScorerPolicy
 from schedulers.rl.ppo import (
     EntropyController,
     RewardScaler,

@@ -15,7 +15,7 @@ from schedulers.routing.observation import (
     observation_bounds,
 )
 from schedulers.routing.prefix_index import PrefixIndex
-from schedulers.routing.router import make_router
+from schedulers.routing.policy import make_policy
 from schedulers.routing.snapshot import ReplicaSnapshot
 
 
@@ -91,7 +91,7 @@ def test_prefix_aware_without_prefix_information_is_join_the_shortest_queue() ->
 
 def test_prefix_aware_is_a_router_name() -> None:
     assert "prefix_aware" in HEURISTIC_NAMES
-    assert make_router("prefix_aware").name == "prefix_aware"
+    assert make_policy("prefix_aware").name == "prefix_aware"
 
 
 # ---- observation ---------------------------------------------------------------------------------
@@ -110,7 +110,7 @@ def test_observation_keeps_its_columns_unless_the_prefix_feature_is_asked_for() 
 
 
 def _save_policy(tmp_path, n_features: int, observation: dict | None):
-    from schedulers.rl.policy import ReplicaScorerPolicy
+    from schedulers.rl.scorer_network import ReplicaScorerPolicy
 
     data = ReplicaScorerPolicy(n_features).to_checkpoint()
     if observation is not None:
@@ -124,17 +124,17 @@ def test_existing_checkpoints_keep_their_observation_size(tmp_path) -> None:
     from schedulers.rl.ppo_router import PPORouter
 
     old = PPORouter.from_checkpoint(_save_policy(tmp_path, len(FEATURE_NAMES), None))
-    assert old.observation_config == ObservationConfig()
-    obs = build_observation(snap([1, 2], [0.5, 0.0]), 64, old.observation_config)
-    assert obs.shape[1] == 20 and old.act(obs) in (0, 1)
+    assert old.observation == ObservationConfig()
+    obs = build_observation(snap([1, 2], [0.5, 0.0]), 64, old.observation)
+    assert obs.shape[1] == 20 and old.decide(None, rows=obs) in (0, 1)
     inferred = PPORouter.from_checkpoint(_save_policy(tmp_path, len(FEATURE_NAMES) + 1, None))
-    assert inferred.observation_config.prefix_match
+    assert inferred.observation.prefix_match
     recorded = PPORouter.from_checkpoint(
         _save_policy(tmp_path, 21, {"prefix_match": True, "token_scale": 2048.0, "count_scale": 8.0,
                                     "recent_window_s": 5.0, "speed_tau_s": 1.0}))
-    assert recorded.observation_config == ObservationConfig(5.0, 8.0, 2048.0, 1.0, True)
-    rows = build_observation(snap([1, 2], [0.5, 0.0]), 64, recorded.observation_config)
-    assert rows.shape == (2, 21) and recorded.act(rows) in (0, 1)
+    assert recorded.observation == ObservationConfig(5.0, 8.0, 2048.0, 1.0, True)
+    rows = build_observation(snap([1, 2], [0.5, 0.0]), 64, recorded.observation)
+    assert rows.shape == (2, 21) and recorded.decide(None, rows=rows) in (0, 1)
 
 
 def test_env_yaml_prefix_flag_is_checked(tmp_path) -> None:

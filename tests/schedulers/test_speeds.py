@@ -210,10 +210,14 @@ def test_speed_scaled_batch_time_is_vidurs_prediction_over_speed(vidur_predictor
 
 
 def run(env, policy, seed, actions=None):
+    from schedulers.environments import policy_action
+    from schedulers.routing.policy import make_policy
+
     obs, _ = env.reset(seed=seed)
+    router = make_policy(policy, seed=seed) if actions is None else None
     seen, times, i = [obs], [env.sim_time], 0
     while True:
-        a = actions[i] if actions is not None else env.heuristic_action(policy)
+        a = actions[i] if actions is not None else policy_action(router, env, obs)
         obs, _, _, truncated, _ = env.step(a)
         i += 1
         if truncated:
@@ -326,7 +330,7 @@ def test_short_training_on_a_tiny_heterogeneous_cluster(tmp_path, vidur_predicto
     assert (tmp_path / "run" / "bc_policy.pt").exists() and (tmp_path / "run" / "learning_curves.png").exists()
     router = PPORouter.from_checkpoint(result.policy_path)
     obs = np.zeros((2, len(FEATURE_NAMES)), np.float32)
-    assert router.act(obs) in (0, 1)
+    assert router.decide(None, rows=obs) in (0, 1)
 
 
 def test_shipped_training_configs_for_the_new_setups_load():

@@ -56,6 +56,15 @@ def mean_return(act, seeds=EVAL_SEEDS) -> float:
     return float(np.mean(returns))
 
 
+def heuristic(name: str):
+    """``act(obs, env)`` routing as heuristic ``name`` (reset with each episode's seed)."""
+    from schedulers.environments import policy_action
+    from schedulers.routing.policy import make_policy
+
+    policy = make_policy(name)
+    return lambda obs, env: policy_action(policy, env, obs)
+
+
 def random_return() -> float:
     rng = np.random.default_rng(0)
     return mean_return(lambda obs, env: int(rng.integers(env.num_replicas)))
@@ -63,8 +72,9 @@ def random_return() -> float:
 
 def assert_closes_most_of_the_gap(policy_path: Path, label: str) -> None:
     """The trained router's toy-env return closes >= 70% of the gap from random to least-work routing."""
-    trained = mean_return(PPORouter.from_checkpoint(policy_path).act)
-    rand, best = random_return(), mean_return(lambda obs, env: env.heuristic_action("least_work"))
+    router = PPORouter.from_checkpoint(policy_path)
+    trained = mean_return(lambda obs, env: router.decide(None, rows=obs))
+    rand, best = random_return(), mean_return(heuristic("cap_least_tokens"))
     print(f"{label}, toy env mean return over seeds 101-108: random {rand:.1f}, PPO {trained:.1f}, "
           f"least_work {best:.1f}")
     # Random routing is ~40% worse than least-work here; PPO must close most of that gap.
@@ -84,15 +94,17 @@ def test_ppo_from_scratch_beats_random_on_toy_env(tmp_path) -> None:
 def test_behaviour_cloning_then_ppo_with_kl_and_entropy_target(tmp_path) -> None:
     cfg = toy_config(
         ppo={"total_timesteps": 1024},
-        bc={"enabled": True, "heuristics": ["least_work", "jsq"], "demo_steps": 1200, "epochs": 8},
+        bc={"enabled": True, "heuristics": ["cap_least_tokens", "least_tokens"], "demo_steps": 1200, "epochs": 8},
         kl_ref={"coef": {"schedule": "linear", "start": 0.5, "end": 0.0, "steps": 1024}},
         entropy={"coef": 0.01, "target": 0.5, "controller": "temperature", "rate": 0.2},
         logging={"plots": True},
     )
     result = train(cfg, tmp_path, env_factory=ToyRoutingEnv, resume=False)
     bc = result.bc_metrics
-    assert len(bc) == 8 and bc[-1]["ce_loss"] < bc[0]["ce_loss"] and bc[-1]["accuracy"] > 0.8
-    bc_return = mean_return(PPORouter.from_checkpoint(tmp_path / "bc_policy.pt").act)
+    # the heuristics break ties (idle servers) at random, so the clone cannot match every choice (chance: 0.25)
+    assert len(bc) == 8 and bc[-1]["ce_loss"] < bc[0]["ce_loss"] and bc[-1]["accuracy"] > 0.6
+    bc_router = PPORouter.from_checkpoint(tmp_path / "bc_policy.pt")
+    bc_return = mean_return(lambda obs, env: bc_router.decide(None, rows=obs))
     assert bc_return > random_return() + 30  # the clone already routes far better than random
     rows = result.metrics
     assert rows[0]["kl_coef"] == pytest.approx(0.5) and rows[-1]["kl_coef"] < rows[0]["kl_coef"]
@@ -143,7 +155,7 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path) -> None:
     # with bit-identical weights.
     cfg = toy_config(
         ppo={"total_timesteps": 512},
-        bc={"enabled": True, "heuristics": ["least_work"], "demo_steps": 256, "epochs": 2},
+        bc={"enabled": True, "heuristics": ["cap_least_tokens"], "demo_steps": 256, "epochs": 2},
         kl_ref={"coef": 0.2},
         entropy={"coef": 0.01, "target": 0.6},
         logging={"checkpoint_every": 1},
@@ -272,7 +284,7 @@ def test_missing_file_bad_or_duplicate_yaml_and_unknown_heuristic(tmp_path) -> N
     with pytest.raises(ConfigError, match=r"twice.yaml: .*duplicate key 'n_steps' \(first at line 3\)"):
         load_config(twice)
     cfg = toy_config(bc={"enabled": True, "heuristics": ["psychic"], "demo_steps": 128, "epochs": 1})
-    with pytest.raises(ConfigError, match=r"bc\.heuristics: expected a heuristic the env knows, got 'psychic'"):
+    with pytest.raises(ConfigError, match=r"bc\.heuristics: expected a heuristic router, got 'psychic'"):
         train(cfg, tmp_path / "run", env_factory=ToyRoutingEnv)
 
 
@@ -481,3 +493,28 @@ def test_paired_baseline_needs_episodes_aligned_with_rollouts(tmp_path) -> None:
     cfg = toy_config(ppo={"envs_per_seed": 2, "advantage_baseline": "paired", "n_steps": 48, "minibatch_size": 48})
     with pytest.raises(ConfigError, match=r"ppo\.advantage_baseline: expected rollouts of whole episodes"):
         train(cfg, tmp_path, env_factory=ToyRoutingEnv, resume=False)
+
+
+def test_a_run_can_start_from_another_runs_clone_and_refuses_one_of_another_shape(tmp_path) -> None:
+    """``bc.from_policy``: runs that differ only in their reward share one warm start (the demo's two
+    routers); BC reports its stages to ``bc_callback`` (the demo's progress bar)."""
+    stages = []
+    bc = {"enabled": True, "heuristics": ["cap_least_tokens"], "demo_steps": 256, "epochs": 2}
+    clone = train(toy_config(ppo={"total_timesteps": 0}, bc=bc), tmp_path / "clone", env_factory=ToyRoutingEnv,
+                  resume=False, bc_callback=lambda done, total: stages.append((done, total)))
+    assert stages == [(1, 3), (2, 3), (3, 3)]
+    cloned = tmp_path / "clone" / "bc_policy.pt"
+    runs = {}
+    for gamma in (0.0, 0.95):
+        out = tmp_path / f"run{gamma}"
+        train(toy_config(ppo={"total_timesteps": 128, "gamma": gamma}, bc={**bc, "from_policy": str(cloned)}), out,
+              env_factory=ToyRoutingEnv, resume=False)
+        runs[gamma] = load_checkpoint(out / "bc_policy.pt")
+    start = load_checkpoint(cloned)["policy_state"]
+    for data in runs.values():
+        assert all(torch.equal(start[k], v) for k, v in data["policy_state"].items())
+    assert clone.updates == 0
+    with pytest.raises(ConfigError, match="bc.from_policy: expected a clone of this run's policy shape"):
+        train(toy_config(ppo={"total_timesteps": 128}, policy={"hidden_sizes": [8]},
+                         bc={**bc, "from_policy": str(cloned)}), tmp_path / "other", env_factory=ToyRoutingEnv,
+              resume=False)

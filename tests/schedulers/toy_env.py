@@ -127,19 +127,17 @@ class ToyRoutingEnv(gym.Env):
         return self._obs(), float(reward), bool(terminated), bool(truncated), info
 
     # ---- contract extras ------------------------------------------------------------------------
-    def heuristic_action(self, name: str) -> int:
-        """The named heuristic's choice for the current state (ties go to the lowest index)."""
-        if name in ("least_work", "least_tokens"):
-            return int(np.argmin([sum(q) / s for q, s in zip(self._queues, self.speeds, strict=True)]))
-        if name == "jsq":
-            return int(np.argmin([len(q) for q in self._queues]))
-        if name == "round_robin":
-            choice = self._rr % self.num_replicas
-            self._rr += 1
-            return choice
-        if name == "random":
-            return int(self.np_random.integers(self.num_replicas))
-        raise ValueError(f"unknown heuristic {name!r}; expected least_work, least_tokens, jsq, round_robin or random")
+    def snapshot(self) -> Any:
+        """The servers as the routing heuristics read them: queued requests and work, declared speeds
+        (``cap_least_tokens`` is least-work routing here, ``jsq`` the shortest queue)."""
+        from schedulers.routing.snapshot import ReplicaSnapshot
+
+        return ReplicaSnapshot.build(waiting=[len(q) for q in self._queues], prefill_tokens=[sum(q) for q in self._queues],
+                                     declared_speed=self.speeds, measured_speed=self.speeds)
+
+    @property
+    def pending_prompt_tokens(self) -> float:
+        return float(self._size)
 
     # ---- internals ------------------------------------------------------------------------------
     def _draw_size(self) -> float:

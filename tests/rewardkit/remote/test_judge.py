@@ -93,7 +93,7 @@ def test_label_scale_reads_vllm_shapes() -> None:
     ({"rubric": "Rate it"}, "params.rubric", "a template naming {completion}"),
     ({"labels": ["yes"]}, "params.labels", "at least two distinct labels"),
     ({"labels": ["yes", "YES"]}, "params.labels", "at least two distinct labels"),
-    ({"default": 2.0}, "params.default", "expected a number in [0, 1] (the term's range), got 2.0"),
+    ({"default": 2.0}, "params.default", "expected a number in [0, 1], got 2.0"),
     ({"score_from": "vibes"}, "params.score_from", "expected one of 'logprobs', 'text'"),
     ({"top_logprobs": 0}, "params.top_logprobs", "expected an integer from 1 to 20"),
 ])

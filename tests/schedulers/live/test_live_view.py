@@ -1,0 +1,138 @@
+"""``LiveClusterView``: measured speed from live decode rates, the same snapshot routers read in Vidur."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from schedulers.shared.prometheus import kv_capacity_tokens
+from schedulers.live.view import LiveClusterView
+from schedulers.routing.heuristics import choose
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def serve(view: LiveClusterView, clock: Clock, replica: int, tokens: int, per_token_s: float) -> None:
+    """One request on ``replica``: its first token now, then one every ``per_token_s``."""
+    key = view.sent(replica, prompt_tokens=10)
+    clock.now += 0.01
+    view.token(key)
+    for _ in range(tokens - 1):
+        clock.now += per_token_s
+        view.token(key)
+    view.finished(key)
+
+
+def test_a_replica_decoding_at_half_its_peers_pace_reads_half_its_declared_speed():
+    clock = Clock()
+    view = LiveClusterView(3, [1.0, 1.0, 2.0], clock=clock)
+    assert view.measured_speeds().tolist() == [1.0, 1.0, 2.0]  # nothing measured: declared
+    for _ in range(5):
+        serve(view, clock, 0, 20, 0.01)   # 100 tokens/s at declared 1
+        serve(view, clock, 1, 20, 0.02)   # 50 tokens/s at declared 1: slowed to half
+        serve(view, clock, 2, 20, 0.005)  # 200 tokens/s at declared 2: as declared
+    measured = view.measured_speeds()
+    assert measured == pytest.approx([1.0, 0.5, 2.0], rel=1e-6)
+    assert view.snapshot().measured_speed.tolist() == pytest.approx(measured.tolist())
+    # a slowed replica with an empty queue: cap_least_prefill (declared speeds) sends the next request
+    # there, adaptive (expected wait over the measured speeds) does not
+    same = LiveClusterView(3, clock=clock)
+    for _ in range(5):
+        serve(same, clock, 0, 20, 0.01)
+        serve(same, clock, 1, 20, 0.02)
+        serve(same, clock, 2, 20, 0.01)
+    same.sent(0, prompt_tokens=100)
+    same.sent(2, prompt_tokens=100)  # waiting: 100 prompt tokens queued on replicas 0 and 2
+    snap = same.snapshot()
+    rng = np.random.default_rng(0)
+    assert {choose("cap_least_prefill", snap, rng, prompt_tokens=500) for _ in range(10)} == {1}
+    assert {choose("adaptive", snap, rng, prompt_tokens=500) for _ in range(20)} == {0, 2}
+    assert LiveClusterView(3, [1.0, 1.0, 2.0], clock=clock, measure_speed=False).measured_speeds().tolist() == [1, 1, 2]
+
+
+def test_slow_replicas_do_not_drag_the_reference_down():
+    """Two fast replicas (declared 1) decode at 100 tokens/s, two slow ones (declared 0.5) at 10: the fast ones
+    read 1 (not 1.8, as a median over all four would make them), the slow ones their true 0.1."""
+    clock = Clock()
+    view = LiveClusterView(4, [1.0, 1.0, 0.5, 0.5], clock=clock)
+    for _ in range(5):
+        for replica, per_token in ((0, 0.01), (1, 0.01), (2, 0.1), (3, 0.1)):
+            serve(view, clock, replica, 20, per_token)
+    assert view.measured_speeds() == pytest.approx([1.0, 1.0, 0.1, 0.1], rel=1e-6)
+
+
+def test_failed_or_single_token_requests_do_not_move_the_estimate():
+    clock = Clock()
+    view = LiveClusterView(2, clock=clock)
+    key = view.sent(0, 10)
+    view.token(key)
+    clock.now += 1.0
+    view.finished(key)  # one token: no decode rate
+    key = view.sent(1, 10)
+    view.token(key)
+    clock.now += 0.1
+    view.token(key)
+    view.finished(key, completed=False)  # cancelled: not a completion
+    assert np.isnan(view.decode_rate).all()
+
+
+# ---- engines' scraped numbers plus what was sent since ---------------------------------------
+def scraped(view: LiveClusterView, replica: int, kv: float, waiting: float = 0, running: float = 0) -> None:
+    view.engine_reported(replica, {"vllm:kv_cache_usage_perc": kv, "vllm:num_requests_waiting": waiting,
+                                   "vllm:num_requests_running": running})
+
+
+def test_requests_sent_after_a_scrape_count_on_top_of_the_engines_numbers():
+    clock = Clock()
+    view = LiveClusterView(2, block_size=16, kv_capacity=100, clock=clock)
+    before = view.sent(0, prompt_tokens=64)  # the engine has it (running) when it is scraped
+    view.token(before)
+    clock.now = 1.0
+    scraped(view, 0, kv=0.25, running=1)
+    scraped(view, 1, kv=0.0)
+    clock.now = 1.1
+    view.sent(0, prompt_tokens=160)  # after the scrape: 10 blocks the engine has not reported
+    snap = view.snapshot()
+    assert snap.kv_blocks[0] == pytest.approx(25 + 10)  # 0.25 x 100, the earlier request not counted twice
+    assert snap.waiting[0] == 1 and snap.running[0] == 1
+    assert snap.kv_blocks[1] == 0
+
+
+def test_least_kv_spreads_the_requests_that_arrive_between_two_scrapes():
+    """Every engine reported an empty cache; the next requests must not all go to one replica."""
+    clock = Clock()
+    view = LiveClusterView(3, block_size=16, clock=clock)
+    for i in range(3):
+        scraped(view, i, kv=0.0)
+    rng = np.random.default_rng(0)
+    chosen = []
+    for _ in range(3):
+        clock.now += 0.01
+        replica = choose("least_kv", view.snapshot(), rng, prompt_tokens=64)
+        view.sent(replica, prompt_tokens=64)
+        chosen.append(replica)
+    assert sorted(chosen) == [0, 1, 2]
+
+
+def test_the_engines_own_kv_capacity_replaces_the_default():
+    clock = Clock()
+    view = LiveClusterView(2, block_size=16, kv_capacity=1024, clock=clock)
+    view.engine_capacity(0, 16 * 200)
+    view.engine_capacity(1, float("nan"))  # nothing usable: the default stays
+    scraped(view, 0, kv=0.5)
+    snap = view.snapshot()
+    assert list(snap.kv_capacity) == [200, 1024] and snap.kv_blocks[0] == pytest.approx(100)
+
+
+def test_kv_capacity_is_read_from_vllms_cache_config_info():
+    text = ('# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n'
+            'vllm:cache_config_info{block_size="16",cache_dtype="auto",engine="0",num_gpu_blocks="512"} 1.0\n')
+    assert kv_capacity_tokens(text) == 16 * 512
+    assert kv_capacity_tokens("vllm:num_requests_running 2\n") is None
+    assert kv_capacity_tokens('vllm:cache_config_info{block_size="16",num_gpu_blocks="None"} 1.0\n') is None
