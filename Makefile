@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml Makefile constraints.txt
 	$(PIP) install --quiet -c constraints.txt -e ".[dev,testing,gym,plot,torch,jax,optuna,dashboard,vidur,sb3,trl,llm,router,serve]"
 	touch $(STAMP)
 
-# what `make demo-llm` needs and no more (a fresh clone installs it in a few minutes)
+# what `make demo-llm` needs and no more (not the whole of `make test`'s environment)
 $(LLM_STAMP): pyproject.toml Makefile constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet torch==2.13.0
