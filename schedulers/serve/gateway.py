@@ -355,21 +355,24 @@ class GatewayApp(Gateway):
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any, chat: bool) -> None:
         """``POST /v1/completions`` and ``/v1/chat/completions``: read, route, forward, answer."""
         headers = dict(scope["headers"])
-        answer = await self.proxy(headers, receive, chat)
-        if isinstance(answer, tuple):  # a whole answer: sent as it is
-            status, content_type, replica, content = answer
-            await send({"type": "http.response.start", "status": status,
-                        "headers": [(b"content-type", content_type), (b"content-length", str(len(content)).encode()),
-                                    self._replica_header[replica]]})
-            await send({"type": "http.response.body", "body": content})
-        else:
-            await answer(scope, receive, send)
+        clock = RequestClock(self.deadlines, self.drain)
+        try:
+            answer = await self.proxy(headers, receive, chat, clock)
+            if isinstance(answer, tuple):  # a whole answer: sent as it is
+                status, content_type, replica, content = answer
+                await send({"type": "http.response.start", "status": status,
+                            "headers": [(b"content-type", content_type),
+                                        (b"content-length", str(len(content)).encode()), self._replica_header[replica]]})
+                await send({"type": "http.response.body", "body": content})
+            else:
+                await answer(scope, receive, send)
+        finally:
+            clock.close()
 
-    async def proxy(self, headers: dict[bytes, bytes], receive: Any,
-                    chat: bool) -> tuple[int, bytes, int, bytes] | Response:
+    async def proxy(self, headers: dict[bytes, bytes], receive: Any, chat: bool,
+                    clock: RequestClock) -> tuple[int, bytes, int, bytes] | Response:
         """Read and check the body, then forward it while the client stays (a client that leaves cancels
         it); the answer: ``(status, content type, replica, body)`` when whole, else a response to run."""
-        clock = RequestClock(self.deadlines, self.drain)
         try:
             async with clock.bound("total"):
                 body = await read_body(receive, headers, self.settings.max_body_bytes)
