@@ -448,28 +448,50 @@ class GatewayApp(Gateway):
         return openai_error(status, message, kind)
 
 
+#: seconds a plain request runs before its disconnect watch starts: most answers are back sooner and
+#: cost no watcher task; a client that leaves is noticed at most this late
+WATCH_AFTER_S = 0.02
+
+
+class _DisconnectWatch:
+    """Cancels ``task`` when the client closes its connection; the watcher task starts only after
+    :data:`WATCH_AFTER_S` (a timer until then)."""
+
+    __slots__ = ("task", "receive", "watcher", "gone", "over")
+
+    def __init__(self, task: asyncio.Task, receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+        self.task, self.receive = task, receive
+        self.watcher: asyncio.Task | None = None
+        self.gone = self.over = False
+
+    def start(self) -> None:
+        if not self.over:
+            self.watcher = asyncio.ensure_future(_disconnected(self.receive))
+            self.watcher.add_done_callback(self.client_left)
+
+    def client_left(self, watcher: asyncio.Task) -> None:
+        if not watcher.cancelled() and not self.over:
+            self.gone = True
+            self.task.cancel()
+
+
 async def until_client_leaves(receive: Callable[[], Awaitable[dict[str, Any]]], work: Awaitable[Any]) -> Any:
     """``work``'s result, run in this task, or :class:`ClientGone` when the client closes its connection
-    first (``work`` is cancelled, and with it the upstream request). One watcher task per request."""
+    first (``work`` is cancelled, and with it the upstream request)."""
     task = asyncio.current_task()
-    state = {"gone": False, "over": False}
-
-    def client_left(watcher: asyncio.Task) -> None:
-        if not watcher.cancelled() and not state["over"]:
-            state["gone"] = True
-            task.cancel()
-
-    watcher = asyncio.ensure_future(_disconnected(receive))
-    watcher.add_done_callback(client_left)
+    watch = _DisconnectWatch(task, receive)
+    timer = asyncio.get_running_loop().call_later(WATCH_AFTER_S, watch.start)
     try:
         return await work
     except asyncio.CancelledError:
-        if state["gone"] and task.uncancel() == 0:
+        if watch.gone and task.uncancel() == 0:
             raise ClientGone from None
         raise
     finally:
-        state["over"] = True
-        watcher.cancel()
+        watch.over = True
+        timer.cancel()
+        if watch.watcher is not None:
+            watch.watcher.cancel()
 
 
 async def _disconnected(receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
