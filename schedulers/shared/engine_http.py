@@ -74,9 +74,12 @@ def _target(url: str) -> tuple[str, int, bool, str]:
 UNBOUNDED = math.inf
 
 
+_NO_SCOPE = contextlib.nullcontext()  # reusable: it holds no state
+
+
 def _within(timeout: float) -> Any:
     """A timeout scope of ``timeout`` seconds, or none for :data:`UNBOUNDED`."""
-    return contextlib.nullcontext() if timeout == UNBOUNDED else asyncio.timeout(timeout)
+    return _NO_SCOPE if timeout == UNBOUNDED else asyncio.timeout(timeout)
 
 
 class EngineClient:
@@ -85,6 +88,8 @@ class EngineClient:
     def __init__(self, timeout_s: float = 300.0, connect_timeout_s: float = 10.0, max_idle: int = 256) -> None:
         self.timeout_s, self.connect_timeout_s, self.max_idle = timeout_s, min(connect_timeout_s, timeout_s), max_idle
         self._idle: dict[tuple[str, int, bool], list[_Connection]] = {}
+        #: each URL's host, port, TLS and path, parsed once (a few engines, a parse per request is measurable)
+        self._targets: dict[str, tuple[str, int, bool, str]] = {}
 
     async def __aenter__(self) -> "EngineClient":
         return self
@@ -112,7 +117,12 @@ class EngineClient:
         """``(response head, body chunks)``; leaving before the end closes the connection (the engine
         sees the client go away and cancels the request). ``timeout_s``: each read's bound, or
         :data:`UNBOUNDED` when the caller bounds the call."""
-        host, port, tls, path = _target(url)
+        target = self._targets.get(url)
+        if target is None:
+            target = _target(url)
+            if len(self._targets) < 1024:
+                self._targets[url] = target
+        host, port, tls, path = target
         timeout = self.timeout_s if timeout_s is None else timeout_s
         head = (f"{method} {path} HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-length: {len(body)}\r\n"
                 + "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items()) + "\r\n").encode()
