@@ -19,7 +19,8 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from ..live.decision_log import Decision
-from ..shared.engine_http import EngineClient, EngineConnectError, EngineError, EngineResponse, EngineTimeout
+from ..shared.engine_http import (UNBOUNDED, EngineClient, EngineConnectError, EngineError, EngineResponse,
+                                  EngineTimeout)
 from ..shared.sse import EventTooLarge, SSEStream
 from .deadlines import DeadlineExceeded, RequestClock
 
@@ -94,7 +95,7 @@ class Attempt:
         """Send and wait for the response head under the first-byte deadline (without one, the caller
         runs this under the whole request's: see ``Gateway.forward``)."""
         self.clock.attempt_started()
-        upstream = engine.stream("POST", url, body, headers)
+        upstream = engine.stream("POST", url, body, headers, UNBOUNDED)  # the clock bounds every step
         try:
             if self.clock.deadlines.first_byte_s is None:  # the whole request's deadline, already running
                 self.response, self._chunks = await upstream.__aenter__()

@@ -43,7 +43,8 @@ class Drain:
     def __init__(self) -> None:
         self.at = math.inf
         self.seconds = math.inf
-        self._scopes: set[asyncio.Timeout] = set()
+        #: the clocks of requests in flight with a timer set (each leaves at its :meth:`RequestClock.close`)
+        self.clocks: set[RequestClock] = set()
 
     @property
     def begun(self) -> bool:
@@ -52,31 +53,92 @@ class Drain:
     def begin(self, seconds: float) -> None:
         """Requests get ``seconds`` more (call on the event loop's thread)."""
         self.at, self.seconds = min(self.at, time.monotonic() + seconds), seconds
-        at = loop_time(self.at)
-        for scope in list(self._scopes):
-            when = scope.when()
-            if when is None or when > at:
-                scope.reschedule(at)
+        for clock in list(self.clocks):
+            clock.pull_in(self.at)
 
 
 class RequestClock:
-    """One request's deadlines, counted from its arrival (:meth:`bound` runs a step under one)."""
+    """One request's deadlines, counted from its arrival, on one timer per request (a timeout scope per
+    step cost more than the rest of the hardening): ``async with clock.bound(phase):`` runs a step under
+    the ``first_byte`` or ``total`` deadline and the drain's end, and :class:`DeadlineExceeded` names the
+    one that passed. Steps run one at a time in the request's task; :meth:`close` at the request's end."""
+
+    __slots__ = ("deadlines", "drain", "start", "total_at", "first_byte_at", "_loop", "_task", "_timer",
+                 "_timer_at", "_phase", "_next", "_fired", "_cancelling")
 
     def __init__(self, deadlines: Deadlines, drain: Drain) -> None:
         self.deadlines, self.drain = deadlines, drain
         self.start = time.monotonic()
         self.total_at = self.start + deadlines.total_s
         self.first_byte_at = self.total_at
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf  # the ``time.monotonic`` instant the timer is set for
+        self._phase: str | None = None  # the step running under a deadline
+        self._next = "total"
+        self._fired = False  # the timer cancelled the task in this step
+        self._cancelling = 0
 
     def attempt_started(self) -> None:
         """An attempt was sent: its first byte is due within ``first_byte_s`` (and the whole deadline)."""
         if self.deadlines.first_byte_s is not None:
             self.first_byte_at = min(self.total_at, time.monotonic() + self.deadlines.first_byte_s)
 
-    def bound(self, phase: str) -> "_Bound":
+    def bound(self, phase: str) -> "RequestClock":
         """``async with clock.bound(phase):`` runs the body under the ``first_byte`` or ``total`` deadline
         (and the drain's end); :class:`DeadlineExceeded` names the one that passed."""
-        return _Bound(self, phase)
+        self._next = phase
+        return self
+
+    async def __aenter__(self) -> None:
+        if self._phase is not None:
+            raise RuntimeError("a request's deadline steps run one at a time")
+        phase = self._next
+        at = min(self.first_byte_at if phase == "first_byte" else self.total_at, self.drain.at)
+        if time.monotonic() >= at:
+            raise self.exceeded(phase)
+        if self._timer is None or at != self._timer_at:
+            self._arm(at)
+        task = self._task = asyncio.current_task()
+        self._cancelling = task.cancelling()
+        self._phase = phase
+
+    async def __aexit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        phase, self._phase = self._phase, None
+        if self._fired:
+            self._fired = False
+            if self._task.uncancel() <= self._cancelling and kind is not None \
+                    and issubclass(kind, asyncio.CancelledError):
+                raise self.exceeded(phase) from None
+
+    def _arm(self, at: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        elif self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        self.drain.clocks.add(self)
+        self._timer_at = at
+        # uvloop's clock has its own origin: the instant is moved onto it
+        self._timer = self._loop.call_at(self._loop.time() + (at - time.monotonic()), self._expire)
+
+    def _expire(self) -> None:
+        self._timer = None
+        if self._phase is not None and not self._fired:
+            self._fired = True
+            self._task.cancel()
+
+    def pull_in(self, at: float) -> None:
+        """The drain began: the running timer rings by ``at`` (later steps take the drain's end on their own)."""
+        if self._timer is not None and at < self._timer_at:
+            self._arm(at)
+
+    def close(self) -> None:
+        """The request is over: its timer goes."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.drain.clocks.discard(self)
 
     def exceeded(self, phase: str) -> DeadlineExceeded:
         """The deadline that has passed for a step in ``phase``."""
@@ -89,36 +151,3 @@ class RequestClock:
     def remaining(self) -> float:
         """Seconds left of the whole request (or the drain)."""
         return min(self.total_at, self.drain.at) - time.monotonic()
-
-
-class _Bound:
-    """One step under a deadline: an ``asyncio.Timeout`` the drain can pull in (a class, not a generator:
-    three of these run per request)."""
-
-    __slots__ = ("clock", "phase", "scope")
-
-    def __init__(self, clock: RequestClock, phase: str) -> None:
-        self.clock, self.phase = clock, phase
-        self.scope: asyncio.Timeout | None = None
-
-    async def __aenter__(self) -> None:
-        clock = self.clock
-        at = clock.first_byte_at if self.phase == "first_byte" else clock.total_at
-        self.scope = asyncio.timeout_at(loop_time(min(at, clock.drain.at)))
-        await self.scope.__aenter__()
-        clock.drain._scopes.add(self.scope)
-
-    async def __aexit__(self, kind: Any, exc: Any, tb: Any) -> None:
-        self.clock.drain._scopes.discard(self.scope)
-        try:
-            await self.scope.__aexit__(kind, exc, tb)
-        except TimeoutError:
-            raise self.clock.exceeded(self.phase) from None
-
-
-def loop_time(monotonic_at: float) -> float | None:
-    """A ``time.monotonic`` instant on the running event loop's clock (uvloop's has its own origin);
-    None for never."""
-    if math.isinf(monotonic_at):
-        return None
-    return asyncio.get_running_loop().time() + (monotonic_at - time.monotonic())

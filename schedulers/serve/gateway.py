@@ -355,21 +355,24 @@ class GatewayApp(Gateway):
     async def handle(self, scope: dict[str, Any], receive: Any, send: Any, chat: bool) -> None:
         """``POST /v1/completions`` and ``/v1/chat/completions``: read, route, forward, answer."""
         headers = dict(scope["headers"])
-        answer = await self.proxy(headers, receive, chat)
-        if isinstance(answer, tuple):  # a whole answer: sent as it is
-            status, content_type, replica, content = answer
-            await send({"type": "http.response.start", "status": status,
-                        "headers": [(b"content-type", content_type), (b"content-length", str(len(content)).encode()),
-                                    self._replica_header[replica]]})
-            await send({"type": "http.response.body", "body": content})
-        else:
-            await answer(scope, receive, send)
+        clock = RequestClock(self.deadlines, self.drain)
+        try:
+            answer = await self.proxy(headers, receive, chat, clock)
+            if isinstance(answer, tuple):  # a whole answer: sent as it is
+                status, content_type, replica, content = answer
+                await send({"type": "http.response.start", "status": status,
+                            "headers": [(b"content-type", content_type),
+                                        (b"content-length", str(len(content)).encode()), self._replica_header[replica]]})
+                await send({"type": "http.response.body", "body": content})
+            else:
+                await answer(scope, receive, send)
+        finally:
+            clock.close()
 
-    async def proxy(self, headers: dict[bytes, bytes], receive: Any,
-                    chat: bool) -> tuple[int, bytes, int, bytes] | Response:
+    async def proxy(self, headers: dict[bytes, bytes], receive: Any, chat: bool,
+                    clock: RequestClock) -> tuple[int, bytes, int, bytes] | Response:
         """Read and check the body, then forward it while the client stays (a client that leaves cancels
         it); the answer: ``(status, content type, replica, body)`` when whole, else a response to run."""
-        clock = RequestClock(self.deadlines, self.drain)
         try:
             async with clock.bound("total"):
                 body = await read_body(receive, headers, self.settings.max_body_bytes)
@@ -445,28 +448,50 @@ class GatewayApp(Gateway):
         return openai_error(status, message, kind)
 
 
+#: seconds a plain request runs before its disconnect watch starts: most answers are back sooner and
+#: cost no watcher task; a client that leaves is noticed at most this late
+WATCH_AFTER_S = 0.02
+
+
+class _DisconnectWatch:
+    """Cancels ``task`` when the client closes its connection; the watcher task starts only after
+    :data:`WATCH_AFTER_S` (a timer until then)."""
+
+    __slots__ = ("task", "receive", "watcher", "gone", "over")
+
+    def __init__(self, task: asyncio.Task, receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+        self.task, self.receive = task, receive
+        self.watcher: asyncio.Task | None = None
+        self.gone = self.over = False
+
+    def start(self) -> None:
+        if not self.over:
+            self.watcher = asyncio.ensure_future(_disconnected(self.receive))
+            self.watcher.add_done_callback(self.client_left)
+
+    def client_left(self, watcher: asyncio.Task) -> None:
+        if not watcher.cancelled() and not self.over:
+            self.gone = True
+            self.task.cancel()
+
+
 async def until_client_leaves(receive: Callable[[], Awaitable[dict[str, Any]]], work: Awaitable[Any]) -> Any:
     """``work``'s result, run in this task, or :class:`ClientGone` when the client closes its connection
-    first (``work`` is cancelled, and with it the upstream request). One watcher task per request."""
+    first (``work`` is cancelled, and with it the upstream request)."""
     task = asyncio.current_task()
-    state = {"gone": False, "over": False}
-
-    def client_left(watcher: asyncio.Task) -> None:
-        if not watcher.cancelled() and not state["over"]:
-            state["gone"] = True
-            task.cancel()
-
-    watcher = asyncio.ensure_future(_disconnected(receive))
-    watcher.add_done_callback(client_left)
+    watch = _DisconnectWatch(task, receive)
+    timer = asyncio.get_running_loop().call_later(WATCH_AFTER_S, watch.start)
     try:
         return await work
     except asyncio.CancelledError:
-        if state["gone"] and task.uncancel() == 0:
+        if watch.gone and task.uncancel() == 0:
             raise ClientGone from None
         raise
     finally:
-        state["over"] = True
-        watcher.cancel()
+        watch.over = True
+        timer.cancel()
+        if watch.watcher is not None:
+            watch.watcher.cancel()
 
 
 async def _disconnected(receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 from urllib.parse import urlsplit
@@ -69,12 +70,26 @@ def _target(url: str) -> tuple[str, int, bool, str]:
     return parts.hostname, parts.port or (443 if tls else 80), tls, path + (f"?{parts.query}" if parts.query else "")
 
 
+#: ``timeout_s`` for a call whose caller bounds it (the gateway's deadlines): no timeout scope per read
+UNBOUNDED = math.inf
+
+
+_NO_SCOPE = contextlib.nullcontext()  # reusable: it holds no state
+
+
+def _within(timeout: float) -> Any:
+    """A timeout scope of ``timeout`` seconds, or none for :data:`UNBOUNDED`."""
+    return _NO_SCOPE if timeout == UNBOUNDED else asyncio.timeout(timeout)
+
+
 class EngineClient:
     """Keep-alive HTTP/1.1 to engines; ``timeout_s`` bounds each read, ``connect_timeout_s`` each connect."""
 
     def __init__(self, timeout_s: float = 300.0, connect_timeout_s: float = 10.0, max_idle: int = 256) -> None:
         self.timeout_s, self.connect_timeout_s, self.max_idle = timeout_s, min(connect_timeout_s, timeout_s), max_idle
         self._idle: dict[tuple[str, int, bool], list[_Connection]] = {}
+        #: each URL's host, port, TLS and path, parsed once (a few engines, a parse per request is measurable)
+        self._targets: dict[str, tuple[str, int, bool, str]] = {}
 
     async def __aenter__(self) -> "EngineClient":
         return self
@@ -100,8 +115,14 @@ class EngineClient:
     async def stream(self, method: str, url: str, body: bytes = b"", headers: dict[str, str] | None = None,
                      timeout_s: float | None = None) -> AsyncIterator[tuple[EngineResponse, AsyncIterator[bytes]]]:
         """``(response head, body chunks)``; leaving before the end closes the connection (the engine
-        sees the client go away and cancels the request)."""
-        host, port, tls, path = _target(url)
+        sees the client go away and cancels the request). ``timeout_s``: each read's bound, or
+        :data:`UNBOUNDED` when the caller bounds the call."""
+        target = self._targets.get(url)
+        if target is None:
+            target = _target(url)
+            if len(self._targets) < 1024:
+                self._targets[url] = target
+        host, port, tls, path = target
         timeout = self.timeout_s if timeout_s is None else timeout_s
         head = (f"{method} {path} HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-length: {len(body)}\r\n"
                 + "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items()) + "\r\n").encode()
@@ -147,7 +168,7 @@ class EngineClient:
 
     async def _head(self, conn: _Connection, timeout: float) -> EngineResponse:
         try:
-            async with asyncio.timeout(timeout):
+            async with _within(timeout):
                 raw = await conn.reader.readuntil(b"\r\n\r\n")
         except TimeoutError:
             raise EngineTimeout(f"no answer within {timeout:g} s") from None
@@ -170,7 +191,7 @@ class EngineClient:
         try:
             if "chunked" in h.get("transfer-encoding", "").lower():
                 while True:
-                    async with asyncio.timeout(timeout):
+                    async with _within(timeout):
                         size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0], 16)
                         data = await reader.readexactly(size + 2)  # the chunk and its CRLF (the last: no trailers)
                     if size == 0:
@@ -179,7 +200,7 @@ class EngineClient:
             elif "content-length" in h:
                 remaining = int(h["content-length"])
                 while remaining > 0:
-                    async with asyncio.timeout(timeout):
+                    async with _within(timeout):
                         data = await reader.read(min(remaining, 1 << 16))
                     if not data:
                         raise asyncio.IncompleteReadError(b"", remaining)
@@ -188,7 +209,7 @@ class EngineClient:
             else:  # read to the end of the connection
                 keep = False
                 while True:
-                    async with asyncio.timeout(timeout):
+                    async with _within(timeout):
                         data = await reader.read(1 << 16)
                     if not data:
                         break
