@@ -25,9 +25,11 @@ the healthy ones (:func:`restrict`) and maps the choice back.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import time
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -37,7 +39,7 @@ import numpy as np
 from ..bounds import MIN_SPEED
 from ..routing.observation import MAX_SPEED  # the observation space's bound on speeds
 from ..routing.prefix_index import PrefixIndex
-from ..routing.snapshot import ReplicaSnapshot
+from ..routing.snapshot import LazySnapshot, ReplicaSnapshot
 
 
 @dataclass
@@ -99,10 +101,12 @@ class LiveClusterView:
         # tokens, output tokens, KV blocks of running ones; and of those sent since the last scrape,
         # waiting, running and KV blocks
         self._sums = [[0.0] * n for _ in range(8)]
+        self._open: weakref.ref[LazySnapshot] | None = None  # the last snapshot, until the view changes
 
     # ---- bookkeeping ---------------------------------------------------------------------------
     def sent(self, replica: int, prompt_tokens: int, prompt_ids: Sequence[int] = ()) -> int:
         """A request went to ``replica``; returns its key for :meth:`token` and :meth:`finished`."""
+        self._settle()
         key = next(self._keys)
         req = InFlight(int(replica), int(prompt_tokens), self.clock())
         req.blocks = float(math.ceil(req.prompt_tokens / self.block_size))
@@ -115,6 +119,7 @@ class LiveClusterView:
 
     def token(self, key: int, count: int = 1) -> None:
         """``count`` output tokens of request ``key`` arrived (the first one ends its prefill)."""
+        self._settle()
         req = self.inflight.get(key)
         if req is None or count <= 0:
             return
@@ -132,6 +137,7 @@ class LiveClusterView:
 
     def finished(self, key: int, completed: bool = True) -> InFlight | None:
         """Request ``key`` is over (``completed``: it finished; else it failed or was cancelled)."""
+        self._settle()
         req = self.inflight.pop(key, None)
         if req is not None:
             self._count(req, -1.0)
@@ -195,6 +201,7 @@ class LiveClusterView:
 
     def engine_reported(self, replica: int, metrics: dict[str, float]) -> None:
         """Fold an engine's scraped ``/metrics`` (vLLM's names, :func:`schedulers.shared.prometheus.parse_metrics`) in."""
+        self._settle()
         i = int(replica)
         self.engine_waiting[i] = metrics.get("vllm:num_requests_waiting", np.nan)
         self.engine_running[i] = metrics.get("vllm:num_requests_running", np.nan)
@@ -208,39 +215,74 @@ class LiveClusterView:
 
     def engine_capacity(self, replica: int, tokens: float) -> None:
         """Replica ``replica``'s engine holds ``tokens`` tokens of KV cache (what its ``/metrics`` says)."""
+        self._settle()
         if np.isfinite(tokens) and tokens > 0:
             self.capacity[int(replica)] = float(tokens) / self.block_size
 
     # ---- what routers see ----------------------------------------------------------------------
     def snapshot(self, prefix_match: np.ndarray | None = None) -> ReplicaSnapshot:
-        """The replicas' load now, as a :class:`ReplicaSnapshot`."""
-        n, now = self.num_replicas, self.clock()
-        waiting, running, prefill, decoded, kv, new_waiting, new_running, new_kv = np.array(self._sums)
-        fresh = now - self.engine_at <= self.engine_stale_s
-        if fresh.any():  # the engines' own counts also hold other clients' requests; their KV use is exact
-            # (fmax ignores a count the engine did not report: NaN)
-            waiting = np.where(fresh, np.fmax(waiting, self.engine_waiting + new_waiting), waiting)
-            running = np.where(fresh, np.fmax(running, self.engine_running + new_running), running)
-            known = fresh & ~np.isnan(self.engine_kv)
-            kv = np.where(known, np.clip(self.engine_kv, 0.0, 1.0) * self.capacity + new_kv, kv)
-        horizon = now - self.window_s
-        for i in range(n):
-            done, tokens = self.completions[i], self.tokens[i]
-            while done and done[0] < horizon:
-                done.popleft()
-            while tokens and tokens[0][0] < horizon:
-                self.recent_tokens[i] -= tokens.popleft()[1]
-        span = min(self.window_s, max(now - self.start, 1e-3))
-        return ReplicaSnapshot(  # every field a float64 array of n already: no checks, no copies
-            waiting=waiting, running=running, kv_blocks=kv, kv_capacity=self.capacity.copy(),
-            prefill_tokens=prefill, decoded_tokens=decoded, waiting_prefill_tokens=prefill,
-            recent_completions=np.array([len(c) for c in self.completions], dtype=float),
-            busy=((waiting + running) > 0).astype(float), declared_speed=self.speeds,
-            measured_speed=self.measured_speeds(),
-            tokens_per_s=self.recent_tokens / span,
-            since_completion=np.maximum(now - self.last_completion, 0.0),
-            prefix_match=np.zeros(n) if prefix_match is None else prefix_match,
-            prefix_blocks=np.array([self.prefix.size(i) for i in range(n)], dtype=float))
+        """The replicas' load now, as a :class:`ReplicaSnapshot` whose fields are computed on first read.
+
+        A decision reads few fields (``least_prefill`` only ``prefill_tokens``), so each is built when a
+        policy asks for it, from the view as it is now: the view completes the snapshot (every field)
+        before it changes while the snapshot is still referenced, so a late read sees the same values.
+        """
+        self._settle()
+        snap = LazySnapshot(functools.partial(self._snapshot_field, self.clock(), prefix_match))
+        self._open = weakref.ref(snap)
+        return snap
+
+    def _settle(self) -> None:
+        """Complete the open snapshot (if one is still referenced) before the view changes."""
+        if self._open is not None:
+            snap = self._open()
+            self._open = None
+            if snap is not None:
+                snap.complete()
+
+    def _snapshot_field(self, now: float, prefix_match: np.ndarray | None, name: str) -> dict[str, np.ndarray]:
+        """Snapshot field ``name`` at ``now`` (with the fields computed alongside it)."""
+        n = self.num_replicas
+        if name in ("prefill_tokens", "waiting_prefill_tokens"):
+            prefill = np.array(self._sums[2])  # the prompt tokens of waiting requests, for both fields
+            return {"prefill_tokens": prefill, "waiting_prefill_tokens": prefill}
+        if name == "decoded_tokens":
+            return {name: np.array(self._sums[3])}
+        if name in ("waiting", "running", "kv_blocks", "busy"):
+            waiting, running, _, _, kv, new_waiting, new_running, new_kv = np.array(self._sums)
+            fresh = now - self.engine_at <= self.engine_stale_s
+            if fresh.any():  # the engines' own counts also hold other clients' requests; their KV use is exact
+                # (fmax ignores a count the engine did not report: NaN)
+                waiting = np.where(fresh, np.fmax(waiting, self.engine_waiting + new_waiting), waiting)
+                running = np.where(fresh, np.fmax(running, self.engine_running + new_running), running)
+                known = fresh & ~np.isnan(self.engine_kv)
+                kv = np.where(known, np.clip(self.engine_kv, 0.0, 1.0) * self.capacity + new_kv, kv)
+            return {"waiting": waiting, "running": running, "kv_blocks": kv,
+                    "busy": ((waiting + running) > 0).astype(float)}
+        if name in ("recent_completions", "tokens_per_s"):
+            horizon = now - self.window_s
+            for i in range(n):
+                done, tokens = self.completions[i], self.tokens[i]
+                while done and done[0] < horizon:
+                    done.popleft()
+                while tokens and tokens[0][0] < horizon:
+                    self.recent_tokens[i] -= tokens.popleft()[1]
+            span = min(self.window_s, max(now - self.start, 1e-3))
+            return {"recent_completions": np.array([len(c) for c in self.completions], dtype=float),
+                    "tokens_per_s": self.recent_tokens / span}
+        if name == "kv_capacity":
+            return {name: self.capacity.copy()}
+        if name == "declared_speed":
+            return {name: self.speeds}
+        if name == "measured_speed":
+            return {name: self.measured_speeds()}
+        if name == "since_completion":
+            return {name: np.maximum(now - self.last_completion, 0.0)}
+        if name == "prefix_match":
+            return {name: np.zeros(n) if prefix_match is None else prefix_match}
+        if name == "prefix_blocks":
+            return {name: np.array([self.prefix.size(i) for i in range(n)], dtype=float)}
+        raise AttributeError(f"ReplicaSnapshot has no field {name!r}")
 
     def prefix_match(self, prompt_ids: Sequence[int]) -> np.ndarray:
         """Per replica, the share of ``prompt_ids`` its prefix cache likely holds (zeros without ids)."""
@@ -248,8 +290,5 @@ class LiveClusterView:
 
 
 def restrict(snapshot: ReplicaSnapshot, keep: np.ndarray) -> ReplicaSnapshot:
-    """The snapshot of the replicas where ``keep`` is true (in order)."""
-    import dataclasses
-
-    return ReplicaSnapshot(**{f.name: np.asarray(getattr(snapshot, f.name))[keep]
-                              for f in dataclasses.fields(snapshot)})
+    """The snapshot of the replicas where ``keep`` is true (in order; fields computed as they are read)."""
+    return LazySnapshot(lambda name: {name: np.asarray(getattr(snapshot, name))[keep]})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import numpy as np
 
@@ -97,3 +98,38 @@ class ReplicaSnapshot:
         prefill[replica] += prompt_tokens
         waiting_prefill[replica] += prompt_tokens
         return replace(self, waiting=waiting, prefill_tokens=prefill, waiting_prefill_tokens=waiting_prefill)
+
+
+class LazySnapshot(ReplicaSnapshot):
+    """A :class:`ReplicaSnapshot` whose fields are computed on first read, by ``compute(name)``.
+
+    ``compute`` returns a dict holding at least field ``name`` (fields computed together come
+    together). A router reads a few fields per decision; this spares building the rest. Given plain
+    ``arrays`` instead (as :func:`dataclasses.replace` does) it holds them as they are.
+    """
+
+    def __init__(self, compute: Callable[[str], dict[str, np.ndarray]] | None = None, **arrays: np.ndarray) -> None:
+        object.__setattr__(self, "_compute", compute)
+        object.__setattr__(self, "_values", dict(arrays))
+
+    def _field(self, name: str) -> np.ndarray:
+        values = self._values
+        if name not in values:
+            for key, value in self._compute(name).items():
+                values.setdefault(key, value)
+        return values[name]
+
+    def complete(self) -> None:
+        """Compute every field now (then later changes to what ``compute`` reads do not show)."""
+        for name in self.__dataclass_fields__:
+            self._field(name)
+        object.__setattr__(self, "_compute", None)
+
+    def __reduce__(self) -> tuple[type, tuple[np.ndarray, ...]]:
+        """Pickle and copy as a plain :class:`ReplicaSnapshot` (the compute function stays behind)."""
+        return ReplicaSnapshot, tuple(getattr(self, name) for name in self.__dataclass_fields__)
+
+
+for _name in ReplicaSnapshot.__dataclass_fields__:
+    setattr(LazySnapshot, _name, property(lambda self, _n=_name: self._field(_n), doc=f"``{_name}``, computed on first read."))
+del _name

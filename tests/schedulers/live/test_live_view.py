@@ -136,3 +136,25 @@ def test_kv_capacity_is_read_from_vllms_cache_config_info():
     assert kv_capacity_tokens(text) == 16 * 512
     assert kv_capacity_tokens("vllm:num_requests_running 2\n") is None
     assert kv_capacity_tokens('vllm:cache_config_info{block_size="16",num_gpu_blocks="None"} 1.0\n') is None
+
+
+def test_a_snapshot_read_after_the_view_changed_holds_the_values_of_when_it_was_taken():
+    """Fields are computed on first read, yet a snapshot kept while requests come and go does not move."""
+    clock = Clock()
+    view = LiveClusterView(3, [1.0, 1.0, 2.0], clock=clock, window_s=1.0)
+    serve(view, clock, 0, 5, 0.01)
+    view.sent(1, prompt_tokens=40, prompt_ids=list(range(40)))
+    scraped(view, 2, kv=0.5, waiting=2)
+    clock.now += 0.5
+    kept = view.snapshot(view.prefix_match(list(range(40))))
+    assert kept.prefill_tokens.tolist() == [0, 40, 0]  # one field read, the rest not built yet
+    expected = {name: np.array(getattr(view.snapshot(view.prefix_match(list(range(40)))), name))
+                for name in kept.__dataclass_fields__}
+    key = view.sent(0, prompt_tokens=64, prompt_ids=list(range(64)))  # the view changes every field's source
+    view.token(key, 3)
+    scraped(view, 2, kv=0.9, waiting=7)
+    clock.now += 2.0
+    view.finished(key)
+    for name, value in expected.items():
+        assert np.array_equal(getattr(kept, name), value), name
+    assert view.snapshot().prefill_tokens.tolist() == [0, 40, 0] and view.snapshot().running[0] == 0
