@@ -83,7 +83,7 @@ def add_reused(results: Any, reused: dict[str, list[dict]], routers: dict[str, A
 
 def compare(results: Any, learned: list[str], bound_rules: list[str]) -> dict[str, Any]:
     """Per router: means, and TTFT p99 over the better industry baseline with a 90% paired interval."""
-    from schedulers.evaluate.results import paired_ratio_interval
+    from schedulers.evaluate.evaluation_results import paired_ratio_interval
 
     p99 = {r: results.values(r, "ttft_p99") for r in results.routers}
     better = min(BASELINES, key=lambda b: float(np.mean(p99[b])))
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         if to_run:
             results = evaluate_policies(cfg, to_run, seeds, out_dir=out / name)
         else:
-            from schedulers.evaluate.results import EvaluationResults
+            from schedulers.evaluate.evaluation_results import EvaluationResults
 
             results = EvaluationResults(cfg.name, seeds, [], [], "round_robin")
         add_reused(results, reused, routers)

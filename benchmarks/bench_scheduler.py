@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from schedulers.cli import DEFAULT_BASELINES, describe_seeds, evaluation_seeds  # noqa: E402
 from schedulers.evaluate.paired import evaluate_policies  # noqa: E402
-from schedulers.evaluate.results import paired_ratio_interval  # noqa: E402
+from schedulers.evaluate.evaluation_results import paired_ratio_interval  # noqa: E402
 from schedulers.routing.heuristics import CAPACITY_AWARE, HEURISTICS, VIDUR_BASELINES  # noqa: E402
 from schedulers.routing.policy import Policy, make_policy  # noqa: E402
 from schedulers.sim.env_config import load_env_config  # noqa: E402
@@ -145,7 +145,7 @@ def saved_summaries(setups: list[str], out: Path) -> list[dict[str, Any]]:
     """Summaries rebuilt from the ``results.json`` files an earlier run wrote under ``out``."""
     import json
 
-    from schedulers.evaluate.results import EvaluationResults
+    from schedulers.evaluate.evaluation_results import EvaluationResults
 
     found = []
     for name in setups:

@@ -203,7 +203,7 @@ def evaluate_all(env_path: str, specs: dict[str, str | None], seeds: list[int], 
     import numpy as np
     from tqdm import tqdm
 
-    from .evaluate.results import EvaluationResults
+    from .evaluate.evaluation_results import EvaluationResults
 
     ctx = multiprocessing.get_context("spawn")
     parts = {}
@@ -231,7 +231,7 @@ def _as_completed(futures: dict[Future, int]) -> Any:
 
 def story_table(results: Any, warm_start: str = "warm_start", reference: str = "adaptive") -> str:
     """TTFT p99 per router with its ratio to the warm start and to ``reference`` (paired 90% intervals)."""
-    from .evaluate.results import paired_ratio_interval
+    from .evaluate.evaluation_results import paired_ratio_interval
 
     ttft = {name: results.values(name, "ttft_p99") for name in results.routers}
     rows = [["router", "TTFT p99 (s)", f"/ {warm_start}", "90% interval", f"/ {reference}", "90% interval"]]

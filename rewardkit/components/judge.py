@@ -13,7 +13,7 @@ from ..params import Param, describe
 from ..registry import register
 from ..remote.batching import Unscored
 from ..remote.judge_answers import LabelScale, TopLogprobs, chat_answer, completion_answers
-from ..remote.params import REMOTE_PARAMS, url_param
+from ..remote.term_params import REMOTE_PARAMS, url_param
 from ..remote.stats import CallStats
 from ..remote.term import RemoteTerm
 

@@ -10,7 +10,7 @@ from ..params import describe, is_finite_number
 from ..registry import register
 from ..remote.batching import Unscored
 from ..remote.http import MalformedAnswer
-from ..remote.params import REMOTE_PARAMS, url_param
+from ..remote.term_params import REMOTE_PARAMS, url_param
 from ..remote.stats import CallStats
 from ..remote.term import RemoteTerm
 

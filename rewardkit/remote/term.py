@@ -30,7 +30,7 @@ from .stats import CallStats
 class RemoteTerm(BaseReward):
     """A term whose value per item comes from a remote scorer (see the module doc).
 
-    Subclasses declare ``params`` (``url`` plus :data:`~rewardkit.remote.params.REMOTE_PARAMS`)
+    Subclasses declare ``params`` (``url`` plus :data:`~rewardkit.remote.term_params.REMOTE_PARAMS`)
     and implement :meth:`score_batch`.
     """
 

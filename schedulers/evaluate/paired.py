@@ -4,7 +4,7 @@
 :class:`~schedulers.sim.env.VidurRoutingEnv` in ``evaluate`` mode, or a live
 :class:`~schedulers.live.env.LiveRoutingEnv` over real engines; each episode drained to the end),
 so all routers see identical arrivals per seed, and returns
-:class:`~schedulers.evaluate.results.EvaluationResults` (tables, ratios, paired wins, plots).
+:class:`~schedulers.evaluate.evaluation_results.EvaluationResults` (tables, ratios, paired wins, plots).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 
 from ..routing.policy import HeuristicPolicy, Policy, make_policy
 from ..environments import AnyEnvConfig, load_any_env_config, make_env, policy_action
-from .results import EvaluationResults
+from .evaluation_results import EvaluationResults
 
 def evaluate_policies(
     env_config: AnyEnvConfig | str | Path,

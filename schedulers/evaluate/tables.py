@@ -22,7 +22,8 @@ WIN_METRICS = ("e2e_mean", "ttft_p99")
 
 
 def format_results(results: Any) -> str:
-    """Plain-text tables of an :class:`~schedulers.evaluate.results.EvaluationResults`: metrics, then ratios and paired wins."""
+    """Plain-text tables of an :class:`~schedulers.evaluate.evaluation_results.EvaluationResults`:
+    metrics, then ratios and paired wins."""
     rows = results.table()
     n = len(results.seeds)
     metrics_head = ["router"] + [label for _, label, _ in METRICS]

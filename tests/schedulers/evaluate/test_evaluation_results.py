@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from schedulers.evaluate.results import EvaluationResults
+from schedulers.evaluate.evaluation_results import EvaluationResults
 from schedulers.evaluate.tables import METRICS, format_results
 
 SEEDS = [101, 102, 103]
@@ -90,7 +90,7 @@ def test_format_and_save(tmp_path) -> None:
 
 
 def test_paired_ratio_interval_brackets_the_ratio_and_narrows_with_consistent_seeds() -> None:
-    from schedulers.evaluate.results import paired_ratio_interval
+    from schedulers.evaluate.evaluation_results import paired_ratio_interval
 
     theirs = [1.0, 4.0, 2.0, 8.0, 3.0]
     steady = [0.9 * x for x in theirs]  # 10% better on every seed
