@@ -296,38 +296,6 @@ def _request_reward_composer(path: str | None) -> Any:
     return composer
 
 
-def _policy(settings: GatewaySettings) -> Any:
-    """The router, or a one-line error naming the flag (a checkpoint that cannot be used, whatever fails)."""
-    learned = settings.router not in HEURISTIC_NAMES
-    options = {"threads": settings.torch_threads} if settings.checkpoint and learned else {}
-    try:
-        return make_policy(settings.router, settings.checkpoint, seed=settings.seed, simulated=False, **options)
-    except ValueError as exc:  # CheckpointError too: a one-line message naming the flag
-        raise ValueError(f"--router {settings.router}: {exc}") from None
-    except Exception as exc:  # noqa: BLE001 - a checkpoint torch or the policy cannot build on: one line, no traceback
-        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
-        raise ValueError(f"--checkpoint {settings.checkpoint}: expected a policy written by rewardkit train, got one "
-                         f"that cannot be loaded ({type(exc).__name__}: {reason})") from None
-
-
-def _request_reward_composer(path: str | None) -> Any:
-    """The reward config's composer, refused when it reads more than per-request keys (as the live env does:
-    a live cluster has no simulated step, and every reward would silently be null)."""
-    if not path:
-        return None
-    from rewardkit import RewardComposer
-
-    try:
-        composer = RewardComposer.from_yaml(path)
-    except ValueError as exc:
-        raise ValueError(f"--reward {path}: {exc}") from None
-    needed = getattr(composer, "context_keys", None)
-    if callable(needed) and not reads_request_keys_only(needed()):
-        raise ValueError(f"--reward {path}: expected a reward of per-request keys only (ttft, e2e, prompt_tokens, "
-                         f"decode_tokens), got one reading {', '.join(sorted(needed()))}")
-    return composer
-
-
 class GatewayApp(Gateway):
     """The HTTP side of the gateway: its handlers (routes in :func:`create_app`).
 
