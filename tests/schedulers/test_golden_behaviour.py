@@ -21,9 +21,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).parent / "fixtures" / "golden.json"
-#: the shared traces beside the project (a worktree elsewhere reads the main checkout's neighbour)
-TRACES = next((p for p in (ROOT.parent / "shared/vidur/traces", Path("/work/shared/vidur/traces")) if p.is_dir()),
-              ROOT.parent / "shared/vidur/traces")
+#: the shared traces beside the project
+TRACES = ROOT.parent / "shared/vidur/traces"
 SEEDS = (101, 102, 103, 104, 105)
 LIVE_ROUTERS = ("round_robin", "random", "lor", "jsq", "least_kv", "least_tokens", "least_prefill", "power_of_two",
                 "prefix_aware", "cap_jsq", "cap_least_tokens", "cap_least_prefill", "adaptive", "ppo")

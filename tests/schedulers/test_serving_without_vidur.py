@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-TRACES = next((p for p in (ROOT.parent / "shared/vidur/traces", Path("/work/shared/vidur/traces")) if p.is_dir()),
-              ROOT.parent / "shared/vidur/traces")
+TRACES = ROOT.parent / "shared/vidur/traces"
 
 CODE = """
 import sys, importlib.abc
