@@ -29,7 +29,6 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,26 +36,11 @@ sys.path.insert(0, str(ROOT))
 
 from schedulers.engines.replicas import free_port  # noqa: E402
 
-STUB = """
-import sys
-from schedulers.engines.stub import StubEngine
-import uvicorn
-uvicorn.run(StubEngine("stub").app(), host="127.0.0.1", port=int(sys.argv[1]), log_level="error", access_log=False)
-"""
+# the stub engine and the health wait are bench_gateway's (this script runs from benchmarks/)
+from bench_gateway import STUB, wait_healthy  # noqa: E402
+
 BUSY = "while True:\n    pass\n"
 PAYLOAD = b'{"model": "stub-model", "prompt": "route me to a replica", "max_tokens": 1}'  # sglang-router takes text prompts
-
-
-def wait_healthy(url: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{url} did not become healthy in {timeout_s:.0f} s")
 
 
 class BareConnection:
@@ -153,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
             procs.append(start([exe, "-c", STUB, str(port)], logs / f"stub{i}.log"))
             stub_urls.append(f"http://127.0.0.1:{port}")
         for url in stub_urls:
-            wait_healthy(url)
+            wait_healthy(url, timeout_s=60.0)
         sg_port, gw_port = free_port(), free_port()
         procs.append(start([args.sglang, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port",
                             str(sg_port), "--policy", "cache_aware", "--log-level", "error",
@@ -164,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         paths = {"direct": stub_urls, "sglang-router": [f"http://127.0.0.1:{sg_port}"],
                  "rewardkit gateway": [f"http://127.0.0.1:{gw_port}"]}
         for urls in paths.values():
-            wait_healthy(urls[0])
+            wait_healthy(urls[0], timeout_s=60.0)
         lat = asyncio.run(latencies(paths, args.latency_requests))
         rps: dict[str, list[float]] = {name: [] for name in paths}
         for _ in range(args.rounds):
