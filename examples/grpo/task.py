@@ -1,9 +1,14 @@
-"""The task: add two numbers and reply with the sum alone.
+"""The task: add two numbers and reply with the equation, ``a + b = c``.
 
-SmolLM2-135M-Instruct adds small numbers fairly well but answers in sentences ("12 + 7 = 19",
-"The answer is 19."): the reply format is what a few minutes of GRPO can teach it. A reply is
-*compliant* when it is a bare number and *correct* when it is the right bare number (what
-``answer_match`` in ``exact`` mode rewards against the ``reference`` column).
+SmolLM2-135M-Instruct cannot add in its head: asked for a bare number it mostly guesses (about 1
+in 15 sampled bare numbers is right), while a reply that writes the equation out is right about
+half the time (``benchmarks/bench_llm_demo.py --probe`` measures both). The prompt's one worked
+example still answers with the bare number, as a format taught earlier would, so the base model
+follows the example about half the time and the instruction the other half: the format is what a
+few minutes of GRPO can teach, and learning it is what makes the answers right. A reply is
+*compliant* when it is one equation ``a + b = c`` and *correct* when its last number is the sum
+(what ``answer_match`` in ``numeric`` mode rewards against the ``reference`` column), whatever
+its form.
 """
 
 from __future__ import annotations
@@ -12,10 +17,11 @@ import random
 import re
 from typing import Any
 
-INSTRUCTION = "Reply with the number only."
-#: a compliant reply: one integer, optionally followed by a full stop (the format term's pattern)
-BARE_NUMBER = r"\s*-?\d+\.?\s*"
-_BARE = re.compile(BARE_NUMBER)
+INSTRUCTION = "Reply with the equation."
+#: a compliant reply: one equation ``a + b = c``, optionally followed by a full stop (the format term's pattern)
+EQUATION = r"\s*\d+\s*\+\s*\d+\s*=\s*-?\d+\.?\s*"
+_EQUATION = re.compile(EQUATION)
+_NUMBER = re.compile(r"-?\d+")
 
 
 def question(a: int, b: int) -> str:
@@ -32,7 +38,7 @@ def problems(n: int, seed: int, low: int = 2, high: int = 30) -> list[tuple[int,
     return sorted(seen, key=lambda _: rng.random())
 
 
-#: one worked example before each question (without it the model almost never replies with a bare number)
+#: one worked example before each question, answered with the bare number (the earlier format)
 EXAMPLE = [{"role": "user", "content": question(3, 4)}, {"role": "assistant", "content": "7"}]
 
 
@@ -50,13 +56,14 @@ def split(train: int = 64, held_out: int = 32, seed: int = 0) -> tuple[list[tupl
 
 
 def compliant(reply: str) -> bool:
-    """The reply is a bare number."""
-    return _BARE.fullmatch(reply) is not None
+    """The reply is one equation ``a + b = c``."""
+    return _EQUATION.fullmatch(reply) is not None
 
 
 def correct(reply: str, a: int, b: int) -> bool:
-    """The reply is the right bare number."""
-    return compliant(reply) and int(reply.strip().rstrip(".")) == a + b
+    """The reply's last number is ``a + b`` (in any form: bare, an equation, a sentence)."""
+    numbers = _NUMBER.findall(reply)
+    return bool(numbers) and int(numbers[-1]) == a + b
 
 
 def truth_from_prompt(prompt: str) -> int | None:

@@ -100,6 +100,7 @@ from .reward_context import RewardContextBuilder, reward_credit, vidur_request_c
 from .simulation_config import to_simulation_config
 from .tracker import SyncResult
 from .vidur_ids import reset_vidur_ids
+from .vidur_restart_fix import apply_restart_fix
 
 # ---- the env -------------------------------------------------------------------------------------
 class _Episode:
@@ -359,6 +360,7 @@ class VidurRoutingEnv(gym.Env):
         from vidur.events import RequestArrivalEvent
 
         reset_vidur_ids()
+        apply_restart_fix()
         cfg = self.env_config
         arrivals = sample_arrivals(cfg, seed)
         self._sim_config.seed = seed
