@@ -3,15 +3,15 @@
 Both arms train a fresh LoRA on the same pretrained model with the same budget, seeds, prompts and
 settings; only the reward differs:
 
-- ``sparse`` (sparse.yaml): ``answer_match`` alone, 1.0 for the right bare number. Almost every
-  sampled reply is a sentence, so most groups score all zeros: no gradient.
-- ``composed`` (composed.yaml): the same term plus a format ``regex_match`` whose weight fades
-  over the trainer's steps, a ``length_penalty`` and a ``remote_score`` closeness term served by
-  a scorer process this demo starts on 127.0.0.1.
+- ``sparse`` (sparse.yaml): ``answer_match`` alone, 1.0 when the reply's last number is the sum.
+  About one sampled reply in ten is right, so most groups score all zeros: no gradient.
+- ``composed`` (composed.yaml): the same term plus a format ``regex_match`` (an equation
+  ``a + b = c`` in the reply) whose weight fades over the trainer's steps, a ``length_penalty`` and
+  a ``remote_score`` closeness term served by a scorer process this demo starts on 127.0.0.1.
 
-Each run is scored on held-out questions it never saw (greedy replies: compliant = a bare number,
-correct = the right one), before and after; the composed-minus-sparse differences are paired by
-seed with 90% intervals. Per-term learning curves (each term's raw value per step, from TRL's
+Each run is scored on held-out questions it never saw (greedy replies: compliant = one equation
+``a + b = c``, correct = the last number is the sum), before and after; the composed-minus-sparse
+differences are paired by seed with 90% intervals. Per-term learning curves (each term's raw value per step, from TRL's
 logs through ``TRLRewardFunctions``) and the held-out scores are saved as plots. Finished runs are
 kept in ``--out`` and an interrupted demo resumes from them.
 """
@@ -59,7 +59,7 @@ def seed_list(text: str) -> list[int]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m examples.grpo", description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=seed_list, default=[1, 2], help="training seeds, paired across arms (1,2)")
-    parser.add_argument("--steps", type=positive, default=4, help="GRPO steps per run (4)")
+    parser.add_argument("--steps", type=positive, default=8, help="GRPO steps per run (8)")
     parser.add_argument("--held-out", type=positive, default=24, help="held-out questions scored (24)")
     parser.add_argument("--torch-threads", type=positive, default=1,
                         help="torch threads (1: leaves a core free; bench_llm_demo.py --threads compares 1 and 2)")

@@ -26,8 +26,9 @@ class Budget:
     prompts_per_step: int = 2
     generations: int = 4
     max_completion_tokens: int = 12
-    learning_rate: float = 2e-3
+    learning_rate: float = 1e-3
     lora_rank: int = 8
+    temperature: float = 0.7
 
 
 @dataclass
@@ -81,7 +82,7 @@ def train(arm: str, config: dict[str, Any], seed: int, budget: Budget, train_pai
             per_device_train_batch_size=budget.prompts_per_step * budget.generations,
             num_generations=budget.generations, max_completion_length=budget.max_completion_tokens,
             reward_weights=rewards.reward_weights(), logging_steps=1, save_strategy="no", report_to=[],
-            use_cpu=True, bf16=False, disable_tqdm=True, temperature=1.0, beta=0.0)
+            use_cpu=True, bf16=False, disable_tqdm=True, temperature=budget.temperature, beta=0.0)
         trainer = GRPOTrainer(model=model, reward_funcs=rewards.funcs, args=args, train_dataset=dataset,
                               processing_class=tokenizer, peft_config=lm.lora_config(budget.lora_rank),
                               callbacks=[Progress()])

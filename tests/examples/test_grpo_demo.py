@@ -35,8 +35,10 @@ def test_the_scorer_grades_closeness_over_http(scorer):
 
 
 def test_task_compliance_and_correctness():
-    assert task.compliant(" 19.") and task.correct(" 19.", 12, 7)
-    assert not task.compliant("12 + 7 = 19") and not task.correct("18", 12, 7)
+    assert task.compliant("12 + 7 = 19") and task.compliant(" 12+7=19. ") and task.correct("12 + 7 = 19", 12, 7)
+    assert not task.compliant("19") and task.correct("19", 12, 7)  # right, in the old format
+    assert not task.compliant("The sum is 12 + 7 = 19") and task.correct("The sum is 12 + 7 = 19", 12, 7)
+    assert not task.correct("12 + 7 = 18", 12, 7) and not task.correct("nineteen", 12, 7)
     train, held_out = task.split(train=16, held_out=8)
     assert not set(train) & set(held_out) and len(held_out) == 8
 

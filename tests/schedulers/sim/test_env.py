@@ -409,3 +409,19 @@ def test_kv_blocks_sets_each_replicas_cache_and_the_observation_reads_it(tiny_co
     snap = env.snapshot()
     np.testing.assert_allclose(obs[:, kv], snap.kv_blocks / 512, rtol=1e-6)
     assert obs[:, kv].max() > 0
+
+
+# ---- preemption ---------------------------------------------------------------------------------
+def test_a_preempted_request_restarts_and_the_episode_completes(make_tiny_env, tiny_config):
+    """A KV cache too small for the load preempts requests; Vidur 0.0.26 alone asserts when one
+    restarts (schedulers/sim/vidur_restart_fix.py), here every request still completes."""
+    from schedulers.sim.env_config import with_overrides
+
+    cfg = with_overrides(tiny_config, max_tokens=1024, kv_blocks=64, batch_size_cap=16, qps=40.0,
+                         requests_per_episode=60)
+    env = make_tiny_env(env_config=cfg, evaluate=True, compute_reward=False)
+    run_episode(env, policy="round_robin", seed=3)
+    requests = env._ep.requests
+    assert sum(r.num_restarts for r in requests) > 0  # the cache was small enough to preempt
+    assert all(r.completed for r in requests)
+    assert env.episode_metrics().num_completed == len(requests)
