@@ -53,7 +53,7 @@ def test_spelled_prompts_tokenize_back_into_their_ids_with_the_same_shared_prefi
     texts = [spelled.spell(s) for s in specs]
     assert all(tok.encode(t.text).ids == list(t.prompt_ids) for t in texts)  # no BOS, no merge across words
     assert [t.prompt_tokens for t in texts] == [s.prompt_tokens for s in specs]
-    for (a, ta), (b, tb) in itertools.combinations(zip(specs, texts), 2):
+    for (a, ta), (b, tb) in itertools.combinations(zip(specs, texts, strict=True), 2):
         for k in (16, 64, 96):  # a prefix is shared in ids exactly when it is shared in the spelled prompts
             assert (a.prompt_ids[:k] == b.prompt_ids[:k]) == (ta.prompt_ids[:k] == tb.prompt_ids[:k])
         if a.session == b.session:  # a later turn's text starts with the earlier turn's whole prompt
