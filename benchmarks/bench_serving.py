@@ -281,6 +281,13 @@ def summarize_runs(router: str, runs: list[dict[str, Any]], out: Path, tag: str)
     return summary
 
 
+def relabel(specs: list[RequestSpec], seed: int, vocab_size: int = 2000) -> list[RequestSpec]:
+    """``specs`` with their token ids renamed by a permutation of the prompt vocabulary drawn from ``seed``:
+    the same requests (lengths, conversations, shared prefixes), other tokens."""
+    perm = np.random.default_rng(seed).permutation(np.arange(FIRST_ID, vocab_size))
+    return [dataclasses.replace(s, prompt_ids=tuple(int(perm[t - FIRST_ID]) for t in s.prompt_ids)) for s in specs]
+
+
 def live_part(args: argparse.Namespace, out: Path, routers: list[str], prefix: bool) -> list[dict[str, Any]]:
     """Start the cluster; ``--repeats`` rounds, each a fresh workload seed with every router in a rotated order; stop it."""
     shared = SharedPrefix(args.prefix_groups, args.prefix_tokens, args.sessions) if prefix else None
@@ -288,10 +295,11 @@ def live_part(args: argparse.Namespace, out: Path, routers: list[str], prefix: b
     workloads: list[dict[str, list]] = []
     for rep in range(args.repeats):
         lengths = lengths_from_env(args.env, args.seed + rep, args.qps, args.requests).fitted(args.length_scale, budget)
-        # same arrivals and lengths for every router; with prefix caching each router gets prompts of its own
-        # (same shapes, other token ids), or it would hit what the previous router's run left in the caches
-        workloads.append({router: build_requests(lengths, args.seed + rep + (7919 * (k + 1) if prefix else 0), 2000,
-                                                 shared, args.max_model_len) for k, router in enumerate(routers)})
+        # the same requests for every router; with prefix caching each router gets them in token ids of its own
+        # (the same conversations and prompt lengths), or it would hit what the previous router's run left cached
+        specs = build_requests(lengths, args.seed + rep, 2000, shared, args.max_model_len)
+        workloads.append({router: relabel(specs, args.seed + rep + 7919 * (k + 1)) if prefix else specs
+                          for k, router in enumerate(routers)})
     warmup = build_requests(lengths_from_env(args.env, args.seed + 1000, args.qps, 8).fitted(args.length_scale, 256),
                             args.seed + 1000, 2000)
     replicas = args.prefix_replicas if prefix else args.replicas

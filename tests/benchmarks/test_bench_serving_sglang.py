@@ -60,6 +60,19 @@ def test_spelled_prompts_tokenize_back_into_their_ids_with_the_same_shared_prefi
             assert tb.text.startswith(ta.text)
 
 
+def test_each_router_gets_the_same_requests_in_other_token_ids():
+    """The paired rounds compare routers on the same conversations and lengths, none inheriting another's cache."""
+    specs = conversations(40)
+    a, b = bench_serving.relabel(specs, 1), bench_serving.relabel(specs, 2)
+    for x, y, s in zip(a, b, specs, strict=True):
+        assert (x.prompt_tokens, x.session, x.group, x.shared_tokens) == (s.prompt_tokens, s.session, s.group,
+                                                                           s.shared_tokens) == (y.prompt_tokens, y.session,
+                                                                                                y.group, y.shared_tokens)
+        assert sum(i == j for i, j in zip(x.prompt_ids, y.prompt_ids, strict=True)) < len(s.prompt_ids) / 50
+    for (s, x), (t, y) in itertools.combinations(zip(specs, a, strict=True), 2):
+        assert (s.prompt_ids[:16] == t.prompt_ids[:16]) == (x.prompt_ids[:16] == y.prompt_ids[:16])
+
+
 def test_different_tokenizers_are_refused(tokenizer_dir, tmp_path):
     (tmp_path / "tokenizer.json").write_text((tokenizer_dir / "tokenizer.json").read_text() + " ")  # another file
     with pytest.raises(RuntimeError, match="different tokenizers"):
