@@ -14,8 +14,11 @@ Live part (this file; the gateway's overhead against a stub engine is measured s
    the best heuristic round by round, and beside it the simulator's ranking of the same routers
    (``rewardkit evaluate`` on the same env; its results are reused from ``--sim-out``).
 2. **Shared prefixes** with prefix caching on: a workload of G system prompts and multi-turn
-   sessions; ``prefix_aware`` against least-load (``jsq``) and ``round_robin``, with the engines'
-   measured prefix-cache hit rates (their ``/metrics`` before and after).
+   sessions; ``prefix_aware`` against least-load (``jsq``) and ``round_robin`` (``--prefix-routers``),
+   with the engines' measured prefix-cache hit rates (their ``/metrics`` before and after), TTFT p99
+   round by round and the unanswered requests. ``sglang_router`` there is SGLang's own gateway
+   (sglang-router, ``--policy cache_aware``) instead of ``rewardkit gateway``, fed text prompts
+   (:class:`ExactText`). Every router of a round gets the same requests, each in token ids of its own.
 
 Prints tables, saves ``serving.png`` and ``serving.json`` in ``--out``. Run::
 
