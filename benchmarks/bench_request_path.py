@@ -114,9 +114,44 @@ def start(cmd: list[str], log: Path, cpu: str | None = None) -> subprocess.Popen
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
+def stop(*procs: subprocess.Popen) -> None:
+    """SIGTERM each process, then SIGKILL those still running after 20 s."""
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+#: the Python of the environment holding sglang-router (``python -m venv .venv-sglang &&
+#: .venv-sglang/bin/pip install sglang-router==0.3.2``), beside the project like ``.venv-vllm``
+SGLANG_PYTHON = ROOT / ".venv-sglang" / "bin" / "python"
+
+
+def sglang_missing(python: str | Path, flag: str = "--sglang") -> str | None:
+    """A one-line error when ``python`` cannot run sglang-router, None when it can."""
+    if not Path(python).is_file():
+        return (f"error: {flag} {python}: no such Python; create it with `python -m venv .venv-sglang && "
+                ".venv-sglang/bin/pip install sglang-router==0.3.2`")
+    return None
+
+
+def start_sglang_router(python: str | Path, worker_urls: list[str], log: Path,
+                        policy: str = "cache_aware") -> tuple[subprocess.Popen, str]:
+    """SGLang's gateway (``sglang_router.launch_router``, its default thresholds) over ``worker_urls``:
+    the process and its URL (wait for its ``/health`` before use)."""
+    port = free_port()
+    proc = start([str(python), "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(port),
+                  "--policy", policy, "--log-level", "error", "--prometheus-port", str(free_port()),
+                  "--worker-urls", *worker_urls], log)
+    return proc, f"http://127.0.0.1:{port}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sglang", default=str(ROOT / ".venv-sglang" / "bin" / "python"),
+    parser.add_argument("--sglang", default=str(SGLANG_PYTHON),
                         help="the Python of the environment holding sglang-router")
     parser.add_argument("--requests", type=int, default=3000, help="requests per throughput run")
     parser.add_argument("--latency-requests", type=int, default=1500, help="sequential requests per path")
@@ -126,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gateway-arg", action="append", default=[], help="extra rewardkit gateway flag (repeat)")
     parser.add_argument("--log-dir", default="/tmp/bench_request_path")
     args = parser.parse_args(argv)
+    if (missing := sglang_missing(args.sglang)) is not None:
+        print(missing, file=sys.stderr)
+        return 2
     logs = Path(args.log_dir)
     logs.mkdir(parents=True, exist_ok=True)
     exe = sys.executable
@@ -138,14 +176,13 @@ def main(argv: list[str] | None = None) -> int:
             stub_urls.append(f"http://127.0.0.1:{port}")
         for url in stub_urls:
             wait_healthy(url, timeout_s=60.0)
-        sg_port, gw_port = free_port(), free_port()
-        procs.append(start([args.sglang, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port",
-                            str(sg_port), "--policy", "cache_aware", "--log-level", "error",
-                            "--prometheus-port", str(free_port()), "--worker-urls", *stub_urls], logs / "sglang.log"))
+        sg_proc, sg_url = start_sglang_router(args.sglang, stub_urls, logs / "sglang.log")
+        procs.append(sg_proc)
+        gw_port = free_port()
         gw_cmd = [str(Path(exe).with_name("rewardkit")), "gateway", "--port", str(gw_port), "--router", args.router,
                   *[flag for url in stub_urls for flag in ("--backend", url)], *args.gateway_arg]
         procs.append(start(gw_cmd, logs / "gateway.log"))
-        paths = {"direct": stub_urls, "sglang-router": [f"http://127.0.0.1:{sg_port}"],
+        paths = {"direct": stub_urls, "sglang-router": [sg_url],
                  "rewardkit gateway": [f"http://127.0.0.1:{gw_port}"]}
         for urls in paths.values():
             wait_healthy(urls[0], timeout_s=60.0)
@@ -155,13 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, urls in paths.items():
                 rps[name].append(asyncio.run(throughput(urls, args.requests, args.connections)))
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop(*reversed(procs))
     direct_med = statistics.median(lat["direct"])
     direct_p99 = float(np.percentile(lat["direct"], 99))
     rows = []

@@ -14,8 +14,11 @@ Live part (this file; the gateway's overhead against a stub engine is measured s
    the best heuristic round by round, and beside it the simulator's ranking of the same routers
    (``rewardkit evaluate`` on the same env; its results are reused from ``--sim-out``).
 2. **Shared prefixes** with prefix caching on: a workload of G system prompts and multi-turn
-   sessions; ``prefix_aware`` against least-load (``jsq``) and ``round_robin``, with the engines'
-   measured prefix-cache hit rates (their ``/metrics`` before and after).
+   sessions; ``prefix_aware`` against least-load (``jsq``) and ``round_robin`` (``--prefix-routers``),
+   with the engines' measured prefix-cache hit rates (their ``/metrics`` before and after), TTFT p99
+   round by round and the unanswered requests. ``sglang_router`` there is SGLang's own gateway
+   (sglang-router, ``--policy cache_aware``) instead of ``rewardkit gateway``, fed text prompts
+   (:class:`ExactText`). Every router of a round gets the same requests, each in token ids of its own.
 
 Prints tables, saves ``serving.png`` and ``serving.json`` in ``--out``. Run::
 
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import subprocess
 import sys
@@ -48,13 +52,75 @@ from schedulers.engines.gateway_process import GatewayProcess  # noqa: E402
 from schedulers.engines.replicas import EngineCluster, tiny_cluster  # noqa: E402
 from schedulers.loadgen.runner import replay, summarize  # noqa: E402
 from schedulers.loadgen.sources import lengths_from_env  # noqa: E402
-from schedulers.shared.requests import SharedPrefix, build_requests  # noqa: E402
+from schedulers.shared.requests import FIRST_ID, RequestSpec, SharedPrefix, build_requests  # noqa: E402
+
+# sglang-router's launch code is bench_request_path's (this script runs from benchmarks/)
+from bench_gateway import wait_healthy  # noqa: E402
+from bench_request_path import SGLANG_PYTHON, sglang_missing, start_sglang_router, stop  # noqa: E402
 
 LIVE_ROUTERS = ("round_robin,random,lor,jsq,least_kv,least_tokens,least_prefill,power_of_two,prefix_aware,"
                 "cap_jsq,cap_least_tokens,cap_least_prefill,adaptive,ppo")
 #: routers that read only the request count, or nothing: the "not load-aware" ones.
 LOAD_OBLIVIOUS = ("round_robin", "random")
 DEFAULT_CHECKPOINT = ROOT / "runs" / "ppo_hetero" / "policy.pt"
+#: the shared-prefix router that is SGLang's own gateway (sglang-router, ``--policy cache_aware``), not ours
+SGLANG_ROUTER = "sglang_router"
+
+
+# ---- prompts as text, for sglang-router -------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class TextPrompt(RequestSpec):
+    """A request sent as text (``prompt_format="text"``) that the engines tokenize back into its ``prompt_ids``."""
+
+    text: str = ""
+
+    def prompt_text(self) -> str:
+        return self.text
+
+
+class ExactText:
+    """Token ids as text the engines' tokenizer reads back as the same number of tokens, one word per id.
+
+    sglang-router 0.3.2 rejects a completion whose prompt is token ids (HTTP 422) and keeps its
+    cache-aware prefix tree on text, so ``sglang_router`` gets text. Each id of its workload
+    (drawn like every router's) becomes one of the tokenizer's single-token words, a space and
+    letters (``Ġword``; the byte-level pre-tokenizer splits before every such space, so words never
+    merge), by ``id mod`` their number. The engines then see prompts of the same lengths with the
+    same shared prefixes (a shared id prefix is a shared text prefix and a shared token prefix, no
+    BOS is added), so their prefix caching is the other routers'; unrelated prompts share a
+    block only by chance, as with ids. ``check`` asks an engine's ``/tokenize`` to confirm.
+    """
+
+    def __init__(self, model_dirs: list[str]) -> None:
+        from tokenizers import Tokenizer
+
+        texts = {(Path(d) / "tokenizer.json").read_text() for d in model_dirs}
+        if len(texts) != 1:
+            raise RuntimeError(f"{SGLANG_ROUTER}: the replicas' models {sorted(set(model_dirs))} have different tokenizers")
+        tok = Tokenizer.from_str(texts.pop())
+        self.words = [(i, " " + piece[1:]) for piece, i in sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
+                      if piece[:1] == "Ġ" and piece[1:].isascii() and piece[1:].isalpha()
+                      and tok.encode(" " + piece[1:]).ids == [i]]
+        if len(self.words) < 64:
+            raise RuntimeError(f"{SGLANG_ROUTER}: the engines' tokenizer has {len(self.words)} single-token words, "
+                               "too few to spell prompts")
+
+    def spell(self, spec: RequestSpec) -> TextPrompt:
+        """``spec`` with each id replaced by a single-token word's id, and the text of those words."""
+        words = [self.words[(t - FIRST_ID) % len(self.words)] for t in spec.prompt_ids]
+        fields = {f.name: getattr(spec, f.name) for f in dataclasses.fields(RequestSpec)}
+        return TextPrompt(**{**fields, "prompt_ids": tuple(i for i, _ in words)}, text="".join(w for _, w in words))
+
+    @staticmethod
+    def check(url: str, specs: list[TextPrompt], model: str = "tiny-llama") -> None:
+        """RuntimeError unless the engine at ``url`` tokenizes each text into exactly its ids."""
+        import httpx
+
+        for spec in specs:
+            tokens = httpx.post(url + "/tokenize", json={"model": model, "prompt": spec.text}, timeout=30).json()["tokens"]
+            if tokens != list(spec.prompt_ids):
+                raise RuntimeError(f"{SGLANG_ROUTER}: the engine tokenizes request {spec.index}'s text into "
+                                   f"{len(tokens)} tokens, not its {spec.prompt_tokens} ids")
 
 
 # ---- client-side routing (fallback) -------------------------------------------------------------
@@ -118,6 +184,8 @@ def router_checkpoint(router: str, args: argparse.Namespace) -> str | None:
 def run_router(cluster: EngineCluster, router: str, specs: list, args: argparse.Namespace, out: Path,
                warmup: list, tag: str = "") -> dict[str, Any]:
     """One router over the workload through a fresh gateway: records, wall time, routed counts, engine counters."""
+    if router == SGLANG_ROUTER:
+        return run_sglang_router(cluster, specs, args, out, warmup)
     checkpoint = router_checkpoint(router, args)
     if args.client_routing:
         return run_client_side(cluster, router, checkpoint, specs, args, warmup)
@@ -139,6 +207,24 @@ def run_router(cluster: EngineCluster, router: str, specs: list, args: argparse.
     finally:
         gw.stop()
     routed = {k: routed_after.get(k, 0.0) - routed_before.get(k, 0.0) for k in routed_after}
+    return {"records": records, "wall": wall, "routed": routed, "before": before, "after": after}
+
+
+def run_sglang_router(cluster: EngineCluster, specs: list, args: argparse.Namespace, out: Path,
+                      warmup: list) -> dict[str, Any]:
+    """``run_router`` through a fresh sglang-router (``--policy cache_aware``, its default thresholds), prompts
+    as text (:class:`ExactText`); routed counts are the engines' finished requests (it names no replica)."""
+    proc, url = start_sglang_router(args.sglang_python, cluster.urls, out / f"gateway-{SGLANG_ROUTER}.log")
+    try:
+        wait_healthy(url, timeout_s=60.0)
+        asyncio.run(replay(url, warmup, model="tiny-llama", prompt_format="text", timeout_s=args.timeout))
+        before = [scrape(u) for u in cluster.urls]
+        records, wall = asyncio.run(replay(url, specs, model="tiny-llama", prompt_format="text", timeout_s=args.timeout))
+        after = [scrape(u) for u in cluster.urls]
+    finally:
+        stop(proc)
+    done = "vllm:request_success_total"
+    routed = {str(i): a.get(done, 0.0) - b.get(done, 0.0) for i, (b, a) in enumerate(zip(before, after, strict=True))}
     return {"records": records, "wall": wall, "routed": routed, "before": before, "after": after}
 
 
@@ -166,7 +252,10 @@ SLOWEST_SHARE = 0.02
 def slowest_by_replica(records: list) -> dict[str, int]:
     """How many of the slowest ``SLOWEST_SHARE`` of the answered requests (by TTFT) each replica served
     (the gateway names the replica in every answer): where a router's tail comes from."""
-    timed = sorted((r for r in records if r.ok and r.ttft_s is not None), key=lambda r: r.ttft_s, reverse=True)
+    timed = sorted((r for r in records if r.ok and r.ttft_s is not None and r.replica is not None),
+                   key=lambda r: r.ttft_s, reverse=True)
+    if not timed:  # sglang-router does not name the replica
+        return {}
     slowest = timed[:max(1, round(SLOWEST_SHARE * len(timed)))]
     return dict(sorted(Counter(str(r.replica) for r in slowest).items()))
 
@@ -195,6 +284,13 @@ def summarize_runs(router: str, runs: list[dict[str, Any]], out: Path, tag: str)
     return summary
 
 
+def relabel(specs: list[RequestSpec], seed: int, vocab_size: int = 2000) -> list[RequestSpec]:
+    """``specs`` with their token ids renamed by a permutation of the prompt vocabulary drawn from ``seed``:
+    the same requests (lengths, conversations, shared prefixes), other tokens."""
+    perm = np.random.default_rng(seed).permutation(np.arange(FIRST_ID, vocab_size))
+    return [dataclasses.replace(s, prompt_ids=tuple(int(perm[t - FIRST_ID]) for t in s.prompt_ids)) for s in specs]
+
+
 def live_part(args: argparse.Namespace, out: Path, routers: list[str], prefix: bool) -> list[dict[str, Any]]:
     """Start the cluster; ``--repeats`` rounds, each a fresh workload seed with every router in a rotated order; stop it."""
     shared = SharedPrefix(args.prefix_groups, args.prefix_tokens, args.sessions) if prefix else None
@@ -202,10 +298,11 @@ def live_part(args: argparse.Namespace, out: Path, routers: list[str], prefix: b
     workloads: list[dict[str, list]] = []
     for rep in range(args.repeats):
         lengths = lengths_from_env(args.env, args.seed + rep, args.qps, args.requests).fitted(args.length_scale, budget)
-        # same arrivals and lengths for every router; with prefix caching each router gets prompts of its own
-        # (same shapes, other token ids), or it would hit what the previous router's run left in the caches
-        workloads.append({router: build_requests(lengths, args.seed + rep + (7919 * (k + 1) if prefix else 0), 2000,
-                                                 shared, args.max_model_len) for k, router in enumerate(routers)})
+        # the same requests for every router; with prefix caching each router gets them in token ids of its own
+        # (the same conversations and prompt lengths), or it would hit what the previous router's run left cached
+        specs = build_requests(lengths, args.seed + rep, 2000, shared, args.max_model_len)
+        workloads.append({router: relabel(specs, args.seed + rep + 7919 * (k + 1)) if prefix else specs
+                          for k, router in enumerate(routers)})
     warmup = build_requests(lengths_from_env(args.env, args.seed + 1000, args.qps, 8).fitted(args.length_scale, 256),
                             args.seed + 1000, 2000)
     replicas = args.prefix_replicas if prefix else args.replicas
@@ -213,9 +310,17 @@ def live_part(args: argparse.Namespace, out: Path, routers: list[str], prefix: b
     cluster = tiny_cluster(replicas, slow, prefix_caching=prefix, max_num_seqs=args.max_num_seqs,
                            max_model_len=args.max_model_len)
     cluster.log_dir = out / ("engines-prefix" if prefix else "engines")
+    warmups = {router: warmup for router in routers}
+    if SGLANG_ROUTER in routers:  # its prompts as text the engines read as the same token counts
+        spelled = ExactText([spec.model for spec in cluster.specs])
+        warmups[SGLANG_ROUTER] = [spelled.spell(s) for s in warmup]
+        for workload in workloads:
+            workload[SGLANG_ROUTER] = [spelled.spell(s) for s in workload[SGLANG_ROUTER]]
     t0 = time.perf_counter()
     runs: dict[str, list[dict[str, Any]]] = {r: [] for r in routers}
     with cluster:
+        if SGLANG_ROUTER in routers:  # the longest prompts of the first round, read back by an engine
+            ExactText.check(cluster.urls[0], sorted(workloads[0][SGLANG_ROUTER], key=lambda s: -s.prompt_tokens)[:3])
         print(f"[serving] {replicas} replicas ({slow} slow, prefix caching {'on' if prefix else 'off'}) healthy in "
               f"{time.perf_counter() - t0:.0f} s; {args.repeats} x {args.requests} requests at {args.qps} req/s",
               file=sys.stderr, flush=True)
@@ -223,7 +328,7 @@ def live_part(args: argparse.Namespace, out: Path, routers: list[str], prefix: b
             order = routers[rep % len(routers):] + routers[:rep % len(routers)]
             for router in order:
                 t1 = time.perf_counter()
-                run = run_router(cluster, router, specs[router], args, out, warmup, tag=f"-round{rep + 1}")
+                run = run_router(cluster, router, specs[router], args, out, warmups[router], tag=f"-round{rep + 1}")
                 runs[router].append(run)
                 s = summarize(run["records"], run["wall"])
                 print(f"[serving] round {rep + 1}/{args.repeats} {router}: {s['completed']}/{s['requests']} answered, "
@@ -231,6 +336,13 @@ def live_part(args: argparse.Namespace, out: Path, routers: list[str], prefix: b
                       f"{s['e2e_ms']['mean']:.0f} ms, routed {run['routed']} ({time.perf_counter() - t1:.0f} s)",
                       file=sys.stderr, flush=True)
     return [summarize_runs(r, runs[r], out, "prefix" if prefix else "hetero") for r in routers]
+
+
+def sglang_version(python: str) -> str:
+    """``sglang-router X.Y.Z`` as installed for ``python``."""
+    code = "import importlib.metadata as m; print(m.version('sglang-router'))"
+    result = subprocess.run([python, "-c", code], capture_output=True, text=True)
+    return f"sglang-router {result.stdout.strip() or '(version unknown)'}"
 
 
 # ---- simulator side ------------------------------------------------------------------------------
@@ -317,7 +429,26 @@ def report(data: dict[str, Any]) -> str:
             cells = [r["router"], f"{r['completed']}/{r['requests']}", f"{r['ttft_ms']['p50']:.0f}",
                      f"{r['ttft_ms']['p99']:.0f}", f"{r['e2e_ms']['mean']:.0f}", f"{100 * pc['hit_rate']:.1f}%", per, routed]
             lines.append("| " + " | ".join(cells) + " |")
+        lines += prefix_rounds(prefix)
     return "\n".join(lines)
+
+
+def prefix_rounds(prefix: list[dict[str, Any]]) -> list[str]:
+    """The shared-prefix routers' TTFT p99 round by round (the same arrivals and lengths per round), and
+    every unanswered request counted with its errors (answered requests alone would flatter a router)."""
+    lines = []
+    rounds = max((len(r.get("rounds") or []) for r in prefix), default=0)
+    if rounds:
+        lines += ["", "TTFT p99 by round (ms):", "| round | " + " | ".join(r["router"] for r in prefix) + " |",
+                  "|---|" + "---|" * len(prefix)]
+        for k in range(rounds):
+            cells = [f"{r['rounds'][k]['ttft_p99']:.0f}" if k < len(r.get("rounds") or []) and r["rounds"][k]["ttft_p99"]
+                     is not None else "-" for r in prefix]
+            lines.append(f"| {k + 1} | " + " | ".join(cells) + " |")
+    failed = [r for r in prefix if r["failed"]]
+    lines += ["", "unanswered: " + ("; ".join(f"{r['router']} {r['failed']}/{r['requests']} ({' | '.join(r['errors'])})"
+                                               for r in failed) if failed else "none")]
+    return lines
 
 
 def paired_rounds(hetero: list[dict[str, Any]]) -> list[str]:
@@ -454,7 +585,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sim-out", default="runs/eval-hetero_tiny-serving")
     p.add_argument("--sim-seeds", type=int, default=3)
     p.add_argument("--prefix-replicas", type=int, default=2)
-    p.add_argument("--prefix-routers", default="prefix_aware,jsq,round_robin")
+    p.add_argument("--prefix-routers", default="prefix_aware,jsq,round_robin",
+                   help=f"routers of the shared-prefix run; {SGLANG_ROUTER} is SGLang's own gateway (sglang-router)")
+    p.add_argument("--sglang-python", default=str(SGLANG_PYTHON),
+                   help=f"the Python of the environment holding sglang-router (for {SGLANG_ROUTER})")
     p.add_argument("--prefix-model", choices=("fast", "slow"), default="slow",
                    help="tiny model of the shared-prefix run (slow: prefill costs enough for the cache to matter)")
     p.add_argument("--prefix-groups", type=int, default=8)
@@ -486,6 +620,14 @@ def main(argv: list[str] | None = None) -> int:
         args.policies[name] = path
     routers = [r.strip() for r in args.routers.split(",") if r.strip()]
     routers += [name for name in args.policies if name not in routers]  # each --policy routes too
+    prefix_routers = [r.strip() for r in args.prefix_routers.split(",") if r.strip()]
+    if SGLANG_ROUTER in routers and not {"hetero", "sim"} <= skip:
+        print(f"error: --routers: {SGLANG_ROUTER} runs in the shared-prefix part only (--prefix-routers)", file=sys.stderr)
+        return 2
+    if SGLANG_ROUTER in prefix_routers and "prefix" not in skip \
+            and (missing := sglang_missing(args.sglang_python, "--sglang-python")) is not None:
+        print(missing, file=sys.stderr)
+        return 2
     if "ppo" in routers and not Path(args.checkpoint).is_file():
         print(f"error: --checkpoint {args.checkpoint}: no such file; train it with "
               "`rewardkit train configs/ppo_hetero.yaml --out runs/ppo_hetero` (about 16 minutes)", file=sys.stderr)
@@ -509,8 +651,11 @@ def main(argv: list[str] | None = None) -> int:
                                 f"{pargs.max_model_len}), lengths "
                                 f"x{pargs.length_scale}, {args.prefix_groups} system prompts of "
                                 f"{args.prefix_tokens} tokens, {args.sessions} multi-turn sessions, "
-                                f"{args.repeats} x {args.requests} requests at {pargs.qps} req/s")
-        data["prefix"] = live_part(pargs, out, [r.strip() for r in args.prefix_routers.split(",") if r.strip()], prefix=True)
+                                f"{args.repeats} x {args.requests} requests at {pargs.qps} req/s"
+                                + (f"; {SGLANG_ROUTER}: {sglang_version(args.sglang_python)} --policy cache_aware "
+                                   "(default thresholds), prompts as text of the same token counts"
+                                   if SGLANG_ROUTER in prefix_routers else ""))
+        data["prefix"] = live_part(pargs, out, prefix_routers, prefix=True)
     saved.write_text(json.dumps(data, indent=1))
     print(report(data))
     plot(data, out / "serving.png")

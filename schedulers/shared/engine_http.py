@@ -8,7 +8,8 @@ a gateway decide in its loop and still keep up with a Rust peer (``benchmarks/be
 Errors are :class:`EngineError` subclasses: :class:`EngineConnectError` (refused, or nothing came
 back on a fresh connection: safe to retry elsewhere), :class:`EngineTimeout` (connect or read) and
 :class:`EngineProtocolError` (a malformed answer, or the connection closed mid-answer). A pooled
-connection the engine closed while idle is retried once on a fresh one.
+connection the engine has closed while idle is dropped before use; one that fails anyway (closed
+as the request went out) is retried once, always on a fresh connection.
 """
 
 from __future__ import annotations
@@ -138,8 +139,9 @@ class EngineClient:
     async def _send(self, host: str, port: int, tls: bool, data: bytes,
                     timeout: float) -> tuple[_Connection, EngineResponse]:
         for attempt in range(2):
-            pooled = self._idle.get((host, port, tls))
-            conn = pooled.pop() if pooled else None
+            # the retry takes a fresh connection: after a long pause the engine may have closed every
+            # idle one (uvicorn after 5 s), and a second stale one would fail the request for nothing
+            conn = self._pooled(host, port, tls) if attempt == 0 else None
             fresh = conn is None
             if conn is None:
                 conn = await self._connect(host, port, tls)
@@ -155,6 +157,16 @@ class EngineClient:
                 conn.close()
                 raise
         raise AssertionError("unreachable")
+
+    def _pooled(self, host: str, port: int, tls: bool) -> _Connection | None:
+        """The most recently used idle connection the engine has not closed yet (closed ones are dropped)."""
+        pooled = self._idle.get((host, port, tls))
+        while pooled:
+            conn = pooled.pop()
+            if not conn.reader.at_eof() and not conn.writer.is_closing():
+                return conn
+            conn.close()
+        return None
 
     async def _connect(self, host: str, port: int, tls: bool) -> _Connection:
         try:
