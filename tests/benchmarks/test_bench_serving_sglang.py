@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_serving  # noqa: E402
+import prompt_spelling  # noqa: E402
 from bench_request_path import SGLANG_PYTHON  # noqa: E402
 from schedulers.engines.replicas import free_port  # noqa: E402
 from schedulers.engines.stub import ServerThread, StubEngine  # noqa: E402
@@ -48,7 +49,7 @@ def test_spelled_prompts_tokenize_back_into_their_ids_with_the_same_shared_prefi
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
-    spelled = bench_serving.ExactText([str(tokenizer_dir)] * 2)
+    spelled = prompt_spelling.ExactText([str(tokenizer_dir)] * 2)
     specs = conversations(40)
     texts = [spelled.spell(s) for s in specs]
     assert all(tok.encode(t.text).ids == list(t.prompt_ids) for t in texts)  # no BOS, no merge across words
@@ -63,7 +64,7 @@ def test_spelled_prompts_tokenize_back_into_their_ids_with_the_same_shared_prefi
 def test_each_router_gets_the_same_requests_in_other_token_ids():
     """The paired rounds compare routers on the same conversations and lengths, none inheriting another's cache."""
     specs = conversations(40)
-    a, b = bench_serving.relabel(specs, 1), bench_serving.relabel(specs, 2)
+    a, b = prompt_spelling.relabel(specs, 1), prompt_spelling.relabel(specs, 2)
     for x, y, s in zip(a, b, specs, strict=True):
         assert (x.prompt_tokens, x.session, x.group, x.shared_tokens) == (s.prompt_tokens, s.session, s.group,
                                                                            s.shared_tokens) == (y.prompt_tokens, y.session,
@@ -76,7 +77,7 @@ def test_each_router_gets_the_same_requests_in_other_token_ids():
 def test_different_tokenizers_are_refused(tokenizer_dir, tmp_path):
     (tmp_path / "tokenizer.json").write_text((tokenizer_dir / "tokenizer.json").read_text() + " ")  # another file
     with pytest.raises(RuntimeError, match="different tokenizers"):
-        bench_serving.ExactText([str(tokenizer_dir), str(tmp_path)])
+        prompt_spelling.ExactText([str(tokenizer_dir), str(tmp_path)])
 
 
 def test_a_missing_sglang_environment_is_a_one_line_error(tmp_path, capsys):
@@ -89,7 +90,7 @@ def test_a_missing_sglang_environment_is_a_one_line_error(tmp_path, capsys):
 @pytest.mark.skipif(not SGLANG.is_file(), reason="sglang-router's environment is absent: python -m venv .venv-sglang "
                     "&& .venv-sglang/bin/pip install sglang-router==0.3.2 (or set REWARDKIT_SGLANG_PYTHON)")
 def test_sglang_router_serves_the_text_workload_and_keeps_conversations_where_they_are_cached(tokenizer_dir, tmp_path):
-    spelled = bench_serving.ExactText([str(tokenizer_dir)])
+    spelled = prompt_spelling.ExactText([str(tokenizer_dir)])
     # each answer takes 0.5 s, requests come 40 ms apart: the engine holding the first system prompt is
     # busy when the other system prompt first comes, which then goes to the idle engine
     engines = [StubEngine(f"e{i}", ttft_s=0.5) for i in range(2)]
