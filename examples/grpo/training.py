@@ -29,6 +29,10 @@ class Budget:
     learning_rate: float = 1e-3
     lora_rank: int = 8
     temperature: float = 0.7
+    #: "none" (Dr. GRPO): advantages stay in reward units, so the config's weights keep their meaning; TRL's
+    #: default ("group") divides by each group's spread, and a term that alone varies in a group (a few
+    #: characters of brevity) then weighs as much as the format
+    scale_rewards: str = "none"
 
 
 @dataclass
@@ -82,7 +86,8 @@ def train(arm: str, config: dict[str, Any], seed: int, budget: Budget, train_pai
             per_device_train_batch_size=budget.prompts_per_step * budget.generations,
             num_generations=budget.generations, max_completion_length=budget.max_completion_tokens,
             reward_weights=rewards.reward_weights(), logging_steps=1, save_strategy="no", report_to=[],
-            use_cpu=True, bf16=False, disable_tqdm=True, temperature=budget.temperature, beta=0.0)
+            use_cpu=True, bf16=False, disable_tqdm=True, temperature=budget.temperature, beta=0.0,
+            scale_rewards=budget.scale_rewards, gradient_checkpointing=False)  # 135M parameters: memory is no issue
         trainer = GRPOTrainer(model=model, reward_funcs=rewards.funcs, args=args, train_dataset=dataset,
                               processing_class=tokenizer, peft_config=lm.lora_config(budget.lora_rank),
                               callbacks=[Progress()])
