@@ -5,7 +5,7 @@ forward and backward pass over them with LoRA) timed with 1 and with 2 intra-op 
 side in one process, repeated and interleaved; prints seconds and the 2-thread / 1-thread ratio.
 
 Default: the demo's comparison (``python -m examples.grpo``) with more seeds and steps than
-``make demo-llm`` runs (``--seeds 1,2,3,4 --steps 16``), results in runs/bench_llm_demo (resumable).
+``make demo-llm`` runs (``--seeds 1,2,3,4 --steps 12``), results in runs/bench_llm_demo (resumable).
 
 Run: ``.venv/bin/python benchmarks/bench_llm_demo.py [--threads] [--seeds 1,2,3,4] [--steps 24]``
 """
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", action="store_true", help="time 1 against 2 torch threads instead")
     parser.add_argument("--repeats", type=int, default=5, help="--threads: repetitions per thread count (5)")
     parser.add_argument("--seeds", default="1,2,3,4")
-    parser.add_argument("--steps", default="16")
+    parser.add_argument("--steps", default="12")
     args = parser.parse_args(argv)
     if args.threads:
         time_threads(args.repeats)

@@ -59,7 +59,7 @@ def seed_list(text: str) -> list[int]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m examples.grpo", description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=seed_list, default=[1, 2], help="training seeds, paired across arms (1,2)")
-    parser.add_argument("--steps", type=positive, default=8, help="GRPO steps per run (8)")
+    parser.add_argument("--steps", type=positive, default=6, help="GRPO steps per run (6)")
     parser.add_argument("--held-out", type=positive, default=24, help="held-out questions scored (24)")
     parser.add_argument("--torch-threads", type=positive, default=1,
                         help="torch threads (1: leaves a core free; bench_llm_demo.py --threads compares 1 and 2)")

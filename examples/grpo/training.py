@@ -24,7 +24,7 @@ class Budget:
 
     steps: int = 24
     prompts_per_step: int = 2
-    generations: int = 4
+    generations: int = 8
     max_completion_tokens: int = 12
     learning_rate: float = 1e-3
     lora_rank: int = 8
