@@ -4,10 +4,14 @@
 forward and backward pass over them with LoRA) timed with 1 and with 2 intra-op torch threads, side by
 side in one process, repeated and interleaved; prints seconds and the 2-thread / 1-thread ratio.
 
+``--probe``: the base model's sampled replies to held-out questions (the demo's prompt and sampling
+temperature, 4 per question), by form (a bare number, an equation ``a + b = c``, anything else):
+how often each form comes and how often it is right. Why the task asks for the equation.
+
 Default: the demo's comparison (``python -m examples.grpo``) with more seeds and steps than
 ``make demo-llm`` runs (``--seeds 1,2,3,4 --steps 12``), results in runs/bench_llm_demo (resumable).
 
-Run: ``.venv/bin/python benchmarks/bench_llm_demo.py [--threads] [--seeds 1,2,3,4] [--steps 24]``
+Run: ``.venv/bin/python benchmarks/bench_llm_demo.py [--threads | --probe] [--seeds 1,2,3,4] [--steps 12]``
 """
 
 from __future__ import annotations
@@ -62,15 +66,57 @@ def time_threads(repeats: int) -> None:
     print(f"2 threads / 1 thread: {totals[2] / totals[1]:.2f}x the time")
 
 
+def probe(questions: int, samples: int) -> None:
+    import re
+
+    import torch
+
+    from examples.grpo import model as lm
+    from examples.grpo import task
+    from examples.grpo.training import Budget
+
+    lm.set_threads(1)
+    torch.manual_seed(0)
+    model, tokenizer = lm.load()
+    model.eval()
+    _, held_out = task.split(held_out=questions)
+    messages = task.rows(held_out)["prompt"]
+    forms: dict[str, list[bool]] = {"bare number": [], "equation": [], "other": []}
+    for start in range(0, len(messages), 8):
+        enc = tokenizer.apply_chat_template(messages[start:start + 8], add_generation_prompt=True, return_dict=True,
+                                            return_tensors="pt", padding=True)
+        with torch.inference_mode():
+            out = model.generate(**enc, max_new_tokens=Budget().max_completion_tokens, do_sample=True,
+                                 temperature=Budget().temperature, num_return_sequences=samples)
+        width = enc["input_ids"].shape[1]
+        for k, row in enumerate(out):
+            reply = tokenizer.decode(row[width:], skip_special_tokens=True)
+            a, b = held_out[start + k // samples]
+            form = ("bare number" if re.fullmatch(r"\s*-?\d+\.?\s*", reply) else
+                    "equation" if task.compliant(reply) else "other")
+            forms[form].append(task.correct(reply, a, b))
+    total = sum(len(v) for v in forms.values())
+    print(f"{'form':<12} {'share':>6} {'right':>6}   ({total} sampled replies to {questions} held-out questions, "
+          f"temperature {Budget().temperature})")
+    for form, right in forms.items():
+        share = len(right) / total
+        rate = f"{sum(right) / len(right):.0%}" if right else "-"
+        print(f"{form:<12} {share:>6.0%} {rate:>6}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", action="store_true", help="time 1 against 2 torch threads instead")
+    parser.add_argument("--probe", action="store_true", help="the base model's sampled replies by form instead")
     parser.add_argument("--repeats", type=int, default=5, help="--threads: repetitions per thread count (5)")
     parser.add_argument("--seeds", default="1,2,3,4")
     parser.add_argument("--steps", default="12")
     args = parser.parse_args(argv)
     if args.threads:
         time_threads(args.repeats)
+        return 0
+    if args.probe:
+        probe(questions=48, samples=4)
         return 0
     from examples.grpo.__main__ import main as demo
 
