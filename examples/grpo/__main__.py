@@ -4,7 +4,7 @@ Both arms train a fresh LoRA on the same pretrained model with the same budget, 
 settings; only the reward differs:
 
 - ``sparse`` (sparse.yaml): ``answer_match`` alone, 1.0 when the reply's last number is the sum.
-  About one sampled reply in ten is right, so most groups score all zeros: no gradient.
+  About one sampled reply in seven is right, so many groups score all zeros: no gradient.
 - ``composed`` (composed.yaml): the same term plus a format ``regex_match`` (an equation
   ``a + b = c`` in the reply) whose weight fades over the trainer's steps, a ``length_penalty`` and
   a ``remote_score`` closeness term served by a scorer process this demo starts on 127.0.0.1.

@@ -2,10 +2,10 @@
 
 SmolLM2-135M-Instruct cannot add in its head: its sampled bare numbers are right about 1 time in
 20, its written-out equations about 2 in 5 (``benchmarks/bench_llm_demo.py --probe``: 5% and 39% of
-192 replies at the demo's temperature). The prompt's one worked
-example still answers with the bare number, as a format taught earlier would, so the base model
-follows the example about half the time and the instruction the other half: the format is what a
-few minutes of GRPO can teach, and learning it is what makes the answers right. A reply is
+192 replies at the demo's temperature). The prompt's one worked example still answers with the
+bare number, as a format taught earlier would, so the base model follows the example about half
+the time and the instruction the other half: the format is what a few minutes of GRPO can teach,
+and learning it is what makes the answers right. A reply is
 *compliant* when it is one equation ``a + b = c`` and *correct* when its last number is the sum
 (what ``answer_match`` in ``numeric`` mode rewards against the ``reference`` column), whatever
 its form.
