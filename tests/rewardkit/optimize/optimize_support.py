@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -89,3 +91,18 @@ def load_trials(folder: Path, storage: str) -> list[FrozenTrial]:
 def calls(folder: Path) -> list[dict[str, Any]]:
     path = folder / "calls.log"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def kill_while_hanging(folder: Path, command: list[str], timeout: float = 120) -> None:
+    """Run ``command`` (``rewardkit optimize``) in ``folder`` until its trial named in ``hang_on_trial`` hangs,
+    then SIGKILL its whole process group: a worker killed mid-trial."""
+    proc = subprocess.Popen(command, cwd=folder, env=child_env(), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + timeout
+        while not (folder / "hanging").exists():
+            assert time.monotonic() < deadline, f"{folder / 'hanging'} never appeared"
+            time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -11,7 +11,6 @@ import glob
 import os
 import pwd
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -22,9 +21,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from optimize_support import calls, child_env, make_study_folder, optimize_command
+from optimize_support import calls, child_env, kill_while_hanging, make_study_folder, optimize_command
 from rewardkit.optimize.storage import open_storage, parse_storage
-from test_optimize_recovery import check_shared_study, wait_for
+from test_optimize_recovery import check_shared_study
 
 
 def postgres_bin() -> Path:
@@ -100,13 +99,7 @@ def test_killed_worker_on_postgres_is_retried(tmp_path, postgres_url):
     (folder / "hang_on_trial").write_text("1")
     cmd = optimize_command(url, 4)
     cmd[cmd.index("--study") + 1] = "killed"
-    proc = subprocess.Popen(cmd, cwd=folder, env=child_env(), start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for(folder / "hanging")
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_while_hanging(folder, cmd)
     (folder / "hang_on_trial").unlink()
     result = subprocess.run(cmd, cwd=folder, env=child_env(), capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stderr

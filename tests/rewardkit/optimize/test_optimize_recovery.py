@@ -2,37 +2,22 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import time
 
 import pytest
 from optuna.trial import TrialState
 
-from optimize_support import calls, child_env, load_trials, make_study_folder, optimize_command, run_optimize
+from optimize_support import (calls, child_env, kill_while_hanging, load_trials, make_study_folder,
+                              optimize_command, run_optimize)
 
 from rewardkit.optimize.optimizer import OVER_BUDGET_ATTR
-
-
-def wait_for(path, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.1)
 
 
 @pytest.mark.parametrize("storage", ["s.journal", "sqlite:///s.db"])
 def test_killed_mid_trial_then_resumed(tmp_path, storage):
     folder = make_study_folder(tmp_path)
     (folder / "hang_on_trial").write_text("2")
-    proc = subprocess.Popen(optimize_command(storage, 6), cwd=folder, env=child_env(), start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(folder / "hanging")
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_while_hanging(folder, optimize_command(storage, 6))
     before = load_trials(folder, storage)
     assert [t.state for t in before] == [TrialState.COMPLETE, TrialState.COMPLETE, TrialState.RUNNING]
     (folder / "hang_on_trial").unlink()
@@ -91,13 +76,7 @@ def test_a_killed_last_trial_is_still_retried(tmp_path):
     """The killed trial was the last of the budget: its retry must still run (it did not count)."""
     folder = make_study_folder(tmp_path)
     (folder / "hang_on_trial").write_text("1")
-    proc = subprocess.Popen(optimize_command("s.journal", 2), cwd=folder, env=child_env(), start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for(folder / "hanging")
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_while_hanging(folder, optimize_command("s.journal", 2))
     (folder / "hang_on_trial").unlink()
     result = run_optimize(folder, "s.journal", 2)
     after = load_trials(folder, "s.journal")
