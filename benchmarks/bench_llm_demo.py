@@ -78,30 +78,21 @@ def probe(questions: int, samples: int) -> None:
     lm.set_threads(1)
     torch.manual_seed(0)
     model, tokenizer = lm.load()
-    model.eval()
+    budget = Budget()
     _, held_out = task.split(held_out=questions)
-    messages = task.rows(held_out)["prompt"]
+    replies = lm.generate(model, tokenizer, task.rows(held_out)["prompt"], max_new_tokens=budget.max_completion_tokens,
+                          batch_size=8, temperature=budget.temperature, samples=samples)
     forms: dict[str, list[bool]] = {"bare number": [], "equation": [], "other": []}
-    for start in range(0, len(messages), 8):
-        enc = tokenizer.apply_chat_template(messages[start:start + 8], add_generation_prompt=True, return_dict=True,
-                                            return_tensors="pt", padding=True)
-        with torch.inference_mode():
-            out = model.generate(**enc, max_new_tokens=Budget().max_completion_tokens, do_sample=True,
-                                 temperature=Budget().temperature, num_return_sequences=samples)
-        width = enc["input_ids"].shape[1]
-        for k, row in enumerate(out):
-            reply = tokenizer.decode(row[width:], skip_special_tokens=True)
-            a, b = held_out[start + k // samples]
-            form = ("bare number" if re.fullmatch(r"\s*-?\d+\.?\s*", reply) else
-                    "equation" if task.compliant(reply) else "other")
-            forms[form].append(task.correct(reply, a, b))
-    total = sum(len(v) for v in forms.values())
-    print(f"{'form':<12} {'share':>6} {'right':>6}   ({total} sampled replies to {questions} held-out questions, "
-          f"temperature {Budget().temperature})")
+    for k, reply in enumerate(replies):
+        a, b = held_out[k // samples]
+        form = ("bare number" if re.fullmatch(r"\s*-?\d+\.?\s*", reply) else
+                "equation" if task.compliant(reply) else "other")
+        forms[form].append(task.correct(reply, a, b))
+    print(f"{'form':<12} {'share':>6} {'right':>6}   ({len(replies)} sampled replies to {questions} held-out questions, "
+          f"temperature {budget.temperature})")
     for form, right in forms.items():
-        share = len(right) / total
         rate = f"{sum(right) / len(right):.0%}" if right else "-"
-        print(f"{form:<12} {share:>6.0%} {rate:>6}")
+        print(f"{form:<12} {len(right) / len(replies):>6.0%} {rate:>6}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -72,17 +72,20 @@ def lora_config(rank: int = 8) -> Any:
 
 
 def generate(model: Any, tokenizer: Any, messages: list[list[dict]], max_new_tokens: int = 12,
-             batch_size: int = 16) -> list[str]:
-    """Greedy replies to chat prompts (what the held-out evaluation scores)."""
+             batch_size: int = 16, temperature: float | None = None, samples: int = 1) -> list[str]:
+    """Replies to chat prompts: greedy (what the held-out evaluation scores), or ``samples`` sampled at
+    ``temperature`` per prompt, a prompt's samples next to each other."""
     import torch
 
+    sampling = ({"do_sample": False} if temperature is None else
+                {"do_sample": True, "temperature": temperature, "num_return_sequences": samples})
     replies: list[str] = []
     model.eval()
     for start in range(0, len(messages), batch_size):
         enc = tokenizer.apply_chat_template(messages[start:start + batch_size], add_generation_prompt=True,
                                             return_dict=True, return_tensors="pt", padding=True)
         with torch.inference_mode():
-            out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False)
+            out = model.generate(**enc, max_new_tokens=max_new_tokens, **sampling)
         width = enc["input_ids"].shape[1]
         replies += [tokenizer.decode(row[width:], skip_special_tokens=True) for row in out]
     return replies
