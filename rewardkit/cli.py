@@ -29,9 +29,10 @@ from .docgen import components_markdown, components_text
 from .errors import ConfigError, RewardKitError
 from .migrate_rllama import migrate_rllama_file
 from .params import describe
+from .serve_reward.command import add_serve_reward_parser
 
 PLUGIN_GROUP = "rewardkit.commands"
-CORE_COMMANDS = ("validate", "explain", "check", "components", "docs", "migrate", "optimize")
+CORE_COMMANDS = ("validate", "explain", "check", "components", "docs", "migrate", "optimize", "serve-reward")
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -456,6 +457,7 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
     m.set_defaults(func=cmd_migrate_rllama)
 
     add_optimize_parser(sub)
+    add_serve_reward_parser(sub)
 
     for ep in plugin_entry_points():
         if ep.name in CORE_COMMANDS:

@@ -77,19 +77,6 @@ def test_batched_form_calls_the_composer_once_per_batch() -> None:
 
 
 # ---- through veRL's own code -----------------------------------------------------------------
-def char_tokenizer():
-    """A real Hugging Face fast tokenizer with one token per printable character (offline)."""
-    pytest.importorskip("tokenizers")
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {"<pad>": 0, "<eos>": 1, **{chr(c): c - 30 for c in range(32, 127)}}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
-    tok.pre_tokenizer = pre_tokenizers.Split("", "isolated")
-    tok.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>")
-
-
 def rollout_batch(tokenizer, step: int | None = None):
     """A DataProto as veRL's trainer hands it to a reward manager: left-padded prompts, right-padded
     responses, the attention mask over both, and the dataset's non-tensor columns."""
@@ -153,9 +140,9 @@ def custom_reward_fn(tmp_path: Path, factory: str, return_dict: bool):
     return reward.get_custom_reward_fn(config)
 
 
-def test_verl_naive_reward_manager(tmp_path: Path) -> None:
+def test_verl_naive_reward_manager(tmp_path: Path, char_tokenizer) -> None:
     managers = pytest.importorskip("verl.workers.reward_manager", reason=INSTALL)
-    tokenizer = char_tokenizer()
+    tokenizer = char_tokenizer
     fn = custom_reward_fn(tmp_path, "make_compute_score", True)
     manager = managers.get_reward_manager_cls("naive")(tokenizer=tokenizer, num_examine=0, compute_score=fn)
     batch = rollout_batch(tokenizer, step=15)
@@ -166,9 +153,9 @@ def test_verl_naive_reward_manager(tmp_path: Path) -> None:
     assert out["reward_extra_info"]["score"] == expected_totals(15)
 
 
-def test_verl_batch_reward_manager(tmp_path: Path) -> None:
+def test_verl_batch_reward_manager(tmp_path: Path, char_tokenizer) -> None:
     managers = pytest.importorskip("verl.workers.reward_manager", reason=INSTALL)
-    tokenizer = char_tokenizer()
+    tokenizer = char_tokenizer
     fn = custom_reward_fn(tmp_path, "make_batch_compute_score", False)
     manager = managers.get_reward_manager_cls("batch")(tokenizer=tokenizer, num_examine=0, compute_score=fn)
     batch = rollout_batch(tokenizer)  # no step in extra_info: the composer's counter, 0 for this first batch
@@ -177,12 +164,12 @@ def test_verl_batch_reward_manager(tmp_path: Path) -> None:
     assert batch.batch["acc"].tolist() == rewards  # BatchRewardManager stores the scores as acc
 
 
-def test_verl_reward_loop_manager_calls_from_threads(tmp_path: Path) -> None:
+def test_verl_reward_loop_manager_calls_from_threads(tmp_path: Path, char_tokenizer) -> None:
     """veRL 0.9's reward loop (the trainer's default path): ``run_single`` per sample, all of a chunk
     at once, the synchronous function in a thread pool; as RewardLoopWorker.compute_score_batch does."""
     loop_managers = pytest.importorskip("verl.experimental.reward_loop.reward_manager", reason=INSTALL)
     omegaconf = pytest.importorskip("omegaconf")
-    tokenizer = char_tokenizer()
+    tokenizer = char_tokenizer
     fn = custom_reward_fn(tmp_path, "make_compute_score", True)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
