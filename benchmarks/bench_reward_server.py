@@ -187,6 +187,31 @@ def main() -> None:
               "(the wall-time cost less waiting for a core on a loaded machine)")
     print(f"composer calls in the server: {calls:.0f} for {3 + args.batches} batched requests and "
           f"{len(single_s) * n} one-query requests")
+    plot(local_s, served_s, n)
+
+
+def plot(local_s: list[float], served_s: list[float], n: int) -> None:
+    """Per-batch wall times of both paths, in batch order, to ``benchmarks/out/bench_reward_server.png``."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(matplotlib not installed: no plot)")
+        return
+    out = ROOT / "benchmarks" / "out" / "bench_reward_server.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    ax.plot([1000 * v for v in served_s], ".-", label="rewardkit serve-reward (one POST)")
+    ax.plot([1000 * v for v in local_s], ".-", label="in process (one composer call)")
+    ax.axhline(1000 * statistics.median(local_s) + 5, color="grey", ls="--", lw=1, label="in-process median + 5 ms")
+    ax.set_xlabel(f"batch of {n} completions (paired, in run order)")
+    ax.set_ylabel("wall time (ms)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    print(f"plot: {out}")
 
 
 def _cpu_seconds(pid: int) -> float:
