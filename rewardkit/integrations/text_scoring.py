@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -67,7 +68,7 @@ class TextScorer:
         self.asynchronous = any(getattr(node.component, "asynchronous", False)
                                 for node in walk(composer.spec.nodes) if isinstance(node, TermNode))
         self._lock = threading.Lock()
-        self._alock: asyncio.Lock | None = None
+        self._alocks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 
     def context(self, completions: Sequence[Any], prompts: Sequence[Any] | None = None,
                 references: Sequence[Any] | None = None,
@@ -117,9 +118,9 @@ class TextScorer:
         GIL, and a worker thread would only add a GIL hand-over (up to 5 ms on a busy loop)."""
         if not self.asynchronous:
             return self.score(ctx, n, step)
-        if self._alock is None:
-            self._alock = asyncio.Lock()
-        async with self._alock:
+        loop = asyncio.get_running_loop()
+        alock = self._alocks.get(loop) or self._alocks.setdefault(loop, asyncio.Lock())
+        async with alock:
             with self._lock:
                 self.composer.reset()
                 out = await self.composer.acall(ctx, step=step, terminated=np.ones(n, dtype=bool),

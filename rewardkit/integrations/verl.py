@@ -7,6 +7,10 @@ with ``return_dict=True`` a dict with ``score`` (the total) and each term's cont
 term's name, which veRL logs as metrics. ``make_batch_compute_score(config)`` returns the form
 veRL's ``BatchRewardManager`` calls: ``compute_score(data_sources, solution_strs, ground_truths,
 extra_infos, **kwargs)`` returning one value (or dict) per sample, from one composer call.
+``make_async_compute_score(config)`` is the per-sample form as a coroutine function, for veRL
+0.9's reward loop (its default path), which awaits it for every sample of a chunk at once: the
+samples that wait while a composer call runs share the next call, so the loop scores in batches
+too, and remote terms run on its event loop.
 
 **The context.** ``completion`` is the decoded response, ``reference`` the ground truth (a number
 becomes its text), and every key of ``extra_info`` plus ``data_source`` is a column (so a
@@ -27,10 +31,13 @@ counters are per worker. Importing this module needs neither torch nor veRL.
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import weakref
 from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import InvalidInputError
+from .coalescer import Coalescer
 from .text_scoring import ScoredBatch, TextScorer, load_composer
 
 STEP_KEYS = ("global_step", "global_steps")
@@ -140,4 +147,24 @@ def make_batch_compute_score(config: str | Any, return_dict: bool = False, *,
     return compute_score
 
 
-__all__ = ["make_compute_score", "make_batch_compute_score"]
+def make_async_compute_score(config: str | Any, return_dict: bool = False, *, completions_per_step: int | None = None,
+                             max_batch: int = 4096) -> ComputeScore:
+    """veRL's per-sample custom reward as a coroutine function: concurrent samples on one event
+    loop share composer calls (at most ``max_batch`` completions per call)."""
+    scorer, clock = _setup(config, return_dict, completions_per_step)
+    coalescers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Coalescer] = weakref.WeakKeyDictionary()
+
+    async def compute_score(data_source: Any, solution_str: str, ground_truth: Any,
+                            extra_info: Mapping[str, Any] | None = None, **kwargs: Any) -> float | dict[str, float]:
+        rows = _rows([data_source], [extra_info], 1)
+        ctx = scorer.context([solution_str], references=[ground_truth], rows=rows)
+        loop = asyncio.get_running_loop()
+        coalescer = coalescers.get(loop) or coalescers.setdefault(loop, Coalescer(scorer, max_batch))
+        scored = await coalescer.score(ctx, 1, clock.step(rows, 1))
+        return _result(scored.batch, scored.start, return_dict)
+
+    compute_score.composer = scorer.composer  # type: ignore[attr-defined]
+    return compute_score
+
+
+__all__ = ["make_compute_score", "make_batch_compute_score", "make_async_compute_score"]

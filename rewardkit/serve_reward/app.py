@@ -1,7 +1,7 @@
 """``RewardServer``: a reward config behind HTTP, answering OpenRLHF's remote reward protocol.
 
 POST ``/get_reward`` (and ``/``) scores a batch (:mod:`.protocol`); concurrent requests share
-composer calls (:mod:`.batcher`); remote terms run concurrently on the server's event loop
+composer calls (:mod:`rewardkit.integrations.coalescer`); remote terms run concurrently on the server's event loop
 (``composer.acall``). GET ``/health`` answers without a key (for load balancers), GET ``/metrics``
 gives Prometheus text. Bounds: a body larger than ``max_body_bytes`` is refused with 413 before it
 is held whole; more than ``max_pending`` requests at once get 503 (with ``Retry-After``). With an
@@ -27,9 +27,9 @@ from starlette.routing import Route
 
 from ..composer import RewardComposer
 from ..errors import RemoteScoreError, RewardKitError
+from ..integrations.coalescer import INPUT_ERRORS, Coalescer
 from ..integrations.text_scoring import TextScorer
 from . import state
-from .batcher import INPUT_ERRORS, Coalescer
 from .protocol import (DEFAULT_MAX_BATCH, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_PENDING, RequestError, RewardRequest, answer,
                        error_body, parse_request)
 

@@ -15,7 +15,8 @@ import pytest
 
 from rewardkit import RewardComposer
 from rewardkit.errors import InvalidInputError
-from rewardkit.integrations.verl import make_batch_compute_score, make_compute_score
+from rewardkit.integrations.text_scoring import TextScorer
+from rewardkit.integrations.verl import make_async_compute_score, make_batch_compute_score, make_compute_score
 
 INSTALL = "pip install 'rewardkit[verl]' && pip install --no-deps verl==0.9.1 tensordict==0.10.0 pyvers==0.1.0"
 
@@ -74,6 +75,36 @@ def test_batched_form_calls_the_composer_once_per_batch() -> None:
     assert fn.composer.step == 24  # one batched call at step 20 advanced the counter by 4
     with pytest.raises(InvalidInputError, match="different training steps"):
         fn(["d", "d"], ["1", "2"], ["1", "2"], [{"global_step": 1}, {"global_step": 2}])
+
+
+def test_async_form_merges_concurrent_samples_into_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    score = TextScorer.score
+
+    def counting(self, ctx, n, step=None):
+        calls.append(n)
+        return score(self, ctx, n, step)
+
+    monkeypatch.setattr(TextScorer, "score", counting)
+    fn = make_async_compute_score(CONFIG, return_dict=True)
+
+    async def chunk() -> list:
+        return await asyncio.gather(*(fn("d", r, t, {"global_step": 20}) for r, t in zip(RESPONSES, TRUTHS, strict=True)))
+
+    out = asyncio.run(chunk())
+    assert calls == [4]  # the four samples waited together: one composer call
+    assert [o["score"] for o in out] == [2.0, 0.0, 2.0 - 6.0, 2.0]
+    assert out[2] == {"score": -4.0, "correct": 2.0, "length": -6.0}
+    # samples at different steps are not merged (a call is evaluated at one step)
+    calls.clear()
+
+    async def two_steps() -> list:
+        return await asyncio.gather(fn("d", "1", "1", {"global_step": 1}), fn("d", "2", "2", {"global_step": 2}))
+
+    asyncio.run(two_steps())
+    assert calls == [1, 1]
+    with pytest.raises(InvalidInputError, match="completion 0: expected a string"):
+        asyncio.run(fn("d", 5, "5"))
 
 
 # ---- through veRL's own code -----------------------------------------------------------------
@@ -188,3 +219,34 @@ def test_verl_reward_loop_manager_calls_from_threads(tmp_path: Path, char_tokeni
     assert [o["reward_extra_info"]["length"] for o in outputs] == [0.0, 0.0, -6.0, 0.0]
     rm_scores = loop_managers.base.RewardManagerBase.assemble_rm_scores(batch, [o["reward_score"] for o in outputs])
     assert last_token_rewards(rm_scores, batch) == expected_totals(30)
+
+
+def test_verl_reward_loop_manager_awaits_the_async_form(tmp_path: Path, char_tokenizer,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The async form through veRL's reward loop: veRL wraps it as a coroutine (get_custom_reward_fn),
+    its manager awaits it on the worker's loop, and the samples of the chunk share composer calls."""
+    calls: list[int] = []
+    score = TextScorer.score
+    monkeypatch.setattr(TextScorer, "score", lambda self, ctx, n, step=None: calls.append(n) or score(self, ctx, n, step))
+    loop_managers = pytest.importorskip("verl.experimental.reward_loop.reward_manager", reason=INSTALL)
+    omegaconf = pytest.importorskip("omegaconf")
+    fn = custom_reward_fn(tmp_path, "make_async_compute_score", True)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        manager = loop_managers.get_reward_manager_cls("naive")(omegaconf.OmegaConf.create({}), char_tokenizer, fn)
+        assert manager.is_async_reward_score
+        batch = rollout_batch(char_tokenizer, step=30)
+
+        async def chunk() -> list[dict]:
+            return await asyncio.gather(*(manager.run_single(batch[i:i + 1]) for i in range(len(batch))))
+
+        outputs = loop.run_until_complete(chunk())
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+    assert [o["reward_score"] for o in outputs] == expected_totals(30)
+    assert [o["reward_extra_info"]["correct"] for o in outputs] == [2.0, 0.0, 2.0, 2.0]
+    # every sample scored once; how many share a call depends on when veRL's decode threads finish
+    # ([3, 1] in every run here); the merging itself is asserted without threads above
+    assert sum(calls) == 4

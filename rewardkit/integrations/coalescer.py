@@ -1,9 +1,10 @@
 """``Coalescer``: concurrent requests scored by one composer call.
 
-OpenRLHF 0.11 posts one query per request, many at once. While a composer call runs, the requests
-that arrive wait in a queue; the next call takes every waiting request evaluated at the same step
-(up to ``max_batch`` completions) as one batch. No timer: a request alone is scored at once, and
-under load the batch grows by itself. A merged batch refused for its inputs (one request's bad
+OpenRLHF 0.11 posts one query per request, many at once, and veRL's reward loop scores the samples
+of a chunk as concurrent coroutines. While a composer call runs, the requests that arrive wait in
+a queue; the next call takes every waiting request evaluated at the same step (up to
+``max_batch`` completions) as one batch. No timer: a request alone is scored at once, and under
+load the batch grows by itself. A merged batch refused for its inputs (one request's bad
 column) is scored request by request, so only the bad request fails; a failing call changes
 nothing in the composer, so the retry is exact.
 """
@@ -19,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import InvalidInputError, MissingInputError, NonFiniteInputError
-from ..integrations.text_scoring import ScoredBatch, TextScorer
+from .text_scoring import ScoredBatch, TextScorer
 
 INPUT_ERRORS = (InvalidInputError, MissingInputError, NonFiniteInputError)
 
