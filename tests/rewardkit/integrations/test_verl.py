@@ -250,3 +250,59 @@ def test_verl_reward_loop_manager_awaits_the_async_form(tmp_path: Path, char_tok
     # every sample scored once; how many share a call depends on when veRL's decode threads finish
     # ([3, 1] in every run here); the merging itself is asserted without threads above
     assert sum(calls) == 4
+
+
+def worker_config(tmp_path: Path, tokenizer, factory: str, workers: int = 1):
+    """veRL's trainer config as its reward loop reads it: the model's tokenizer folder, the reward
+    manager by registered name, the custom reward function, no reward model."""
+    omegaconf = pytest.importorskip("omegaconf", reason=INSTALL)
+    model_dir = tmp_path / "model"
+    tokenizer.save_pretrained(model_dir)
+    return omegaconf.OmegaConf.create({
+        "actor_rollout_ref": {"model": {"path": str(model_dir), "tokenizer_path": None}},
+        "reward": {"num_workers": workers,
+                   "reward_manager": {"source": "register", "name": "naive", "module": {"path": None, "name": None}},
+                   "custom_reward_function": {"path": str(reward_file(tmp_path, factory, True)),
+                                              "name": "compute_score", "reward_kwargs": {}},
+                   "reward_model": {"enable": False, "enable_resource_pool": False},
+                   "sandbox_fusion": None}})
+
+
+@pytest.mark.parametrize("factory", ["make_compute_score", "make_async_compute_score"])
+def test_verl_reward_loop_worker(tmp_path: Path, char_tokenizer, factory: str) -> None:
+    """veRL's RewardLoopWorker (what each reward worker actor runs, here without Ray): it loads the
+    tokenizer from the model folder and the function from the file through load_reward_manager,
+    and scores a chunk with compute_score_batch."""
+    reward_loop = pytest.importorskip("verl.experimental.reward_loop.reward_loop", reason=INSTALL)
+    config = worker_config(tmp_path, char_tokenizer, factory)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        worker = reward_loop.RewardLoopWorker(config)
+        batch = rollout_batch(char_tokenizer, step=30)
+        outputs = loop.run_until_complete(worker.compute_score_batch(batch))
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+    assert [o["reward_score"] for o in outputs] == expected_totals(30)
+    assert [o["reward_extra_info"]["length"] for o in outputs] == [0.0, 0.0, -6.0, 0.0]
+
+
+def test_verl_reward_loop_manager_on_a_local_ray_cluster(tmp_path: Path, char_tokenizer) -> None:
+    """The trainer's reward path end to end on CPU: RewardLoopManager starts two RewardLoopWorker Ray
+    actors (each loads the function from the file), splits the batch between them, and returns the
+    rm_scores tensor and the terms as reward_extra_info, as RayPPOTrainer reads them."""
+    ray = pytest.importorskip("ray", reason=INSTALL)
+    reward_loop = pytest.importorskip("verl.experimental.reward_loop.reward_loop", reason=INSTALL)
+    reward = pytest.importorskip("verl.trainer.ppo.reward", reason=INSTALL)
+    config = worker_config(tmp_path, char_tokenizer, "make_async_compute_score", workers=2)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parents[3])}})
+    try:
+        manager = reward_loop.RewardLoopManager(config)
+        batch = rollout_batch(char_tokenizer, step=30)
+        scores, extra = reward.extract_reward(manager.compute_rm_score(batch))
+    finally:
+        ray.shutdown()
+    assert last_token_rewards(scores, batch) == expected_totals(30)
+    assert extra["length"].tolist() == [0.0, 0.0, -6.0, 0.0] and extra["score"].tolist() == expected_totals(30)
