@@ -127,6 +127,10 @@ class TextScorer:
                                                 truncated=np.zeros(n, dtype=bool))
         return self._scored(out, n)
 
+    def locked(self) -> threading.Lock:
+        """The lock every composer call holds: hold it to read the composer's state between calls."""
+        return self._lock
+
     def _scored(self, out: RewardOutput, n: int) -> ScoredBatch:
         totals = _floats(out.total, n)
         terms = {name: _floats(out.terms[name].contribution, n) for name in self.term_names}

@@ -11,6 +11,7 @@ The state (:mod:`.state`) is restored when the server is built and saved when it
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import json
@@ -82,10 +83,14 @@ class RewardServer:
 
     def __init__(self, composer: RewardComposer, *, state_path: str | Path | None = None, api_key: str | None = None,
                  max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_pending: int = DEFAULT_MAX_PENDING,
-                 max_batch: int = DEFAULT_MAX_BATCH, strip_suffixes: Sequence[str] = ()) -> None:
+                 max_batch: int = DEFAULT_MAX_BATCH, strip_suffixes: Sequence[str] = (),
+                 save_every_s: float | None = None) -> None:
         for name, value in (("max_body_bytes", max_body_bytes), ("max_pending", max_pending), ("max_batch", max_batch)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
+        if save_every_s is not None and not save_every_s > 0:
+            raise ValueError(f"save_every_s: expected a positive number of seconds or None, got {save_every_s!r}")
+        self.save_every_s = save_every_s
         self.composer = composer
         self.scorer = TextScorer(composer)
         self.state_path = Path(state_path) if state_path is not None else None
@@ -209,19 +214,34 @@ class RewardServer:
         return JSONResponse(error_body(status, message), status_code=status, headers=headers)
 
     def save_state(self) -> bool:
-        """Write the state file (when one is set); True when written."""
+        """Write the state file (when one is set), between composer calls; True when written."""
         if self.state_path is None:
             return False
-        state.save(self.state_path, self.composer, self.counters)
+        with self.scorer.locked():
+            state.save(self.state_path, self.composer, self.counters)
         return True
+
+    async def _save_periodically(self, every_s: float) -> None:
+        """Save every ``every_s`` seconds when completions were scored since the last save (a crash
+        or SIGKILL then loses at most that much)."""
+        saved_at = self.counters["completions"]
+        while True:
+            await asyncio.sleep(every_s)
+            if self.counters["completions"] != saved_at:
+                saved_at = self.counters["completions"]
+                await asyncio.to_thread(self.save_state)  # waits for a remote call in flight without blocking the loop
 
     def app(self) -> Starlette:
         """The ASGI application; its shutdown saves the state and closes the composer."""
         @contextlib.asynccontextmanager
         async def lifespan(app: Starlette) -> AsyncIterator[None]:
+            saver = (asyncio.create_task(self._save_periodically(self.save_every_s))
+                     if self.save_every_s is not None and self.state_path is not None else None)
             try:
                 yield
             finally:
+                if saver is not None:
+                    saver.cancel()
                 try:
                     if self.save_state():
                         print(f"rewardkit serve-reward: state saved to {self.state_path} (step {self.composer.step})",

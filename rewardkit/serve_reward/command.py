@@ -29,6 +29,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
 def _port(text: str) -> int:
     value = _positive(text)
     if value > 65535:
@@ -48,6 +58,8 @@ def add_serve_reward_parser(sub: Any) -> None:
     p.add_argument("--port", type=_port, default=5000, help="port (default 5000, as OpenRLHF's serve_rm)")
     p.add_argument("--state", default=None, metavar="FILE",
                    help="state file: restored at start when it exists, written at SIGTERM/SIGINT")
+    p.add_argument("--save-every-s", type=_seconds, default=None, metavar="S",
+                   help="also save the state every S seconds when something was scored (a crash then loses at most S s)")
     p.add_argument("--api-key-env", default=DEFAULT_KEY_ENV, metavar="VAR",
                    help=f"environment variable holding the API key; when set, requests need it (default {DEFAULT_KEY_ENV})")
     p.add_argument("--max-body-bytes", type=_positive, default=DEFAULT_MAX_BODY_BYTES, metavar="N",
@@ -87,7 +99,8 @@ def cmd_serve_reward(args: argparse.Namespace) -> int:
         composer = RewardComposer.from_yaml(args.config)
         server = RewardServer(composer, state_path=args.state, api_key=os.environ.get(args.api_key_env) or None,
                               max_body_bytes=args.max_body_bytes, max_pending=args.max_pending,
-                              max_batch=args.max_batch, strip_suffixes=args.strip_suffix)
+                              max_batch=args.max_batch, strip_suffixes=args.strip_suffix,
+                              save_every_s=args.save_every_s)
     except RewardKitError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -190,6 +190,20 @@ def test_state_survives_sigterm_and_restart(config: Path, tmp_path: Path) -> Non
     assert json.loads(state.read_text())["composer"]["step"] == 14
 
 
+def test_periodic_saves_survive_a_sigkill(config: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    srv = Server(config, "--state", str(state), "--save-every-s", "0.2")
+    try:
+        assert srv.post(body()).status_code == 200
+        deadline = time.monotonic() + 20
+        while not state.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        srv.proc.kill()  # no SIGTERM: only the periodic save is there
+        srv.proc.communicate()
+    assert json.loads(state.read_text())["composer"]["step"] == 4
+
+
 def test_a_state_file_of_another_config_is_refused(config: Path, tmp_path: Path) -> None:
     state = tmp_path / "state.json"
     other = tmp_path / "other.yaml"
@@ -365,3 +379,13 @@ def test_openrlhf_single_turn_executor_end_to_end(server: Server, char_tokenizer
     out = asyncio.run(executor.execute("Q: 2+2? A:", "4", params, 64, tokenizer, Engine()))
     assert out["reward"] == [2.0 + out["extra_logs"]["length"]]
     assert out["scores"] == out["reward"] and out["extra_logs"]["correct"] == 2.0
+
+
+def test_without_the_serve_extra_the_command_names_the_install(config: Path) -> None:
+    code = ("import sys\nsys.modules['starlette'] = None  # as if not installed\n"
+            "from rewardkit.cli import main\n"
+            f"raise SystemExit(main(['serve-reward', {str(config)!r}, '--port', '9']))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "pip install 'rewardkit[serve]'" in done.stderr.strip().splitlines()[-1]

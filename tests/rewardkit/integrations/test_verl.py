@@ -306,3 +306,16 @@ def test_verl_reward_loop_manager_on_a_local_ray_cluster(tmp_path: Path, char_to
         ray.shutdown()
     assert last_token_rewards(scores, batch) == expected_totals(30)
     assert extra["length"].tolist() == [0.0, 0.0, -6.0, 0.0] and extra["score"].tolist() == expected_totals(30)
+
+
+def test_the_adapter_imports_without_verl_torch_or_ray() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys\nfor name in ('verl', 'torch', 'ray', 'tensordict', 'omegaconf'):\n    sys.modules[name] = None\n"
+            "from rewardkit.integrations.verl import make_compute_score\n"
+            "print(make_compute_score({'version': 1, 'components': {'c': {'type': 'answer_match'}}})('d', '4', 4))\n")
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)})
+    assert done.returncode == 0 and done.stdout.strip() == "1.0", done.stderr
