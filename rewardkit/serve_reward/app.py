@@ -251,4 +251,9 @@ class RewardServer:
 
         routes = [Route("/get_reward", self.get_reward, methods=["POST"]), Route("/", self.get_reward, methods=["POST"]),
                   Route("/health", self.health, methods=["GET"]), Route("/metrics", self.metrics_route, methods=["GET"])]
-        return Starlette(routes=routes, lifespan=lifespan)
+        async def not_here(request: Request, exc: Exception) -> Response:
+            status = getattr(exc, "status_code", 404)
+            what = "no such route" if status == 404 else f"{request.method} is not allowed here"
+            return self._error(status, f"{request.url.path}: {what} (POST /get_reward or /, GET /health or /metrics)")
+
+        return Starlette(routes=routes, lifespan=lifespan, exception_handlers={404: not_here, 405: not_here})

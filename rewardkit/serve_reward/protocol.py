@@ -50,7 +50,7 @@ class RewardRequest:
 def parse_request(body: bytes, strip_suffixes: Sequence[str] = ()) -> RewardRequest:
     """The request in ``body`` (JSON), checked; :class:`RequestError` 400 names the key and what was expected."""
     try:
-        data = json.loads(body)
+        data = json.loads(body, parse_constant=_no_constant)
     except (ValueError, RecursionError) as exc:
         raise RequestError(400, f"body: expected JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
     if not isinstance(data, dict):
@@ -84,6 +84,11 @@ def parse_request(body: bytes, strip_suffixes: Sequence[str] = ()) -> RewardRequ
                 completion = completion[: -len(suffix)]
         completions.append(completion)
     return RewardRequest(completions, prompts, labels, step, mismatched)
+
+
+def _no_constant(name: str) -> None:
+    """``NaN``, ``Infinity`` and ``-Infinity``: Python's json reads them, JSON does not have them."""
+    raise ValueError(f"{name} is not a JSON value (non-finite numbers are refused)")
 
 
 def _strings(data: dict[str, Any], key: str, *, required: bool) -> list[str] | None:

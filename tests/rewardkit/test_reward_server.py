@@ -158,6 +158,10 @@ def test_bad_requests_are_400_with_the_key_path(server: Server) -> None:
         assert re.search(message, got.json()["error"]["message"]), got.json()
     got = httpx.post(server.url + "/get_reward", content=b"{not json", timeout=30)
     assert got.status_code == 400 and "body: expected JSON" in got.json()["error"]["message"]
+    got = httpx.post(server.url + "/get_reward", content=b'{"query": ["a 4"], "labels": [NaN]}', timeout=30)
+    assert got.status_code == 400 and "NaN is not a JSON value" in got.json()["error"]["message"]
+    assert httpx.get(server.url + "/get_reward").json()["error"]["code"] == 405
+    assert httpx.get(server.url + "/nope").json()["error"]["message"].startswith("/nope: no such route")
     assert server.post(body()).status_code == 200  # the server goes on
 
 
