@@ -7,8 +7,8 @@ functions, the HTTP reward server): it builds the context the composer reads (``
 floats.
 
 Columns: numbers become a float64 array, anything else stays a list the composer checks (a text
-term reading a number raises its located error). A column the composer reads that is missing
-from some samples is an error naming the key and the first sample without it.
+term reading a number raises its located error). A column the composer reads (even an optional
+one) that only some samples have is an error naming the key and the first sample without it.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class TextScorer:
                 ctx[key] = [_reference(r) for r in references]
             elif rows is not None and n and all(key in row for row in rows):
                 ctx[key] = _column([row[key] for row in rows])
-            elif key in self.required:
+            elif key in self.required or (rows and any(key in row for row in rows)):
                 raise InvalidInputError(self._missing(key, rows, prompts, references))
         return ctx
 

@@ -57,10 +57,10 @@ class _Clock:
         self.scored = 0
         self._lock = threading.Lock()
 
-    def step(self, extra_infos: Sequence[Mapping[str, Any]], n: int) -> int | None:
+    def step(self, extra_infos: Sequence[Mapping[str, Any]]) -> int | None:
+        """The step for these samples (call :meth:`scored_ok` once they are scored)."""
         given = {_step_of(info, i) for i, info in enumerate(extra_infos)} - {None}
-        with self._lock:
-            before, self.scored = self.scored, self.scored + n
+        before = self.scored
         if len(given) > 1:
             raise InvalidInputError(f"extra_info: the samples of one batch carry different training steps {sorted(given)}; "
                                     "a batch is evaluated at one step")
@@ -69,6 +69,11 @@ class _Clock:
         if self.completions_per_step is not None:
             return before // self.completions_per_step
         return None
+
+    def scored_ok(self, n: int) -> None:
+        """Count ``n`` completions scored (a call that raised counts nothing)."""
+        with self._lock:
+            self.scored += n
 
 
 def _step_of(extra_info: Mapping[str, Any], index: int) -> int | None:
@@ -119,7 +124,8 @@ def make_compute_score(config: str | Any, return_dict: bool = False, *,
                       **kwargs: Any) -> float | dict[str, float]:
         rows = _rows([data_source], [extra_info], 1)
         ctx = scorer.context([solution_str], references=[ground_truth], rows=rows)
-        scored = scorer.score(ctx, 1, clock.step(rows, 1))
+        scored = scorer.score(ctx, 1, clock.step(rows))
+        clock.scored_ok(1)
         return _result(scored, 0, return_dict)
 
     compute_score.composer = scorer.composer  # type: ignore[attr-defined]
@@ -140,7 +146,8 @@ def make_batch_compute_score(config: str | Any, return_dict: bool = False, *,
                                     f"{len(ground_truths)} ground truths; expected one of each per sample")
         rows = _rows(data_sources, extra_infos, n)
         ctx = scorer.context(list(solution_strs), references=list(ground_truths), rows=rows)
-        scored = scorer.score(ctx, n, clock.step(rows, n))
+        scored = scorer.score(ctx, n, clock.step(rows))
+        clock.scored_ok(n)
         return [_result(scored, i, return_dict) for i in range(n)]
 
     compute_score.composer = scorer.composer  # type: ignore[attr-defined]
@@ -160,7 +167,8 @@ def make_async_compute_score(config: str | Any, return_dict: bool = False, *, co
         ctx = scorer.context([solution_str], references=[ground_truth], rows=rows)
         loop = asyncio.get_running_loop()
         coalescer = coalescers.get(loop) or coalescers.setdefault(loop, Coalescer(scorer, max_batch))
-        scored = await coalescer.score(ctx, 1, clock.step(rows, 1))
+        scored = await coalescer.score(ctx, 1, clock.step(rows))
+        clock.scored_ok(1)
         return _result(scored.batch, scored.start, return_dict)
 
     compute_score.composer = scorer.composer  # type: ignore[attr-defined]

@@ -67,6 +67,30 @@ def test_bad_inputs_are_clear_errors() -> None:
         make_compute_score(CONFIG, completions_per_step=0)
 
 
+def test_a_failed_call_counts_no_completions() -> None:
+    fn = make_compute_score(CONFIG, return_dict=True, completions_per_step=1)
+    for _ in range(9):  # steps 0 to 8
+        fn("d", "one two three four five six", "1")
+    with pytest.raises(InvalidInputError):
+        fn("d", None, "1")
+    assert fn("d", "one two three four five six", "1")["length"] == 0.0  # step 9 (weight 0), not 10
+
+
+def test_a_column_only_some_samples_have_is_an_error() -> None:
+    pytest.importorskip("httpx", reason="pip install 'rewardkit[remote]'")
+    remote = {"version": 1, "components": {"rm": {"type": "remote_score", "params": {"url": "http://127.0.0.1:9/score"}}}}
+    scorer = TextScorer(RewardComposer.from_dict(remote))  # its `prompt` is optional: absent everywhere is fine
+    assert scorer.context(["a", "b"], rows=[{}, {}]) == {"completion": ["a", "b"]}
+    with pytest.raises(InvalidInputError, match="reads 'prompt', which sample 1 lacks"):
+        scorer.context(["a", "b"], rows=[{"prompt": "p"}, {}])
+    needs = {"version": 1, "components": {"c": {"type": "answer_match"}, "n": {
+        "type": "linear", "inputs": {"value": "difficulty"}}}}
+    fn = make_batch_compute_score(needs)
+    with pytest.raises(InvalidInputError, match="reads 'difficulty', which sample 1 lacks"):
+        fn(["d", "d"], ["1", "2"], ["1", "2"], [{"difficulty": 1.0}, {}])
+    assert fn(["d", "d"], ["1", "2"], ["1", "3"], [{"difficulty": 1.0}, {"difficulty": 0.5}]) == [2.0, 0.5]
+
+
 def test_batched_form_calls_the_composer_once_per_batch() -> None:
     fn = make_batch_compute_score(CONFIG, return_dict=True)
     out = fn(data_sources=["d"] * 4, solution_strs=RESPONSES, ground_truths=TRUTHS,
