@@ -20,8 +20,9 @@ becomes its text), and every key of ``extra_info`` plus ``data_source`` is a col
 uses in its batches' ``meta_info``) when the sample carries it. veRL 0.9 does not put the step
 there: its reward managers pass the dataset row's ``extra_info`` plus ``num_turns`` and
 ``rollout_reward_scores``. Without it, the step is ``completions scored // completions_per_step``
-when that is given (``train_batch_size * rollout.n`` makes it veRL's own step count, per reward
-worker), else the composer's own counter, which advances by one per completion scored.
+when that is given (``train_batch_size * rollout.n / reward.num_workers`` makes it veRL's own step
+count: each reward worker scores an equal share of a batch), else the composer's own counter, which
+advances by one per completion scored.
 
 Each function holds one composer, called under a lock (veRL's reward loop calls a synchronous
 function from a thread pool). ``compute_score.composer`` is that composer (``state_dict()`` to
