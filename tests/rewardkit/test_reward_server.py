@@ -393,3 +393,14 @@ def test_without_the_serve_extra_the_command_names_the_install(config: Path) -> 
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert "pip install 'rewardkit[serve]'" in done.stderr.strip().splitlines()[-1]
+
+
+def test_completions_are_cut_from_the_queries() -> None:
+    """What follows the prompt; a query that does not start with its prompt is scored whole (and
+    counted); --strip-suffix removes an end-of-turn marker OpenRLHF's decode keeps."""
+    from rewardkit.serve_reward.protocol import parse_request
+
+    req = parse_request(json.dumps({"query": ["<u>2+2<a> 4<|im_end|>", "other text"], "prompts": ["<u>2+2<a>", "<u>x"],
+                                    "labels": ["4", None], "step": 3}).encode(), ["<|im_end|>"])
+    assert req.completions == [" 4", "other text"] and req.mismatched == 1 and req.step == 3
+    assert parse_request(b'{"query": ["abc"]}').completions == ["abc"]  # no prompts: the query is the completion
