@@ -22,7 +22,8 @@ FORMAT = 1
 
 
 def _budgets(composer: RewardComposer) -> dict[str, Any]:
-    """Each remote term's request budget object, by term name."""
+    """Each remote term's request budget object, by term name (``RemoteTerm`` keeps it as ``_budget``
+    and offers no setter: restoring the count across processes is this module's job alone)."""
     return {node.name: node.component._budget for node in walk(composer.spec.nodes)
             if isinstance(node, TermNode) and hasattr(node.component, "_budget")}
 
