@@ -7,6 +7,8 @@ its trainer, rollout workers and Ray actors need GPUs and are not exercised here
 from __future__ import annotations
 
 import asyncio
+import shutil
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -320,7 +322,10 @@ def test_verl_reward_loop_manager_on_a_local_ray_cluster(tmp_path: Path, char_to
     reward_loop = pytest.importorskip("verl.experimental.reward_loop.reward_loop", reason=INSTALL)
     reward = pytest.importorskip("verl.trainer.ppo.reward", reason=INSTALL)
     config = worker_config(tmp_path, char_tokenizer, "make_async_compute_score", workers=2)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    # a cluster of its own (address="local": never another session's running cluster), its files in a
+    # short folder of its own (Unix socket paths are limited to ~107 characters)
+    temp_dir = tempfile.mkdtemp(prefix="rk-ray-", dir="/tmp")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=temp_dir,
              runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parents[3])}})
     try:
         manager = reward_loop.RewardLoopManager(config)
@@ -328,6 +333,7 @@ def test_verl_reward_loop_manager_on_a_local_ray_cluster(tmp_path: Path, char_to
         scores, extra = reward.extract_reward(manager.compute_rm_score(batch))
     finally:
         ray.shutdown()
+        shutil.rmtree(temp_dir, ignore_errors=True)
     assert last_token_rewards(scores, batch) == expected_totals(30)
     assert extra["length"].tolist() == [0.0, 0.0, -6.0, 0.0] and extra["score"].tolist() == expected_totals(30)
 
