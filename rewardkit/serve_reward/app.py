@@ -17,6 +17,7 @@ import hmac
 import json
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any, AsyncIterator, Sequence
 
@@ -129,6 +130,9 @@ class RewardServer:
         except RemoteScoreError as exc:
             return self._error(502, str(exc))
         except RewardKitError as exc:
+            return self._error(500, f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a component's bug: answered as JSON, its traceback logged
+            traceback.print_exc(file=sys.stderr)
             return self._error(500, f"{type(exc).__name__}: {exc}")
         finally:
             self._pending -= 1
