@@ -404,3 +404,35 @@ def test_completions_are_cut_from_the_queries() -> None:
                                     "labels": ["4", None], "step": 3}).encode(), ["<|im_end|>"])
     assert req.completions == [" 4", "other text"] and req.mismatched == 1 and req.step == 3
     assert parse_request(b'{"query": ["abc"]}').completions == ["abc"]  # no prompts: the query is the completion
+
+
+BUGGY = '''
+from rewardkit import register
+from rewardkit.components._text import TextReward
+
+
+@register("fragile")
+class Fragile(TextReward):
+    """1.0, except that a completion saying "boom" raises (a component's bug)."""
+
+    output_range = (0.0, 1.0)
+
+    def score(self, text):
+        if "boom" in text:
+            raise RuntimeError("fragile: boom")
+        return 1.0
+'''
+
+
+def test_a_components_bug_is_a_json_500_and_the_server_goes_on(tmp_path: Path) -> None:
+    (tmp_path / "my_terms.py").write_text(BUGGY)
+    config = tmp_path / "fragile.yaml"
+    config.write_text("version: 1\ncomponents:\n  f: {type: fragile}\n")
+    srv = Server(config, "--import", "my_terms", env={"PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"})
+    try:
+        got = srv.post({"query": ["fine", "boom"]})
+        assert got.status_code == 500 and got.json()["error"]["message"] == "RuntimeError: fragile: boom"
+        assert srv.post({"query": ["fine"]}).json()["rewards"] == [1.0]
+    finally:
+        printed = srv.stop()
+    assert "Traceback" in printed and "fragile: boom" in printed  # logged for the operator
