@@ -154,8 +154,11 @@ def main() -> None:
                     if r.status_code != 200 or not np.allclose(got, want, atol=1e-9):
                         raise SystemExit(f"the server's rewards differ from the in-process composer's: {r.text[:300]}")
                 server_cpu = _cpu_seconds(proc.pid) - server_cpu
+            single_server_cpu, single_client_cpu = _cpu_seconds(proc.pid), time.process_time()
             single_s = [asyncio.run(one_query_requests(url, batch, args.in_flight))
                         for batch in tqdm(batches[:5], desc="one query per request", file=sys.stderr)]
+            single_server_cpu = _cpu_seconds(proc.pid) - single_server_cpu
+            single_client_cpu = time.process_time() - single_client_cpu
             metrics = httpx.get(url + "/metrics").text
         finally:
             proc.send_signal(signal.SIGTERM)
@@ -185,6 +188,11 @@ def main() -> None:
         print(f"CPU per batch: in process {local_cpu * per:.2f} ms; through the server {client_cpu * per:.2f} ms in the "
               f"client + {server_cpu * per:.2f} ms in the server; HTTP's CPU cost {cost_cpu:.2f} ms per batch "
               "(the wall-time cost less waiting for a core on a loaded machine)")
+    if single_server_cpu == single_server_cpu:
+        requests = len(single_s) * n
+        print(f"one query per request: CPU per request {1000 * single_server_cpu / requests:.3f} ms in the server, "
+              f"{1000 * single_client_cpu / requests:.3f} ms in the aiohttp client; wall "
+              f"{1000 * sum(single_s) / requests:.3f} ms per request")
     print(f"composer calls in the server: {calls:.0f} for {3 + args.batches} batched requests and "
           f"{len(single_s) * n} one-query requests")
     plot(local_s, served_s, n)
