@@ -21,7 +21,7 @@ from ..integrations.text_scoring import ScoredBatch
 
 #: the server's default bounds: request body bytes, requests admitted at once, completions per composer call
 DEFAULT_MAX_BODY_BYTES = 64 * 2**20
-DEFAULT_MAX_PENDING = 256
+DEFAULT_MAX_PENDING = 1024
 DEFAULT_MAX_BATCH = 4096
 
 
