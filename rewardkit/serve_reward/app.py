@@ -32,8 +32,8 @@ from ..errors import RemoteScoreError, RewardKitError
 from ..integrations.coalescer import INPUT_ERRORS, Coalescer
 from ..integrations.text_scoring import TextScorer
 from . import state
-from .protocol import (DEFAULT_MAX_BATCH, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_PENDING, RequestError, RewardRequest, answer,
-                       error_body, parse_request)
+from .protocol import (DEFAULT_MAX_BATCH, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_PENDING, LOG_PREFIX, RequestError, RewardRequest,
+                       answer, error_body, parse_request)
 
 try:
     import orjson
@@ -157,7 +157,7 @@ class RewardServer:
         self.counters["completions"] += len(req)
         self.metrics.completions.inc(len(req))
         for name, mean in out["extra_logs"].items():
-            self.metrics.term_mean.labels(term=name).set(mean)
+            self.metrics.term_mean.labels(term=name.removeprefix(LOG_PREFIX)).set(mean)
 
     async def _read_body(self, request: Request) -> bytes:
         declared = request.headers.get("content-length", "")

@@ -23,6 +23,8 @@ from ..integrations.text_scoring import ScoredBatch
 DEFAULT_MAX_BODY_BYTES = 64 * 2**20
 DEFAULT_MAX_PENDING = 1024
 DEFAULT_MAX_BATCH = 4096
+#: ``extra_logs`` keys: OpenRLHF logs them beside its own metrics (``reward``, ``kl``, ``response_length``)
+LOG_PREFIX = "rewardkit/"
 
 
 class RequestError(Exception):
@@ -107,11 +109,13 @@ def _strings(data: dict[str, Any], key: str, *, required: bool) -> list[str] | N
 
 def answer(scored: ScoredBatch, start: int, stop: int, step: int) -> dict[str, Any]:
     """The answer to the request whose samples are ``start:stop`` of ``scored``: ``rewards`` and
-    ``scores`` (the totals), ``extra_logs`` (each term's mean contribution over the request), and
+    ``scores`` (the totals), ``extra_logs`` (each term's mean contribution over the request, named
+    ``rewardkit/<term>`` so no term overwrites OpenRLHF's own ``reward``, ``kl``, ...), and
     rewardkit's ``terms`` (each term's contributions per sample) and ``step``."""
     totals = scored.totals[start:stop]
     terms = {name: values[start:stop] for name, values in scored.terms.items()}
-    extra_logs = {name: (math.fsum(values) / len(values) if values else 0.0) for name, values in terms.items()}
+    extra_logs = {f"{LOG_PREFIX}{name}": (math.fsum(values) / len(values) if values else 0.0)
+                  for name, values in terms.items()}
     return {"rewards": totals, "scores": totals, "extra_logs": extra_logs, "terms": terms, "step": step}
 
 

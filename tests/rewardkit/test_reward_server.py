@@ -119,7 +119,7 @@ def in_process(composer: RewardComposer, n: int = 4, step: int | None = None) ->
                    terminated=np.ones(n, dtype=bool))
     terms = {name: np.asarray(out.terms[name].contribution).tolist() for name in ("correct", "length")}
     return {"rewards": np.asarray(out.total).tolist(), "terms": terms,
-            "extra_logs": {k: float(np.mean(v)) for k, v in terms.items()}}
+            "extra_logs": {f"rewardkit/{k}": float(np.mean(v)) for k, v in terms.items()}}
 
 
 def test_answers_equal_the_in_process_composer_and_follow_the_requests_step(server: Server, config: Path) -> None:
@@ -381,8 +381,8 @@ def test_openrlhf_single_turn_executor_end_to_end(server: Server, char_tokenizer
     executor = agent.SingleTurnAgentExecutor(remote_rm_url=[server.url + "/get_reward"])
     params = SimpleNamespace(max_tokens=16, logprobs=None)
     out = asyncio.run(executor.execute("Q: 2+2? A:", "4", params, 64, tokenizer, Engine()))
-    assert out["reward"] == [2.0 + out["extra_logs"]["length"]]
-    assert out["scores"] == out["reward"] and out["extra_logs"]["correct"] == 2.0
+    assert out["reward"] == [2.0 + out["extra_logs"]["rewardkit/length"]]
+    assert out["scores"] == out["reward"] and out["extra_logs"]["rewardkit/correct"] == 2.0
 
 
 def test_without_the_serve_extra_the_command_names_the_install(config: Path) -> None:
