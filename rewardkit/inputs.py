@@ -8,12 +8,14 @@ the context key and the terms that read it, before any state changes.
 
 Numbers: a float (one environment) or an array with a leading environment axis, in any array
 library. Text (inputs a component lists in ``text_inputs``): a ``str`` for one environment, a list
-(or 1-D NumPy string/object array) of ``str`` for a batch; anything else is an
+(or 1-D NumPy array) of ``str`` for a batch; numbers there are read as text (``72`` and ``72.0``
+as ``"72"``: a dataset's integer answer column feeds a text term); anything else is an
 ``InvalidInputError``. Text is read on the host as Python lists of ``str``.
 """
 
 from __future__ import annotations
 
+import math
 from collections import abc
 from typing import Any, Iterable, Mapping, NamedTuple
 
@@ -214,14 +216,16 @@ class InputReader:
         return arr.tolist()
 
     def scalar_text(self, value: Any, key: str) -> str:
-        """A one-environment text input (a ``str``); a list or array of them means a batch."""
+        """A one-environment text input (a ``str``, or a number read as text: see :func:`number_text`);
+        a list or array of them means a batch."""
         if isinstance(value, str):
-            return value
-        if isinstance(value, np.str_):
             return str(value)
-        if isinstance(value, (list, tuple, np.ndarray)):
+        if isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim > 0):
             raise NotScalar
-        raise self.bad_input(key, value, "text (a str, or a list of str for a batch)")
+        text = number_text(value)
+        if text is None:
+            raise self.bad_input(key, value, "text (a str or a number, or a list of them for a batch)")
+        return text
 
     # ---- a batch -----------------------------------------------------------------------------------
     def as_float_array(self, value: Any, key: str) -> Array:
@@ -248,22 +252,31 @@ class InputReader:
         raise self.bad_input(key, value, f"real numbers, not an array of dtype {arr.dtype}")
 
     def text_list(self, value: Any, key: str) -> list[str] | str:
-        """A batch of text as a list of ``str`` (one ``str`` stays one, broadcast later)."""
+        """A batch of text as a list of ``str`` (one ``str`` or number stays one, broadcast later)."""
         if isinstance(value, str):
             return value
+        single = number_text(value)
+        if single is not None:
+            return single
         if isinstance(value, np.ndarray):
-            if value.ndim != 1 or value.dtype.kind not in "UO":
-                raise self.bad_input(key, value, "text: a 1-D array of str (dtype str or object)")
+            if value.ndim != 1 or value.dtype.kind not in "UOiuf":
+                raise self.bad_input(key, value, "text: a 1-D array of str or numbers")
             value = value.tolist()
         elif isinstance(value, tuple):
             value = list(value)
         elif not isinstance(value, list):
             raise self.bad_input(key, value, "text (a str, or a list of str for a batch)")
+        copied = None  # numbers are written as text into a copy, never into the caller's list
         for i, item in enumerate(value):
             if item.__class__ is not str and not isinstance(item, str):
-                raise InvalidInputError(f"context key {key!r} (read by {self.read_by(key)}): expected text (a str) "
-                                        f"at index {i}, got {type(item).__name__} {describe(item)}")
-        return value
+                text = number_text(item)
+                if text is None:
+                    raise InvalidInputError(f"context key {key!r} (read by {self.read_by(key)}): expected text (a "
+                                            f"str or a number) at index {i}, got {type(item).__name__} {describe(item)}")
+                if copied is None:
+                    copied = list(value)
+                copied[i] = text
+        return value if copied is None else copied
 
     def read_batch(self, ctx: Mapping[str, Any]) -> BatchInputs:
         """Each context key as a checked float array of the context's library with a leading
@@ -412,6 +425,23 @@ class InputReader:
         term = episode_flags(terminated, n, "terminated", ref)
         trunc = episode_flags(truncated, n, "truncated", ref)
         return term, trunc, term | trunc
+
+
+def number_text(value: Any) -> str | None:
+    """A number read as text, or ``None`` for anything else: an integer as its digits (``72``), a
+    finite float as Python writes it, integral floats without ``.0`` (``72.0`` -> ``"72"``: an
+    integer column that passed through a float array reads as its integers). Booleans, NaN and
+    infinities are not numbers here."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        if not math.isfinite(value):
+            return None
+        return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
+    return None
 
 
 def check_step(step: Any) -> int:

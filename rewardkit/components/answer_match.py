@@ -1,20 +1,40 @@
-"""``answer_match``: 1.0 when the completion's answer equals the reference, else 0.0."""
+"""``answer_match``: 1.0 when the completion's answer equals the reference, else 0.0.
+
+The answer is the whole completion or the part ``extract`` picks (the last ``\\boxed{...}``, the
+number after GSM8K's ``####``, the last number, or a regular expression's group); it is compared
+with the reference exactly (normalized text), numerically, or as mathematics (``math-verify``).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import math
 import re
 import string
+import threading
+from typing import Any
 
+import regex
+
+from ..errors import ConfigError
 from ..params import Param
 from ..registry import register
 from ._text import TextReward
 
 #: A decimal number: sign, digits with optional thousands commas, fraction, exponent.
 NUMBER = re.compile(r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
+#: Characters that write a minus sign (U+2212 minus, U+FE63 small and U+FF0D fullwidth
+#: hyphen-minus, U+2796 heavy minus), read as ASCII ``-``.
+MINUS_SIGNS = str.maketrans({"\u2212": "-", "\ufe63": "-", "\uff0d": "-", "\u2796": "-"})
 _SPACES = re.compile(r"\s+")
 #: ASCII punctuation removed by the exact comparison (str.translate: one C pass per text)
 _NO_PUNCTUATION = str.maketrans("", "", string.punctuation)
+#: GSM8K's final answer: the number after ``####``
+_GSM8K = re.compile(r"####\s*([-+]?[\d,]*\.?\d+)")
+EXTRACTORS = ("none", "boxed", "gsm8k", "last_number")
+#: time limit per text of an ``extract`` regular expression (it runs on the ``regex`` engine)
+EXTRACT_TIMEOUT_S = 0.05
 
 
 def normalize(text: str) -> str:
@@ -23,41 +43,212 @@ def normalize(text: str) -> str:
     return _SPACES.sub(" ", text.casefold().translate(_NO_PUNCTUATION)).strip()
 
 
+def last_number_text(text: str) -> str | None:
+    """The last number written in ``text`` as written (Unicode minus signs made ``-``), or ``None``.
+
+    A sign directly after a number (spaces allowed between) is a hyphen or a subtraction, not a
+    sign: the last number of ``"between 5-7"`` is ``7``, of ``"= −5"`` is ``-5``.
+    """
+    text = text.translate(MINUS_SIGNS)
+    last = None
+    for last in NUMBER.finditer(text):  # noqa: B007 - the last match is kept
+        pass
+    if last is None:
+        return None
+    found = last.group()
+    if found[0] in "+-":
+        before = text[:last.start()].rstrip()
+        if before and before[-1].isdigit():
+            found = found[1:]
+    return found
+
+
 def final_number(text: str) -> float | None:
-    """The last number written in ``text`` (thousands commas allowed), or ``None``."""
-    found = NUMBER.findall(text)
-    if not found:
+    """The last number written in ``text`` (thousands commas allowed, see :func:`last_number_text`), or ``None``."""
+    found = last_number_text(text)
+    if found is None:
         return None
     try:
-        value = float(found[-1].replace(",", ""))
+        value = float(found.replace(",", ""))
     except ValueError:
         return None
     return value if math.isfinite(value) else None
 
 
+def last_boxed(text: str) -> str | None:
+    """The content of the last ``\\boxed{...}`` whose braces close (nested braces allowed), or ``None``."""
+    end = len(text)
+    while True:
+        start = text.rfind("\\boxed{", 0, end)
+        if start < 0:
+            return None
+        depth, i = 0, start + len("\\boxed")
+        for i in range(start + len("\\boxed"), len(text)):
+            char = text[i]
+            if char == "{":
+                depth += 1
+            elif char == "}":
+                depth -= 1
+                if depth == 0:
+                    return text[start + len("\\boxed{"):i]
+        end = start  # unclosed: try the one before
+
+
+def gsm8k_answer(text: str) -> str | None:
+    """The number after the first ``####`` (GSM8K's answer line; thousands commas removed), or ``None``."""
+    found = _GSM8K.search(text.translate(MINUS_SIGNS))
+    return None if found is None else found.group(1).replace(",", "")
+
+
+def _extract_param() -> Param:
+    def check(value: Any) -> str:
+        if not isinstance(value, str) or not value:
+            raise ValueError("'none', 'boxed', 'gsm8k', 'last_number' or a regular expression with one group")
+        if value in EXTRACTORS:
+            return value
+        try:
+            groups = re.compile(value).groups
+            regex.compile(value, flags=regex.V0)
+        except (re.error, regex.error) as exc:
+            raise ValueError(f"'none', 'boxed', 'gsm8k', 'last_number' or a regular expression that compiles "
+                             f"({exc})") from None
+        if groups != 1:
+            raise ValueError(f"a regular expression with exactly one capture group (its first match's group is "
+                             f"the answer), not {groups}")
+        return value
+
+    return dataclasses.replace(
+        Param.string("none", "what the answer is: none (the whole text), boxed, gsm8k, last_number, or a regex "
+                             "with one group"),
+        expected="'none', 'boxed', 'gsm8k', 'last_number' or a regular expression with one group", check=check)
+
+
+class _Extractor:
+    """One ``extract`` setting as a function ``text -> answer or None``."""
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        self._pattern = None if spec in EXTRACTORS else regex.compile(spec, flags=regex.V0)
+        self.timeouts = 0
+
+    def __call__(self, text: str) -> str | None:
+        spec = self.spec
+        if spec == "none":
+            return text
+        if spec == "boxed":
+            return last_boxed(text)
+        if spec == "gsm8k":
+            return gsm8k_answer(text)
+        if spec == "last_number":
+            return last_number_text(text)
+        try:
+            found = self._pattern.search(text, timeout=EXTRACT_TIMEOUT_S)
+        except TimeoutError:
+            self.timeouts += 1
+            return None
+        return None if found is None else found.group(1)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"spec": self.spec, "timeouts": self.timeouts}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["spec"])  # type: ignore[misc]
+        self.timeouts = state["timeouts"]
+
+
+class _MathVerify:
+    """``math-verify``'s parse and verify as TRL's ``accuracy_reward`` calls them (imported once)."""
+
+    def __init__(self) -> None:
+        try:
+            from latex2sympy2_extended import NormalizationConfig
+            from math_verify import LatexExtractionConfig, parse, verify
+        except ImportError:
+            raise ConfigError("mode 'math' needs the math-verify package: pip install 'rewardkit[math]'",
+                              path="params.mode") from None
+        self.parse, self.verify = parse, verify
+        # the completion is read as TRL reads it: LaTeX, \boxed{} tried first, only anchored answers
+        self.answer_config = [LatexExtractionConfig(normalization_config=NormalizationConfig(units=True),
+                                                    boxed_match_priority=0, try_extract_without_anchor=False)]
+
+    def equal(self, answer: str, reference: str, whole_completion: bool) -> bool:
+        # math-verify's timeouts use signal.alarm, which works only in the main thread (as in TRL)
+        main = threading.current_thread() is threading.main_thread()
+        if not main:
+            logging.getLogger("math_verify.parser").setLevel(logging.ERROR)
+            logging.getLogger("math_verify.grader").setLevel(logging.ERROR)
+        timeout = 10 if main else None
+        gold = self.parse(reference, parsing_timeout=timeout)
+        if not gold:
+            return False
+        if whole_completion:
+            got = self.parse(answer, extraction_config=self.answer_config, extraction_mode="first_match",
+                             parsing_timeout=timeout)
+        else:  # an extracted answer is read like the reference
+            got = self.parse(answer, parsing_timeout=timeout)
+        return bool(self.verify(gold, got, timeout_seconds=5 if main else None))
+
+
 @register("answer_match")
 class AnswerMatch(TextReward):
-    """1.0 if the completion's answer equals ``reference`` (exact after normalization, or numeric), else 0.0.
+    """1.0 if the completion's answer equals ``reference`` (exact text, numeric, or math equivalence), else 0.0.
 
-    ``mode: exact`` compares both texts after :func:`normalize` (case-folded, ASCII punctuation
-    removed, whitespace collapsed and trimmed). ``mode: numeric`` compares the final number of
-    the completion with the final number of the reference: equal within ``tolerance``
-    (absolute). A completion (or reference) with no number scores 0.0. Reads ``completion`` and
-    ``reference`` (a dataset column) from the context.
+    ``extract`` picks the answer in the completion: ``none`` (the whole text), ``boxed`` (the
+    content of the last ``\\boxed{...}``, nested braces allowed), ``gsm8k`` (the number after
+    ``####``), ``last_number``, or a regular expression with exactly one capture group (the group
+    of its first match, as ``re.search`` finds it; run with a time limit of 50 ms per text). No
+    answer found scores 0.0. ``extract_reference`` does the same to the reference (a GSM8K
+    ``answer`` column: ``gsm8k``). Then ``mode: exact`` compares both after :func:`normalize`
+    (case-folded, ASCII punctuation removed, whitespace collapsed); ``mode: numeric`` compares
+    their final numbers within ``tolerance`` (absolute; Unicode minus signs are minus signs, a
+    hyphen between two numbers is not a sign); ``mode: math`` asks ``math-verify`` whether they are
+    the same mathematical object, as TRL's ``accuracy_reward`` does (``pip install
+    'rewardkit[math]'``; a reference it cannot parse scores 0.0 where TRL returns None). Reads
+    ``completion`` and ``reference`` (a dataset column: numbers are read as text).
     """
 
     inputs = {"completion": 0, "reference": 0}
     text_inputs = frozenset({"completion", "reference"})
     params = {
-        "mode": Param.choice(("exact", "numeric"), "exact", "exact: normalized texts equal; numeric: final numbers equal"),
+        "mode": Param.choice(("exact", "numeric", "math"), "exact",
+                             "exact: normalized texts equal; numeric: final numbers equal; math: math-verify equivalence"),
         "tolerance": Param.non_negative(1e-6, "numeric mode: largest absolute difference that still matches"),
+        "extract": _extract_param(),
+        "extract_reference": dataclasses.replace(_extract_param(), doc="the same, applied to the reference"),
     }
     output_range = (0.0, 1.0)
 
+    def _validate(self) -> None:
+        try:
+            self._answer = _Extractor(self.extract)
+        except regex.error as exc:  # pragma: no cover - the parameter check compiled it already
+            raise ConfigError(f"expected a regular expression that compiles ({exc})", path="params.extract") from None
+        self._reference = _Extractor(self.extract_reference)
+        self._math = _MathVerify() if self.mode == "math" else None
+
     def score(self, completion: str, reference: str) -> float:
+        answer = self._answer(completion)
+        if answer is None:
+            return 0.0
+        if self.extract_reference != "none":
+            reference = self._reference(reference)
+            if reference is None:
+                return 0.0
         if self.mode == "exact":
-            return 1.0 if normalize(completion) == normalize(reference) else 0.0
-        got, want = final_number(completion), final_number(reference)
+            return 1.0 if normalize(answer) == normalize(reference) else 0.0
+        if self.mode == "math":
+            return 1.0 if self._math.equal(answer, reference, self.extract == "none") else 0.0
+        got, want = final_number(answer), final_number(reference)
         if got is None or want is None:
             return 0.0
         return 1.0 if abs(got - want) <= self.tolerance else 0.0
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_math"] = None  # math-verify's functions are imported again on load
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.mode == "math":
+            self._math = _MathVerify()
