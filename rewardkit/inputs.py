@@ -15,12 +15,12 @@ as ``"72"``: a dataset's integer answer column feeds a text term); anything else
 
 from __future__ import annotations
 
-import math
 from collections import abc
 from typing import Any, Iterable, Mapping, NamedTuple
 
 import numpy as np
 
+from .applies import number_text
 from .backend import (all_finite, array_namespace, check_one_library, device_of, library_of, like, to_numpy,
                       wide_float)
 from .config import TermNode
@@ -114,21 +114,25 @@ class InputReader:
         readers: dict[str, list[Reader]] = {}
         for node in leaves:
             comp = node.component
-            for local, key in comp.input_keys.items():
-                here = Reader(node.name, local, comp.inputs[local], local in comp.optional_inputs,
-                              local in comp.text_inputs)
+            # a term's applies_to columns are read as its text inputs, named "applies_to.<key>"
+            read = [(local, key, Reader(node.name, local, comp.inputs[local], local in comp.optional_inputs,
+                                        local in comp.text_inputs)) for local, key in comp.input_keys.items()]
+            read += [(f"applies_to.{key}", key, Reader(node.name, f"applies_to.{key}", 0, False, True))
+                     for key in (node.applies_to or ())]
+            for local, key, here in read:
+                where = f"{config_path(node.name)}.{local if local.startswith('applies_to.') else 'inputs.' + local}"
                 for other in readers.get(key, []):
                     if other.text != here.text:
                         kinds = ("text", "numbers") if here.text else ("numbers", "text")
                         raise ConfigError(
                             f"context key {key!r} is read as {kinds[0]} here but as {kinds[1]} by {other.term} "
                             f"(input {other.local!r}); one key holds one kind of value",
-                            source=self.source, path=f"{config_path(node.name)}.inputs.{local}")
+                            source=self.source, path=where)
                     if other.ndim != here.ndim:
                         raise ConfigError(
                             f"context key {key!r} is read with {here.ndim} axes per environment here but with "
                             f"{other.ndim} by {other.term} (input {other.local!r}); one key has one shape",
-                            source=self.source, path=f"{config_path(node.name)}.inputs.{local}")
+                            source=self.source, path=where)
                 readers.setdefault(key, []).append(here)
         return readers
 
@@ -425,23 +429,6 @@ class InputReader:
         term = episode_flags(terminated, n, "terminated", ref)
         trunc = episode_flags(truncated, n, "truncated", ref)
         return term, trunc, term | trunc
-
-
-def number_text(value: Any) -> str | None:
-    """A number read as text, or ``None`` for anything else: an integer as its digits (``72``), a
-    finite float as Python writes it, integral floats without ``.0`` (``72.0`` -> ``"72"``: an
-    integer column that passed through a float array reads as its integers). Booleans, NaN and
-    infinities are not numbers here."""
-    if isinstance(value, (bool, np.bool_)):
-        return None
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    if isinstance(value, (float, np.floating)):
-        value = float(value)
-        if not math.isfinite(value):
-            return None
-        return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
-    return None
 
 
 def check_step(step: Any) -> int:

@@ -171,7 +171,7 @@ def test_without_features_the_context_is_prompt_completion_text_and_dataset_colu
     assert difficulty(prompts=[chat_prompt, chat_prompt], completions=[chat_completion] * 2, completion_ids=[[1], [2]],
                       level=[1, 3], answer=["4", "4"], trainer_state=None) == [1.0, 3.0]  # unread columns are ignored
     with pytest.raises(ValueError, match=r"reads 'level', which is neither the prompt, the completion nor a dataset "
-                                         r"column \(available: prompt, completion, answer\)"):
+                                         r"column \(available: prompt, completion, completion_tokens, completion_ids, answer\)"):
         difficulty(prompts=["a"], completions=["b"], answer=["4"])
 
 
