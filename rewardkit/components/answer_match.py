@@ -199,7 +199,8 @@ class AnswerMatch(TextReward):
     of its first match, as ``re.search`` finds it; run with a time limit of 50 ms per text). No
     answer found scores 0.0. ``extract_reference`` does the same to the reference (a GSM8K
     ``answer`` column: ``gsm8k``). Then ``mode: exact`` compares both after :func:`normalize`
-    (case-folded, ASCII punctuation removed, whitespace collapsed); ``mode: numeric`` compares
+    (case-folded, ASCII punctuation removed, whitespace collapsed); ``mode: strict`` compares them as
+    written (Python's ``==``, as TRL's documented ``\\boxed{}`` example does); ``mode: numeric`` compares
     their final numbers within ``tolerance`` (absolute; Unicode minus signs are minus signs, a
     hyphen between two numbers is not a sign); ``mode: math`` asks ``math-verify`` whether they are
     the same mathematical object, as TRL's ``accuracy_reward`` does (``pip install
@@ -210,8 +211,9 @@ class AnswerMatch(TextReward):
     inputs = {"completion": 0, "reference": 0}
     text_inputs = frozenset({"completion", "reference"})
     params = {
-        "mode": Param.choice(("exact", "numeric", "math"), "exact",
-                             "exact: normalized texts equal; numeric: final numbers equal; math: math-verify equivalence"),
+        "mode": Param.choice(("exact", "strict", "numeric", "math"), "exact",
+                             "exact: normalized texts equal; strict: texts equal as written; numeric: final numbers "
+                             "equal; math: math-verify equivalence"),
         "tolerance": Param.non_negative(1e-6, "numeric mode: largest absolute difference that still matches"),
         "extract": _extract_param(),
         "extract_reference": dataclasses.replace(_extract_param(), doc="the same, applied to the reference"),
@@ -236,6 +238,8 @@ class AnswerMatch(TextReward):
                 return 0.0
         if self.mode == "exact":
             return 1.0 if normalize(answer) == normalize(reference) else 0.0
+        if self.mode == "strict":
+            return 1.0 if answer == reference else 0.0
         if self.mode == "math":
             return 1.0 if self._math.equal(answer, reference, self.extract == "none") else 0.0
         got, want = final_number(answer), final_number(reference)

@@ -28,8 +28,8 @@ CASES = [
     ("unknown_top_key", V + OK + "extra: 1\n",
      "extra: unknown key; expected one of: components, description, expect, total, version"),
     ("unknown_component_key", V + "components:\n  a: {type: linear, wieght: 1}\n",
-     "components.a.wieght: unknown key (did you mean 'weight'?); expected one of: description, inputs, normalize, params, "
-     "transforms, type, weight"),
+     "components.a.wieght: unknown key (did you mean 'weight'?); expected one of: applies_to, description, inputs, normalize, "
+     "params, transforms, type, weight"),
     ("unknown_type", V + "components:\n  a: {type: nope}\n",
      "components.a.type: expected a registered component type, got 'nope'; registered: " + ", ".join(registered())),
     ("missing_type", V + "components:\n  a: {weight: 1}\n",
