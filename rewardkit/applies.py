@@ -30,6 +30,8 @@ def number_text(value: Any) -> str | None:
     finite float as Python writes it, integral floats without ``.0`` (``72.0`` -> ``"72"``: an
     integer column that passed through a float array reads as its integers). Booleans, NaN and
     infinities are not numbers here."""
+    if value.__class__ is int:  # the common case first
+        return str(value)
     if isinstance(value, (bool, np.bool_)):
         return None
     if isinstance(value, (int, np.integer)):

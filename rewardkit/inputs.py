@@ -265,6 +265,8 @@ class InputReader:
         if isinstance(value, np.ndarray):
             if value.ndim != 1 or value.dtype.kind not in "UOiuf":
                 raise self.bad_input(key, value, "text: a 1-D array of str or numbers")
+            if value.dtype.kind in "iu":  # integers: their digits
+                return [*map(str, value.tolist())]
             value = value.tolist()
         elif isinstance(value, tuple):
             value = list(value)

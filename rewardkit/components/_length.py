@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from ..backend import quiet, saturate
+import numpy as np
+
+from ..backend import call_dtype, quiet, saturate
 from ..base import Array
 from ..params import Param
 from ._numeric import FLOAT_MAX
@@ -57,9 +59,15 @@ class LengthReward(TextReward):
         return self.of_length(float(text))
 
     def compute(self, x: Mapping[str, Any], terminated: Array, truncated: Array) -> Array:
-        if self.unit != "tokens":
-            return super().compute(x, terminated, truncated)
-        lengths = x[TOKENS_KEY]
+        if self.unit == "tokens":
+            lengths = x[TOKENS_KEY]
+        else:  # the lengths of the texts, then the same array maths as tokens
+            texts = x["completion"]
+            if self.unit == "words":
+                counts = [len(t.split()) for t in texts]
+            else:
+                counts = [*map(len, texts)]
+            lengths = np.array(counts, dtype=call_dtype(np.float64))
         with quiet():
             return saturate(self.of_lengths(lengths))
 

@@ -13,7 +13,7 @@ import math
 import re
 import string
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import regex
 
@@ -21,6 +21,7 @@ from ..errors import ConfigError
 from ..params import Param
 from ..registry import register
 from ._text import TextReward
+from .regex_match import STEP_BUDGET, backtracking_degree
 
 #: A decimal number: sign, digits with optional thousands commas, fraction, exponent.
 NUMBER = re.compile(r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
@@ -49,7 +50,8 @@ def last_number_text(text: str) -> str | None:
     A sign directly after a number (spaces allowed between) is a hyphen or a subtraction, not a
     sign: the last number of ``"between 5-7"`` is ``7``, of ``"= −5"`` is ``-5``.
     """
-    text = text.translate(MINUS_SIGNS)
+    if not text.isascii():  # a C scan; translating with a mapping costs a lookup per character
+        text = text.translate(MINUS_SIGNS)
     last = None
     for last in NUMBER.finditer(text):  # noqa: B007 - the last match is kept
         pass
@@ -65,6 +67,8 @@ def last_number_text(text: str) -> str | None:
 
 def final_number(text: str) -> float | None:
     """The last number written in ``text`` (thousands commas allowed, see :func:`last_number_text`), or ``None``."""
+    if text.isdigit() and text.isascii():  # a plain integer (an answer column): no scan
+        return float(text)
     found = last_number_text(text)
     if found is None:
         return None
@@ -96,7 +100,7 @@ def last_boxed(text: str) -> str | None:
 
 def gsm8k_answer(text: str) -> str | None:
     """The number after the first ``####`` (GSM8K's answer line; thousands commas removed), or ``None``."""
-    found = _GSM8K.search(text.translate(MINUS_SIGNS))
+    found = _GSM8K.search(text if text.isascii() else text.translate(MINUS_SIGNS))
     return None if found is None else found.group(1).replace(",", "")
 
 
@@ -123,6 +127,10 @@ def _extract_param() -> Param:
         expected="'none', 'boxed', 'gsm8k', 'last_number' or a regular expression with one group", check=check)
 
 
+def _whole(text: str) -> str:
+    return text
+
+
 class _Extractor:
     """One ``extract`` setting as a function ``text -> answer or None``."""
 
@@ -130,6 +138,14 @@ class _Extractor:
         self.spec = spec
         self._pattern = None if spec in EXTRACTORS else regex.compile(spec, flags=regex.V0)
         self.timeouts = 0
+        # as regex_match runs its patterns: texts short enough for the pattern's worst case to stay
+        # within the step budget run on the standard engine, longer ones under the time limit
+        degree = None if self._pattern is None else backtracking_degree(spec)
+        self._fast = None if self._pattern is None else re.compile(spec).search
+        self._max_fast = -1 if degree is None else int(math.floor(STEP_BUDGET ** (1.0 / degree)))
+        #: the extraction as one function (the named ones called directly)
+        self.fn = {"none": _whole, "boxed": last_boxed, "gsm8k": gsm8k_answer,
+                   "last_number": last_number_text}.get(spec, self)
 
     def __call__(self, text: str) -> str | None:
         spec = self.spec
@@ -141,6 +157,9 @@ class _Extractor:
             return gsm8k_answer(text)
         if spec == "last_number":
             return last_number_text(text)
+        if len(text) <= self._max_fast:
+            found = self._fast(text)
+            return None if found is None else found.group(1)
         try:
             found = self._pattern.search(text, timeout=EXTRACT_TIMEOUT_S)
         except TimeoutError:
@@ -196,7 +215,8 @@ class AnswerMatch(TextReward):
     ``extract`` picks the answer in the completion: ``none`` (the whole text), ``boxed`` (the
     content of the last ``\\boxed{...}``, nested braces allowed), ``gsm8k`` (the number after
     ``####``), ``last_number``, or a regular expression with exactly one capture group (the group
-    of its first match, as ``re.search`` finds it; run with a time limit of 50 ms per text). No
+    of its first match, as ``re.search`` finds it; a pattern that may backtrack catastrophically runs, as in
+    ``regex_match``, with a time limit of 50 ms per text). No
     answer found scores 0.0. ``extract_reference`` does the same to the reference (a GSM8K
     ``answer`` column: ``gsm8k``). Then ``mode: exact`` compares both after :func:`normalize`
     (case-folded, ASCII punctuation removed, whitespace collapsed); ``mode: strict`` compares them as
@@ -221,34 +241,43 @@ class AnswerMatch(TextReward):
     output_range = (0.0, 1.0)
 
     def _validate(self) -> None:
-        try:
-            self._answer = _Extractor(self.extract)
-        except regex.error as exc:  # pragma: no cover - the parameter check compiled it already
-            raise ConfigError(f"expected a regular expression that compiles ({exc})", path="params.extract") from None
+        self._answer = _Extractor(self.extract)
         self._reference = _Extractor(self.extract_reference)
         self._math = _MathVerify() if self.mode == "math" else None
+        self.score = self._scorer()  # type: ignore[method-assign]
 
-    def score(self, completion: str, reference: str) -> float:
-        answer = self._answer(completion)
-        if answer is None:
-            return 0.0
-        if self.extract_reference != "none":
-            reference = self._reference(reference)
-            if reference is None:
+    def _scorer(self) -> Callable[[str, str], float]:
+        """``score`` as one closure for this mode and these extractors (no per-call dispatch)."""
+        answer_of, reference_of = self._answer.fn, self._reference.fn
+        whole_reference = self.extract_reference == "none"
+        mode, tolerance, math_verify, whole = self.mode, self.tolerance, self._math, self.extract == "none"
+
+        def score(completion: str, reference: str) -> float:
+            answer = answer_of(completion)
+            if answer is None:
                 return 0.0
-        if self.mode == "exact":
-            return 1.0 if normalize(answer) == normalize(reference) else 0.0
-        if self.mode == "strict":
-            return 1.0 if answer == reference else 0.0
-        if self.mode == "math":
-            return 1.0 if self._math.equal(answer, reference, self.extract == "none") else 0.0
-        got, want = final_number(answer), final_number(reference)
-        if got is None or want is None:
-            return 0.0
-        return 1.0 if abs(got - want) <= self.tolerance else 0.0
+            if not whole_reference:
+                reference = reference_of(reference)
+                if reference is None:
+                    return 0.0
+            if mode == "numeric":  # plain integers (an answer column, GSM8K's answer) need no scan
+                got = float(answer) if answer.isdigit() and answer.isascii() else final_number(answer)
+                want = float(reference) if reference.isdigit() and reference.isascii() else final_number(reference)
+                return 1.0 if got is not None and want is not None and abs(got - want) <= tolerance else 0.0
+            if mode == "strict":
+                return 1.0 if answer == reference else 0.0
+            if mode == "exact":
+                return 1.0 if normalize(answer) == normalize(reference) else 0.0
+            return 1.0 if math_verify.equal(answer, reference, whole) else 0.0
+
+        return score
+
+    def score(self, completion: str, reference: str) -> float:  # replaced per instance by _scorer()
+        return self._scorer()(completion, reference)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
+        state.pop("score", None)  # a closure: rebuilt on load
         state["_math"] = None  # math-verify's functions are imported again on load
         return state
 
@@ -256,3 +285,4 @@ class AnswerMatch(TextReward):
         self.__dict__.update(state)
         if self.mode == "math":
             self._math = _MathVerify()
+        self.score = self._scorer()  # type: ignore[method-assign]

@@ -107,6 +107,7 @@ class TRLRewardFunctions:
             raise ValueError("the config transforms the total, so the weighted sum of its terms is not the reward; "
                              "use TRLRewardFunctions(..., per_term=False)")
         self.asynchronous = has_async_terms(composer)
+        self._text_keys = frozenset(slot.key for slot in composer.reader.slots if slot.text)
         self._trainer: Any = None
         self._key: tuple[Any, Any, bytes | None] | None = None  # (prompts, completions, fingerprint) of the cache
         self._out: RewardOutput | None = None
@@ -182,6 +183,8 @@ class TRLRewardFunctions:
         return self._finish(self._key, out, kwargs)
 
     def _batch_key(self, prompts: Any, completions: Any, kwargs: Mapping[str, Any]) -> tuple[Any, Any, bytes | None]:
+        if len(self.funcs) == 1:  # nothing to share a batch's result with: no fingerprint, never cached
+            return prompts, completions, None
         columns = {k: v for k, v in kwargs.items() if k not in TRAINER_KWARGS}
         return prompts, completions, _fingerprint(prompts, completions, columns, self._step(kwargs.get("trainer_state")))
 
@@ -241,15 +244,16 @@ class TRLRewardFunctions:
         ctx: dict[str, Any] = {}
         for key in sorted(self.composer.context_keys()):
             if key == "prompt":
-                ctx[key] = [prompt_text(p) for p in prompts]
+                ctx[key] = list(prompts) if _all_str(prompts) else [prompt_text(p) for p in prompts]
             elif key == "completion":
-                ctx[key] = [completion_text(c, self.assistant_message) for c in completions]
+                ctx[key] = (list(completions) if _all_str(completions)
+                            else [completion_text(c, self.assistant_message) for c in completions])
             elif key in (TOKENS_KEY, IDS_KEY) and key not in columns:
                 ids = token_ids(kwargs_ids, n=len(completions))
-                ctx[key] = (np.asarray([len(i) for i in ids], dtype=np.float64) if key == TOKENS_KEY
+                ctx[key] = (np.fromiter(map(len, ids), dtype=np.float64, count=len(ids)) if key == TOKENS_KEY
                             else [" ".join(map(str, i)) for i in ids])
-            elif key in columns:
-                ctx[key] = _column(columns[key])
+            elif key in columns:  # a column a text term reads stays as it is (numbers are read as text)
+                ctx[key] = list(columns[key]) if key in self._text_keys else _column(columns[key])
             elif key in self.composer.required_context_keys():
                 available = ", ".join(["prompt", "completion", TOKENS_KEY, IDS_KEY, *sorted(columns)])
                 raise ValueError(f"the reward reads {key!r}, which is neither the prompt, the completion nor a "
@@ -341,6 +345,8 @@ def token_ids(ids: Any, n: int) -> list[Any]:
     if isinstance(ids, (str, bytes)) or not hasattr(ids, "__len__") or len(ids) != n:
         raise ValueError(f"completion_ids: expected one sequence of token ids per completion ({n}), got "
                          f"{type(ids).__name__} {describe(ids)}")
+    if all(seq.__class__ is list for seq in ids):  # what GRPOTrainer passes
+        return ids
     out = []
     for i, seq in enumerate(ids):
         if hasattr(seq, "tolist"):
@@ -394,6 +400,10 @@ def _leaves(nodes: list[Any]) -> Iterator[TermNode]:
 
 
 # ---- helpers ----------------------------------------------------------------------------------
+def _all_str(values: Any) -> bool:
+    return all(v.__class__ is str for v in values)
+
+
 def _empty(prompts: Any, completions: Any) -> bool:
     """Whether TRL handed over an empty batch (its functions then return an empty list)."""
     return hasattr(completions, "__len__") and len(completions) == 0 and hasattr(prompts, "__len__") \
