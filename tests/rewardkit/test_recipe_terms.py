@@ -247,3 +247,15 @@ def test_applies_to_column_missing_or_bad_at_call_time_names_the_key_and_changes
     with pytest.raises(InvalidInputError, match=r"context key 'task' \(read by acc, fmt\): expected text .* index 1"):
         c({**CTX, "task": ["math", None, "x"]})
     assert c.state_dict() == state
+
+
+def test_property_checks_draw_applies_to_columns() -> None:
+    """``rewardkit check`` draws a term's applies_to column among its values (and other text)."""
+    from rewardkit.testing import assert_finite, assert_range
+    from rewardkit.testing.strategies import context_keys
+
+    c = composer({"t": {"type": "length_target", "params": {"target": 3}, "applies_to": {"task": ["a", "b"]}}})
+    task = next(k for k in context_keys(c) if k.name == "task")
+    assert task.text and task.choices == ("a", "b") and not task.optional
+    assert_finite(c, examples=30)
+    assert_range(c, None, 0.0, examples=30)
