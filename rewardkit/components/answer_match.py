@@ -183,8 +183,8 @@ class _MathVerify:
             from latex2sympy2_extended import NormalizationConfig
             from math_verify import LatexExtractionConfig, parse, verify
         except ImportError:
-            raise ConfigError("mode 'math' needs the math-verify package: pip install 'rewardkit[math]'",
-                              path="params.mode") from None
+            raise ConfigError("expected the math-verify package installed for mode 'math': "
+                              "pip install 'rewardkit[math]'", path="params.mode") from None
         self.parse, self.verify = parse, verify
         # the completion is read as TRL reads it: LaTeX, \boxed{} tried first, only anchored answers
         self.answer_config = [LatexExtractionConfig(normalization_config=NormalizationConfig(units=True),
