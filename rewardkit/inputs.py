@@ -272,6 +272,8 @@ class InputReader:
             value = list(value)
         elif not isinstance(value, list):
             raise self.bad_input(key, value, "text (a str, or a list of str for a batch)")
+        if value and value[0].__class__ is int and all(item.__class__ is int for item in value):
+            return [*map(str, value)]  # an integer column (answers): its digits
         copied = None  # numbers are written as text into a copy, never into the caller's list
         for i, item in enumerate(value):
             if item.__class__ is not str and not isinstance(item, str):

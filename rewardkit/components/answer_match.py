@@ -145,7 +145,20 @@ class _Extractor:
         self._max_fast = -1 if degree is None else int(math.floor(STEP_BUDGET ** (1.0 / degree)))
         #: the extraction as one function (the named ones called directly)
         self.fn = {"none": _whole, "boxed": last_boxed, "gsm8k": gsm8k_answer,
-                   "last_number": last_number_text}.get(spec, self)
+                   "last_number": last_number_text}.get(spec) or self._regex_fn()
+
+    def _regex_fn(self) -> Callable[[str], str | None]:
+        """The first match's group of the ``extract`` pattern: the standard engine while the text
+        is short enough for its worst case, else the ``regex`` engine under the time limit."""
+        fast, limit, extractor = self._fast, self._max_fast, self
+
+        def group(text: str) -> str | None:
+            if len(text) <= limit:
+                found = fast(text)
+                return None if found is None else found.group(1)
+            return extractor(text)
+
+        return group
 
     def __call__(self, text: str) -> str | None:
         spec = self.spec
