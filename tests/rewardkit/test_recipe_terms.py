@@ -259,3 +259,23 @@ def test_property_checks_draw_applies_to_columns() -> None:
     assert task.text and task.choices == ("a", "b") and not task.optional
     assert_finite(c, examples=30)
     assert_range(c, None, 0.0, examples=30)
+
+
+@pytest.mark.parametrize("params", [
+    {"extract": "boxed", "mode": "numeric"}, {"extract": "gsm8k", "mode": "exact"},
+    {"extract": "last_number", "mode": "strict"}, {"extract": r"answer[:\s]+(\S+)", "mode": "numeric"},
+    {"extract": "boxed", "extract_reference": "last_number", "mode": "numeric"},
+])
+def test_answer_match_keeps_its_promises_with_every_extract(params: dict) -> None:
+    checked = check_component(AnswerMatch, params=params, examples=25)
+    assert "scalar_fn equals compute" in checked and "deep copies are independent" in checked
+
+
+def test_applies_to_on_a_term_inside_a_group() -> None:
+    c = composer({"g": {"type": "group", "weight": 2.0, "components": {
+        "a": {"type": "length_target", "params": {"target": 0, "unit": "chars"}, "applies_to": {"task": "x"}},
+        "b": {"type": "length_target", "params": {"target": 0, "unit": "chars"}}}}})
+    out = c({"completion": ["ab", "abc"], "task": ["x", "y"]})
+    np.testing.assert_array_equal(out.terms["g/a"].applies, [True, False])
+    np.testing.assert_array_equal(out.terms["g"].raw, [-4.0, -3.0])
+    np.testing.assert_array_equal(out.total, [-8.0, -6.0])
