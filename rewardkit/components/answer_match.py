@@ -13,6 +13,7 @@ import math
 import re
 import string
 import threading
+import warnings
 from typing import Any, Callable
 
 import regex
@@ -21,7 +22,7 @@ from ..errors import ConfigError
 from ..params import Param
 from ..registry import register
 from ._text import TextReward
-from .regex_match import STEP_BUDGET, backtracking_degree
+from .regex_match import STEP_BUDGET, RegexTimeoutWarning, backtracking_degree
 
 #: A decimal number: sign, digits with optional thousands commas, fraction, exponent.
 NUMBER = re.compile(r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
@@ -132,12 +133,12 @@ def _whole(text: str) -> str:
 
 
 class _Extractor:
-    """One ``extract`` setting as a function ``text -> answer or None``."""
+    """One ``extract`` setting as a function ``fn(text) -> answer or None``."""
 
     def __init__(self, spec: str) -> None:
         self.spec = spec
         self._pattern = None if spec in EXTRACTORS else regex.compile(spec, flags=regex.V0)
-        self.timeouts = 0
+        self._warned = False
         # as regex_match runs its patterns: texts short enough for the pattern's worst case to stay
         # within the step budget run on the standard engine, longer ones under the time limit
         degree = None if self._pattern is None else backtracking_degree(spec)
@@ -150,42 +151,34 @@ class _Extractor:
     def _regex_fn(self) -> Callable[[str], str | None]:
         """The first match's group of the ``extract`` pattern: the standard engine while the text
         is short enough for its worst case, else the ``regex`` engine under the time limit."""
-        fast, limit, extractor = self._fast, self._max_fast, self
+        fast, limit, bounded = self._fast, self._max_fast, self._bounded
 
         def group(text: str) -> str | None:
             if len(text) <= limit:
                 found = fast(text)
                 return None if found is None else found.group(1)
-            return extractor(text)
+            return bounded(text)
 
         return group
 
-    def __call__(self, text: str) -> str | None:
-        spec = self.spec
-        if spec == "none":
-            return text
-        if spec == "boxed":
-            return last_boxed(text)
-        if spec == "gsm8k":
-            return gsm8k_answer(text)
-        if spec == "last_number":
-            return last_number_text(text)
-        if len(text) <= self._max_fast:
-            found = self._fast(text)
-            return None if found is None else found.group(1)
+    def _bounded(self, text: str) -> str | None:
+        """The group on the ``regex`` engine within ``EXTRACT_TIMEOUT_S``; a timeout finds no answer."""
         try:
             found = self._pattern.search(text, timeout=EXTRACT_TIMEOUT_S)
         except TimeoutError:
-            self.timeouts += 1
+            if not self._warned:
+                self._warned = True
+                warnings.warn(f"answer_match: extract pattern {self.spec!r} took over {EXTRACT_TIMEOUT_S} s on a "
+                              f"text of {len(text)} characters; no answer was found in it (scored 0.0)",
+                              RegexTimeoutWarning, stacklevel=2)
             return None
         return None if found is None else found.group(1)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"spec": self.spec, "timeouts": self.timeouts}
+        return {"spec": self.spec}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["spec"])  # type: ignore[misc]
-        self.timeouts = state["timeouts"]
 
 
 class _MathVerify:

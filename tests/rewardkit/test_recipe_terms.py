@@ -279,3 +279,19 @@ def test_applies_to_on_a_term_inside_a_group() -> None:
     np.testing.assert_array_equal(out.terms["g/a"].applies, [True, False])
     np.testing.assert_array_equal(out.terms["g"].raw, [-4.0, -3.0])
     np.testing.assert_array_equal(out.total, [-8.0, -6.0])
+
+
+def test_a_catastrophic_extract_pattern_cannot_hang_a_call() -> None:
+    import time
+    import warnings
+
+    from rewardkit.components.regex_match import RegexTimeoutWarning
+
+    match = AnswerMatch(extract=r"^((?:a|aa)+)$", mode="strict")
+    started = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert match.score("a" * 3000 + "b", "a") == 0.0
+    assert time.perf_counter() - started < 5.0
+    assert any(issubclass(w.category, RegexTimeoutWarning) for w in caught)
+    assert match.score("aaa", "aaa") == 1.0
