@@ -295,3 +295,19 @@ def test_a_catastrophic_extract_pattern_cannot_hang_a_call() -> None:
     assert time.perf_counter() - started < 5.0
     assert any(issubclass(w.category, RegexTimeoutWarning) for w in caught)
     assert match.score("aaa", "aaa") == 1.0
+
+
+def test_explain_reads_numeric_answers_as_text_and_shows_where_a_term_applies(capsys, tmp_path) -> None:
+    import json
+
+    from rewardkit import cli
+
+    config = tmp_path / "r.yaml"
+    config.write_text("version: 1\ncomponents:\n  acc: {type: answer_match, params: {extract: boxed, mode: numeric},"
+                      " applies_to: {task: math}}\n")
+    ctx = tmp_path / "ctx.json"
+    ctx.write_text(json.dumps({"completion": [r"\boxed{4}", r"\boxed{4}"], "reference": [4, 4],
+                               "task": ["math", "code"]}))
+    assert cli.main(["explain", str(config), "--context", str(ctx)]) == 0
+    out = capsys.readouterr().out
+    assert "acc: applies=[yes, no]" in out and "[1, 0]" in out
