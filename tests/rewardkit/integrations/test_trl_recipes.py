@@ -327,3 +327,56 @@ def test_none_reaches_trl_aggregation_as_nan() -> None:
     weights = torch.tensor(rewards.reward_weights())
     summed = (table * weights).nansum(dim=1).tolist()
     assert summed == [1.0, 0.0, 1.0, 0.0]
+
+
+# ---- in GRPOTrainer itself ---------------------------------------------------------------------
+GRPO_YAML = """
+version: 1
+components:
+  correct:
+    type: answer_match
+    params: {mode: numeric}
+    inputs: {reference: answer}
+    applies_to: {task: math}
+    weight: 2.0
+  overlong:
+    type: overlong_penalty
+    params: {max_length: 4, cache_length: 2}
+  chars:
+    type: length_target
+    params: {target: 5, unit: chars, per_unit: 0.1}
+"""
+
+
+def test_grpo_trainer_gets_none_where_a_term_does_not_apply_and_token_lengths_from_its_ids(tmp_path) -> None:
+    pytest.importorskip("datasets", reason="needs TRL's stack: pip install 'rewardkit[trl]'")
+    from trl_support import tiny_trainer
+
+    rewards = functions(GRPO_YAML)
+    data = {"prompt": ["the cat sat", "a dog ran", "the answer is", "yes no"], "answer": [1, 2, 3, 4],
+            "task": ["math", "chat", "math", "chat"]}
+    trainer = tiny_trainer(tmp_path, rewards.funcs, rewards.reward_weights(), data=data)
+    rewards.bind(trainer)
+    trainer.train()
+    logs = [row for row in trainer.state.log_history if "reward" in row]
+    assert len(logs) == 2 and all("rewards/overlong/mean" in row and "rewards/correct/mean" in row for row in logs)
+    # the exact path GRPOTrainer calls the functions through, with rows the term does not apply to
+    inputs = [{"prompt": p, "answer": a, "task": t} for p, a, t in zip(*data.values(), strict=True)]
+    prompts = data["prompt"]
+    completions = ["1", "answer is 2", "the the the 3", "no"]
+    ids = [[5] * n for n in (1, 3, 4, 6)]
+    per_func = trainer._calculate_rewards(inputs, prompts, completions, ids).numpy()
+    assert np.isnan(per_func[[1, 3], 0]).all()  # TRL turns None into NaN: the term does not apply there
+    np.testing.assert_allclose(per_func[[0, 2], 0], [1.0, 1.0])
+    soft = trl_rewards.get_soft_overlong_punishment(max_completion_len=4, soft_punish_cache=2)
+    np.testing.assert_allclose(per_func[:, 1], soft(ids))
+    np.testing.assert_allclose(per_func[:, 2], docs_chars(completions, 5, 0.1))
+    total = np.nansum(per_func * trainer.reward_weights.numpy()[None, :], axis=1)
+    out = RewardComposer.from_dict(parse_yaml(GRPO_YAML))({
+        "completion": completions, "answer": data["answer"], "task": data["task"],
+        "completion_tokens": np.array([len(i) for i in ids], dtype=float)})
+    np.testing.assert_allclose(total, out.total, rtol=1e-6)
+
+
+def docs_chars(completions: list[str], target: int, per_unit: float) -> list[float]:
+    return [-per_unit * abs(len(c) - target) for c in completions]
