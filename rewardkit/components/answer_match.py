@@ -13,6 +13,7 @@ import math
 import re
 import string
 import threading
+import time
 import warnings
 from typing import Any, Callable
 
@@ -22,7 +23,8 @@ from ..errors import ConfigError
 from ..params import Param
 from ..registry import register
 from ._text import TextReward
-from .regex_match import STEP_BUDGET, RegexTimeoutWarning, backtracking_degree
+from . import regex_match as _regex_match
+from .regex_match import RegexTimeoutWarning
 
 #: A decimal number: sign, digits with optional thousands commas, fraction, exponent.
 NUMBER = re.compile(r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
@@ -35,8 +37,10 @@ _NO_PUNCTUATION = str.maketrans("", "", string.punctuation)
 #: GSM8K's final answer: the number after ``####``
 _GSM8K = re.compile(r"####\s*([-+]?[\d,]*\.?\d+)")
 EXTRACTORS = ("none", "boxed", "gsm8k", "last_number")
-#: time limit per text of an ``extract`` regular expression (it runs on the ``regex`` engine)
+#: time limit per text of an ``extract`` regular expression that may backtrack catastrophically
 EXTRACT_TIMEOUT_S = 0.05
+#: time budget of one batched call for such a pattern, all its texts together
+EXTRACT_CALL_S = 1.0
 
 
 def normalize(text: str) -> str:
@@ -106,17 +110,15 @@ def gsm8k_answer(text: str) -> str | None:
 
 
 def _extract_param() -> Param:
+    pattern_check = _regex_match._pattern_param().check  # regex_match's own checks (compiles, bounded size)
+
     def check(value: Any) -> str:
         if not isinstance(value, str) or not value:
             raise ValueError("'none', 'boxed', 'gsm8k', 'last_number' or a regular expression with one group")
         if value in EXTRACTORS:
             return value
-        try:
-            groups = re.compile(value).groups
-            regex.compile(value, flags=regex.V0)
-        except (re.error, regex.error) as exc:
-            raise ValueError(f"'none', 'boxed', 'gsm8k', 'last_number' or a regular expression that compiles "
-                             f"({exc})") from None
+        value = pattern_check(value)
+        groups = _compile(value).groups
         if groups != 1:
             raise ValueError(f"a regular expression with exactly one capture group (its first match's group is "
                              f"the answer), not {groups}")
@@ -128,51 +130,75 @@ def _extract_param() -> Param:
         expected="'none', 'boxed', 'gsm8k', 'last_number' or a regular expression with one group", check=check)
 
 
+def _compile(pattern: str) -> Any:
+    with warnings.catch_warnings():  # regex warns of syntax whose meaning may change in later versions
+        warnings.simplefilter("ignore", FutureWarning)
+        return regex.compile(pattern)
+
+
+def _fast_length(pattern: str) -> int:
+    """The longest text the pattern searches without a timer, as regex_match bounds its own
+    patterns (-1: every text runs under the time limit)."""
+    bound = getattr(_regex_match, "max_fast_length", None)
+    if bound is not None:
+        return bound(pattern)
+    degree = _regex_match.backtracking_degree(pattern)
+    return -1 if degree is None else int(math.floor(_regex_match.STEP_BUDGET ** (1.0 / degree)))
+
+
 def _whole(text: str) -> str:
     return text
 
 
 class _Extractor:
-    """One ``extract`` setting as a function ``fn(text) -> answer or None``."""
+    """One ``extract`` setting as a function ``fn(text) -> answer or None``.
+
+    A regular expression runs on one engine, the ``regex`` package (as ``regex_match``): without
+    a timer on texts up to :func:`_fast_length`, else within ``EXTRACT_TIMEOUT_S`` per text and,
+    in a batched call, ``EXTRACT_CALL_S`` for all of the call's texts (``deadline``)."""
 
     def __init__(self, spec: str) -> None:
         self.spec = spec
-        self._pattern = None if spec in EXTRACTORS else regex.compile(spec, flags=regex.V0)
+        self._search = None if spec in EXTRACTORS else _compile(spec).search
+        self._max_fast = -1 if self._search is None else _fast_length(spec)
         self._warned = False
-        # as regex_match runs its patterns: texts short enough for the pattern's worst case to stay
-        # within the step budget run on the standard engine, longer ones under the time limit
-        degree = None if self._pattern is None else backtracking_degree(spec)
-        self._fast = None if self._pattern is None else re.compile(spec).search
-        self._max_fast = -1 if degree is None else int(math.floor(STEP_BUDGET ** (1.0 / degree)))
+        #: end of the current batched call's time budget (``None``: no call budget)
+        self.deadline: float | None = None
         #: the extraction as one function (the named ones called directly)
         self.fn = {"none": _whole, "boxed": last_boxed, "gsm8k": gsm8k_answer,
                    "last_number": last_number_text}.get(spec) or self._regex_fn()
 
     def _regex_fn(self) -> Callable[[str], str | None]:
-        """The first match's group of the ``extract`` pattern: the standard engine while the text
-        is short enough for its worst case, else the ``regex`` engine under the time limit."""
-        fast, limit, bounded = self._fast, self._max_fast, self._bounded
+        """The first match's group of the ``extract`` pattern."""
+        search, limit, bounded = self._search, self._max_fast, self._bounded
 
         def group(text: str) -> str | None:
             if len(text) <= limit:
-                found = fast(text)
+                found = search(text)
                 return None if found is None else found.group(1)
             return bounded(text)
 
         return group
 
     def _bounded(self, text: str) -> str | None:
-        """The group on the ``regex`` engine within ``EXTRACT_TIMEOUT_S``; a timeout finds no answer."""
+        """The group within the time limits; a text not searched in time has no answer."""
+        limit = EXTRACT_TIMEOUT_S
+        if self.deadline is not None:
+            limit = min(limit, self.deadline - time.perf_counter())
+            if limit <= 0.0:
+                return self._timed_out(text, f"was not searched: the call's {EXTRACT_CALL_S} s were spent")
         try:
-            found = self._pattern.search(text, timeout=EXTRACT_TIMEOUT_S)
+            found = self._search(text, timeout=limit)
         except TimeoutError:
-            if not self._warned:
-                self._warned = True
-                warnings.warn(f"answer_match: extract pattern {self.spec!r} took over {EXTRACT_TIMEOUT_S} s on a "
-                              f"text of {len(text)} characters; no answer was found in it (scored 0.0)",
-                              RegexTimeoutWarning, stacklevel=2)
-            return None
+            return self._timed_out(text, f"took over {limit:.3g} s")
         return None if found is None else found.group(1)
+
+    def _timed_out(self, text: str, why: str) -> None:
+        if not self._warned:
+            self._warned = True
+            warnings.warn(f"answer_match: extract pattern {self.spec!r} {why} on a text of {len(text)} characters; "
+                          "no answer was found in it (scored 0.0)", RegexTimeoutWarning, stacklevel=3)
+        return None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"spec": self.spec}
@@ -221,8 +247,9 @@ class AnswerMatch(TextReward):
     ``extract`` picks the answer in the completion: ``none`` (the whole text), ``boxed`` (the
     content of the last ``\\boxed{...}``, nested braces allowed), ``gsm8k`` (the number after
     ``####``), ``last_number``, or a regular expression with exactly one capture group (the group
-    of its first match, as ``re.search`` finds it; a pattern that may backtrack catastrophically runs, as in
-    ``regex_match``, with a time limit of 50 ms per text). No
+    of its first match, as ``re.search`` finds it, on the ``regex`` package's engine as ``regex_match`` runs its
+    patterns: one that may backtrack catastrophically runs with a time limit of 50 ms per text and
+    1 s per batched call). No
     answer found scores 0.0. ``extract_reference`` does the same to the reference (a GSM8K
     ``answer`` column: ``gsm8k``). Then ``mode: exact`` compares both after :func:`normalize`
     (case-folded, ASCII punctuation removed, whitespace collapsed); ``mode: strict`` compares them as
@@ -277,6 +304,16 @@ class AnswerMatch(TextReward):
             return 1.0 if math_verify.equal(answer, reference, whole) else 0.0
 
         return score
+
+    def compute(self, x: Any, terminated: Any, truncated: Any) -> Any:
+        """``score`` over the batch; a regular expression's texts share one time budget."""
+        if self._answer._search is None and self._reference._search is None:
+            return super().compute(x, terminated, truncated)
+        self._answer.deadline = self._reference.deadline = time.perf_counter() + EXTRACT_CALL_S
+        try:
+            return super().compute(x, terminated, truncated)
+        finally:
+            self._answer.deadline = self._reference.deadline = None
 
     def score(self, completion: str, reference: str) -> float:  # replaced per instance by _scorer()
         return self._scorer()(completion, reference)

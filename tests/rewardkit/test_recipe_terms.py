@@ -311,3 +311,18 @@ def test_explain_reads_numeric_answers_as_text_and_shows_where_a_term_applies(ca
     assert cli.main(["explain", str(config), "--context", str(ctx)]) == 0
     out = capsys.readouterr().out
     assert "acc: applies=[yes, no]" in out and "[1, 0]" in out
+
+
+def test_a_batched_call_of_a_catastrophic_extract_pattern_is_bounded_as_a_whole() -> None:
+    import time
+    import warnings
+
+    c = composer({"t": {"type": "answer_match", "params": {"extract": r"^((?:a|aa)+)$", "mode": "strict"}}})
+    texts = ["a" * 3000 + "b"] * 100  # 100 x 50 ms per text without the call's budget of 1 s
+    started = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = c({"completion": texts, "reference": ["a"] * 100})
+    assert time.perf_counter() - started < 3.0
+    assert not out.total.any()
+    assert c({"completion": ["aaaa"], "reference": ["aaaa"]}).total[0] == 1.0  # the next call has its own budget
