@@ -314,7 +314,7 @@ def test_remote_terms_run_concurrently_and_requests_share_calls(tmp_path: Path, 
         got = srv.post(body()).json()
         elapsed = time.monotonic() - began
         # 4 items, one request each at 0.3 s: in flight together, not one after another (1.2 s)
-        assert stub.peak_in_flight == 4 and elapsed < 1.0, (stub.peak_in_flight, elapsed)
+        assert stub.peak_in_flight == 4 and elapsed < 1.2, (stub.peak_in_flight, elapsed)  # one after another: >= 1.2 s
         assert got["terms"]["rm"] == [float(len(a)) for a in ANSWERS]
 
         async def many() -> list:
