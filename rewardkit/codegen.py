@@ -132,7 +132,9 @@ class CompiledPlan:
                                "_MAX_STEP": MAX_STEP, "_flag": scalar_flag,
                                "_returned": returned_float, "_bad_output": check_scalar_output, "_ABSENT": ABSENT,
                                "_RO": CompiledRewardOutput, "_names": self.names, "_store": self.store,
-                               "_plan": self, "_fallback": self.fallback, "_absent": self.single_env_absent}
+                               "_plan": self, "_fallback": self.fallback, "_absent": self.single_env_absent,
+                               "_lock": self.store.lock.acquire, "_wait_lock": self.store.wait_for_lock,
+                               "_unlock": self.store.lock.release}
         namer.used.update(env)
         head = "def reward_single_env(ctx, step=None, terminated=None, truncated=None):"
         if self.asynchronous:  # asynchronous terms are awaited together: every call takes the batched path
@@ -141,11 +143,13 @@ class CompiledPlan:
             lines = [head] + self._scalar_body(namer, env, assume_present)
         # This function is the composer's __call__ (no wrapper frame on the hot path): batched
         # contexts, missing keys and non-mappings leave it for the composer's slower path.
-        lines = [lines[0], "    try:"] + ["    " + line for line in lines[1:]]
+        # The store's lock is held for the whole call: calls from several threads are each counted.
+        lines = [lines[0], "    if not _lock(False): _wait_lock()", "    try:"] + ["    " + line for line in lines[1:]]
         if assume_present:  # an absent key: the function that reads optional keys with ctx.get
             lines += ["    except KeyError:", "        return _absent(ctx, step, terminated, truncated)"]
         lines += ["    except (_NotScalar, KeyError, TypeError) as exc:",
-                  "        return _fallback(ctx, step, terminated, truncated, exc)"]
+                  "        return _fallback(ctx, step, terminated, truncated, exc)",
+                  "    finally:", "        _unlock()"]
         self._scalar_source = "\n".join(lines) + "\n"
         return _define(self._scalar_source, env, "reward_single_env", filename)
 

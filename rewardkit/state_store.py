@@ -4,13 +4,16 @@
 normalizers of a config. A saved state is plain data (the step, every stateful component's and
 normalizer's state, a fingerprint of the config); loading it is all or nothing. :meth:`transaction`
 puts every state holder back when a block raises, and :attr:`StateStore.guarded` lists the holders
-a call must snapshot for that.
+a call must snapshot for that. :attr:`StateStore.lock` serializes the calls that change state:
+every call from any thread is counted, one after another.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import threading
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
@@ -33,10 +36,15 @@ class StateStore:
 
     ``stateful_nodes`` (terms whose component keeps state) and ``normalized`` (terms and groups
     with a normalizer) are in evaluation order; ``guarded`` is the part of them a call snapshots.
+    ``lock`` (re-entrant) is held by every call while it reads and changes state, so calls from
+    several threads (and ``acall`` beside plain calls) run one after another and each is counted.
     """
 
     def __init__(self, spec: RewardSpec) -> None:
         self.spec = spec
+        self.lock = threading.RLock()
+        #: event loops on which an ``acall`` holding (or waiting for) ``lock`` needs to run
+        self.acall_loops: dict[asyncio.AbstractEventLoop, int] = {}
         self.step = 0
         self.training = True
         order = list(walk(spec.nodes))
@@ -48,6 +56,29 @@ class StateStore:
         self.guarded = self._needs_snapshot()
         self.fingerprint = hashlib.sha256(
             json.dumps(spec_to_dict(spec), sort_keys=True, default=repr).encode()).hexdigest()[:16]
+
+    def wait_for_lock(self) -> None:
+        """Block until ``lock`` is free (a call found it held); a plain call made from inside an
+        event loop on which an ``acall`` of the same composer is in flight would wait for that
+        acall, which waits for this loop: refused with a ``RuntimeError`` instead of hanging."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is not None and self.acall_loops.get(loop):
+            raise RuntimeError("a plain call of this composer from inside an event loop on which one of its acall()s "
+                               "is in flight would wait for that acall forever: await composer.acall(ctx) instead")
+        self.lock.acquire()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["lock"], state["acall_loops"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.lock = threading.RLock()
+        self.acall_loops = {}
 
     def reset(self, mask: Any = None) -> None:
         """Clear per-environment state (everywhere, or where ``mask`` is true), all or nothing."""
