@@ -53,9 +53,11 @@ class StateStore:
         self.components = [n.component for n in self.stateful_nodes]
         self.normalized = [n for n in order if n.normalizer is not None]
         self.normalizers = [n.normalizer for n in self.normalized]
+        #: terms that count requests spent over their life (remote terms' ``max_requests``)
+        self.budgeted = [n for n in leaves if hasattr(n.component, "load_spent_requests")]
         self.guarded = self._needs_snapshot()
         self.fingerprint = hashlib.sha256(
-            json.dumps(spec_to_dict(spec), sort_keys=True, default=repr).encode()).hexdigest()[:16]
+            json.dumps(_meaning(spec), sort_keys=True, default=repr).encode()).hexdigest()[:16]
 
     def wait_for_lock(self) -> None:
         """Block until ``lock`` is free (a call found it held); a plain call made from inside an
@@ -97,6 +99,7 @@ class StateStore:
             "config": self.fingerprint,
             "components": {n.name: n.component.state_dict() for n in self.stateful_nodes},
             "normalizers": {n.name: n.normalizer.state_dict() for n in self.normalized},
+            **({"spent_requests": {n.name: n.component.spent_requests for n in self.budgeted}} if self.budgeted else {}),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -111,6 +114,7 @@ class StateStore:
                  ("normalizers", {n.name: n.normalizer for n in self.normalized})]
         for section, owners in parts:
             _check_state_section(state[section], section, owners, where)
+        spent = self._checked_spend(state, where)
         with self.transaction():
             for section, owners in parts:
                 for name, owner in owners.items():
@@ -121,6 +125,9 @@ class StateStore:
                     except Exception as exc:  # a third-party component's own check
                         raise ConfigError(f"{type(exc).__name__}: {exc}", source=where,
                                           path=f"{section}.{name}") from exc
+        for node in self.budgeted:
+            if node.name in spent:
+                node.component.load_spent_requests(spent[node.name])
         self.step = step
         self.training = state["training"]
 
@@ -130,8 +137,9 @@ class StateStore:
             raise ConfigError(f"expected a mapping (the output of state_dict()), got {describe(state)}", source=where)
         keys = ("step", "training", "config", "components", "normalizers")
         for key in state:
-            if key not in keys:
-                raise ConfigError(f"unknown key; expected one of: {', '.join(keys)}", source=where, path=str(key))
+            if key not in keys and key != "spent_requests":
+                raise ConfigError(f"unknown key; expected one of: {', '.join(keys)}, spent_requests", source=where,
+                                  path=str(key))
         for key in keys:
             if key not in state:
                 raise ConfigError("missing key", source=where, path=key)
@@ -146,6 +154,18 @@ class StateStore:
         if not isinstance(state["training"], bool):
             raise ConfigError(f"expected true or false, got {describe(state['training'])}", source=where, path="training")
         return step
+
+    def _checked_spend(self, state: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+        """The saved ``spent_requests`` (term name -> requests sent), checked; empty when the state
+        has none (saved before it was recorded: the terms keep their counts)."""
+        spent = state.get("spent_requests", {})
+        _check_state_section(spent, "spent_requests", {n.name: n for n in self.budgeted}, where,
+                             required="spent_requests" in state)
+        for name, value in spent.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"expected a non-negative integer (requests sent), got {describe(value)}",
+                                  source=where, path=f"spent_requests.{name}")
+        return spent
 
     def end_episodes(self, done: Any) -> None:
         """Clear the stateful components' state of the environments whose episode ended (``done``)."""
@@ -191,8 +211,27 @@ class StateStore:
             raise
 
 
-def _check_state_section(given: Any, section: str, owners: Mapping[str, Any], where: str) -> None:
-    """A saved ``components``/``normalizers`` section names exactly the terms in ``owners``."""
+def _meaning(spec: RewardSpec) -> dict[str, Any]:
+    """The config as the state fingerprint sees it: every term's ``transport_params`` (where a
+    remote scorer lives, its timeouts and budgets) left out; what decides the reward stays."""
+    data = spec_to_dict(spec)
+
+    def strip(nodes: list[TermNode | GroupNode], section: dict[str, Any]) -> None:
+        for node in nodes:
+            entry = section[node.name.rsplit("/", 1)[-1]] if node.name not in section else section[node.name]
+            if isinstance(node, GroupNode):
+                strip(node.children, entry["components"])
+            elif isinstance(entry.get("params"), dict):
+                transport = getattr(node.component, "transport_params", ())
+                entry["params"] = {k: v for k, v in entry["params"].items() if k not in transport}
+
+    strip(spec.nodes, data["components"])
+    return data
+
+
+def _check_state_section(given: Any, section: str, owners: Mapping[str, Any], where: str,
+                         required: bool = True) -> None:
+    """A saved state section names exactly the terms in ``owners`` (when ``required``; else a subset)."""
     if not isinstance(given, Mapping):
         raise ConfigError(f"expected a mapping of term name to state, got {describe(given)}",
                           source=where, path=section)
@@ -201,5 +240,5 @@ def _check_state_section(given: Any, section: str, owners: Mapping[str, Any], wh
             raise ConfigError(f"unknown name; this composer has {section[:-1]} state for: "
                               f"{', '.join(owners) or 'nothing'}", source=where, path=f"{section}.{name}")
     for name in owners:
-        if name not in given:
+        if required and name not in given:
             raise ConfigError("missing key", source=where, path=f"{section}.{name}")
