@@ -81,7 +81,7 @@ class CompiledPlan:
         optional = any(slot.optional for slot in self.reader.slots) and not self.asynchronous
         self._absent_source = ""
         self.single_env_absent = None
-        self.single_env_absent = self._compile_scalar(absent_file) if optional else None
+        self.single_env_absent = self._compile_scalar(absent_file, locked_by_caller=True) if optional else None
         if optional:
             self._absent_source = self._scalar_source
         self.single_env = self._compile_scalar(scalar_file, assume_present=optional)
@@ -122,7 +122,7 @@ class CompiledPlan:
     # place. It runs in phases so that a call that fails changes nothing: inputs and weights,
     # then stateless terms (which may raise), then stateful terms (snapshotted when a later one
     # could still raise), then normalizers, transforms and sums (which cannot raise on floats).
-    def _compile_scalar(self, filename: str, assume_present: bool = False) -> Any:
+    def _compile_scalar(self, filename: str, assume_present: bool = False, locked_by_caller: bool = False) -> Any:
         namer = self._new_namer()
         reader = self.reader
         env: dict[str, Any] = {"_NotScalar": NotScalar, "_isfinite": math.isfinite, "_ndarray": np.ndarray,
@@ -133,8 +133,9 @@ class CompiledPlan:
                                "_returned": returned_float, "_bad_output": check_scalar_output, "_ABSENT": ABSENT,
                                "_RO": CompiledRewardOutput, "_names": self.names, "_store": self.store,
                                "_plan": self, "_fallback": self.fallback, "_absent": self.single_env_absent,
-                               "_lock": self.store.lock.acquire, "_wait_lock": self.store.wait_for_lock,
-                               "_unlock": self.store.lock.release}
+                               "_take": self.store.lock.take, "_wait_lock": self.store.lock.wait,
+                               "_put": self.store.lock.put, "_waiting": self.store.lock.waiting,
+                               "_wake": self.store.lock.wake}
         namer.used.update(env)
         head = "def reward_single_env(ctx, step=None, terminated=None, truncated=None):"
         if self.asynchronous:  # asynchronous terms are awaited together: every call takes the batched path
@@ -143,13 +144,15 @@ class CompiledPlan:
             lines = [head] + self._scalar_body(namer, env, assume_present)
         # This function is the composer's __call__ (no wrapper frame on the hot path): batched
         # contexts, missing keys and non-mappings leave it for the composer's slower path.
-        # The store's lock is held for the whole call: calls from several threads are each counted.
-        lines = [lines[0], "    if not _lock(False): _wait_lock()", "    try:"] + ["    " + line for line in lines[1:]]
+        lines = [lines[0], "    try:"] + ["    " + line for line in lines[1:]]
         if assume_present:  # an absent key: the function that reads optional keys with ctx.get
             lines += ["    except KeyError:", "        return _absent(ctx, step, terminated, truncated)"]
         lines += ["    except (_NotScalar, KeyError, TypeError) as exc:",
-                  "        return _fallback(ctx, step, terminated, truncated, exc)",
-                  "    finally:", "        _unlock()"]
+                  "        return _fallback(ctx, step, terminated, truncated, exc)"]
+        if not locked_by_caller:  # the store's lock, held for the whole call: calls from threads are each counted
+            lines = [lines[0], "    try: _take()", "    except IndexError: _wait_lock()", "    try:",
+                     *("    " + line for line in lines[1:]),
+                     "    finally:", "        _put(True)", "        if _waiting: _wake()"]
         self._scalar_source = "\n".join(lines) + "\n"
         return _define(self._scalar_source, env, "reward_single_env", filename)
 

@@ -36,15 +36,16 @@ class StateStore:
 
     ``stateful_nodes`` (terms whose component keeps state) and ``normalized`` (terms and groups
     with a normalizer) are in evaluation order; ``guarded`` is the part of them a call snapshots.
-    ``lock`` (re-entrant) is held by every call while it reads and changes state, so calls from
-    several threads (and ``acall`` beside plain calls) run one after another and each is counted.
+    ``lock`` (a :class:`StateLock`) is held by every call while it reads and changes state, so
+    calls from several threads (and ``acall`` beside plain calls) run one after another and each
+    is counted.
     """
 
     def __init__(self, spec: RewardSpec) -> None:
         self.spec = spec
-        self.lock = threading.RLock()
         #: event loops on which an ``acall`` holding (or waiting for) ``lock`` needs to run
         self.acall_loops: dict[asyncio.AbstractEventLoop, int] = {}
+        self.lock = StateLock(self._check_wait)
         self.step = 0
         self.training = True
         order = list(walk(spec.nodes))
@@ -59,18 +60,17 @@ class StateStore:
         self.fingerprint = hashlib.sha256(
             json.dumps(_meaning(spec), sort_keys=True, default=repr).encode()).hexdigest()[:16]
 
-    def wait_for_lock(self) -> None:
-        """Block until ``lock`` is free (a call found it held); a plain call made from inside an
-        event loop on which an ``acall`` of the same composer is in flight would wait for that
-        acall, which waits for this loop: refused with a ``RuntimeError`` instead of hanging."""
+    def _check_wait(self) -> None:
+        """Before a call waits for ``lock``: a plain call made from inside an event loop on which an
+        ``acall`` of the same composer is in flight would wait for that acall, which waits for
+        this loop; it is refused with a ``RuntimeError`` instead of hanging."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            loop = None
-        if loop is not None and self.acall_loops.get(loop):
+            return
+        if self.acall_loops.get(loop):
             raise RuntimeError("a plain call of this composer from inside an event loop on which one of its acall()s "
                                "is in flight would wait for that acall forever: await composer.acall(ctx) instead")
-        self.lock.acquire()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -79,8 +79,8 @@ class StateStore:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self.lock = threading.RLock()
         self.acall_loops = {}
+        self.lock = StateLock(self._check_wait)
 
     def reset(self, mask: Any = None) -> None:
         """Clear per-environment state (everywhere, or where ``mask`` is true), all or nothing."""
@@ -209,6 +209,63 @@ class StateStore:
             for m, s in zip(mutable, saved, strict=True):
                 m.restore(s)
             raise
+
+
+class StateLock:
+    """A lock whose free acquire and release are one list operation each (atomic in CPython), cheap
+    enough for the one-environment hot path; a call that finds it held waits on a condition.
+
+    ``take()`` (the list's ``pop``) raises ``IndexError`` when the lock is held; then
+    :meth:`wait` blocks until it is taken. ``put(True)`` (``append``) frees it, after which a
+    non-empty ``waiting`` list means :meth:`wake` must be called. Not re-entrant: a call takes it
+    once. ``with lock:`` and :meth:`acquire`/:meth:`release` do all of this.
+    """
+
+    def __init__(self, before_wait: Any = None) -> None:
+        self._token = [True]
+        self.take = self._token.pop
+        self.put = self._token.append
+        self.waiting: list[bool] = []
+        self._condition = threading.Condition(threading.Lock())
+        self._before_wait = before_wait
+
+    def acquire(self) -> None:
+        try:
+            self.take()
+        except IndexError:
+            self.wait()
+
+    def wait(self) -> None:
+        """Block until the lock is free, then take it (``before_wait`` may refuse to wait first)."""
+        if self._before_wait is not None:
+            self._before_wait()
+        with self._condition:
+            self.waiting.append(True)
+            try:
+                while True:
+                    try:
+                        self.take()
+                        return
+                    except IndexError:
+                        self._condition.wait(0.05)  # also covers a release that saw no waiter yet
+            finally:
+                self.waiting.pop()
+
+    def release(self) -> None:
+        self.put(True)
+        if self.waiting:
+            self.wake()
+
+    def wake(self) -> None:
+        with self._condition:
+            self._condition.notify()
+
+    def __enter__(self) -> "StateLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
 
 
 def _meaning(spec: RewardSpec) -> dict[str, Any]:
