@@ -1,8 +1,11 @@
 """``regex_match``: 1.0 when a regular expression matches the completion, else 0.0 (format checks).
 
-One engine: every pattern is compiled and matched by the ``regex`` package (a superset of
-Python's ``re`` syntax: ``[[:alpha:]]`` is a POSIX class, ``\\p{L}`` a Unicode property), so a
-pattern means the same thing on every text, short or long.
+One meaning: a pattern means what the ``regex`` package reads (a superset of Python's ``re``
+syntax: ``[[:alpha:]]`` is a POSIX class, ``\\p{L}`` a Unicode property) on every text, short or
+long. Python's faster ``re`` engine runs only patterns both engines provably read alike: made of
+literal characters, ``.``, sets of characters and ranges, anchors, groups, alternations, repeats
+and look-arounds, without case-insensitivity (no ``\\w``, ``\\d``, ``\\b``, POSIX classes or
+properties, whose Unicode tables differ between the engines).
 
 A pattern cannot hang a run. Each pattern is analysed once, on construction, on ``regex``'s own
 parse tree: every choice the matcher can backtrack over (a repeat whose bounds differ, ``a?``
@@ -23,9 +26,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import time
 import warnings
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import regex
@@ -149,6 +153,66 @@ def max_fast_length(pattern: str, fullmatch: bool = False) -> int:
     return int(math.floor((STEP_BUDGET / c) ** (1.0 / degree))) - 1
 
 
+#: regex parse-tree nodes both engines read alike (plain code points, anchors, structure)
+_PLAIN_NODES = {"Sequence", "Branch", "Group", "Atomic", "LookAround", "GreedyRepeat", "LazyRepeat", "PossessiveRepeat",
+                "Character", "String", "Literal", "Range", "SetUnion", "Any", "AnyAll", "StartOfString",
+                "EndOfString", "EndOfStringLine", "StartOfLine", "EndOfLine"}
+
+
+def same_in_re(pattern: str) -> bool:
+    """Whether Python's ``re`` reads ``pattern`` exactly as ``regex`` does (see the module doc):
+    both parse it into nothing but plain code points, sets of them, anchors and structure."""
+    tree = parse_tree(pattern)
+    return tree is not None and _plain_in_regex(tree) and _plain_in_re(pattern)
+
+
+def _plain_in_regex(node: Any) -> bool:
+    if type(node).__name__ not in _PLAIN_NODES or getattr(node, "case_flags", 0):
+        return False
+    members = getattr(node, "items", []) if type(node).__name__ == "SetUnion" else []
+    return all(_plain_in_regex(child) for child in [*_children(node), *members])
+
+
+def _plain_in_re(pattern: str) -> bool:
+    try:
+        from re import _constants as c, _parser as parser
+
+        parsed = parser.parse(pattern)
+    except Exception:  # noqa: BLE001 - re refuses it, or its internals changed
+        return False
+    if parsed.state.flags & (c.SRE_FLAG_IGNORECASE | c.SRE_FLAG_LOCALE):
+        return False
+    todo = [parsed]
+    while todo:
+        for op, av in todo.pop():
+            parts = _re_parts(c, op, av)
+            if parts is None:
+                return False
+            todo.extend(parts)
+    return True
+
+
+def _re_parts(c: Any, op: Any, av: Any) -> list[Any] | None:
+    """The sub-patterns of one item of ``re``'s parse to check further; ``None`` when it is not plain."""
+    if op in (c.LITERAL, c.NOT_LITERAL, c.ANY):
+        return []
+    if op == c.IN:
+        return [] if all(kind in (c.LITERAL, c.RANGE, c.NEGATE) for kind, _ in av) else None
+    if op in (c.MAX_REPEAT, c.MIN_REPEAT, getattr(c, "POSSESSIVE_REPEAT", None)):
+        return [av[2]]
+    if op == c.SUBPATTERN:
+        return None if av[1] & c.SRE_FLAG_IGNORECASE else [av[3]]
+    if op == c.BRANCH:
+        return list(av[1])
+    if op in (c.ASSERT, c.ASSERT_NOT):
+        return [av[1]]
+    if op == getattr(c, "ATOMIC_GROUP", None):
+        return [av]
+    if op == c.AT:
+        return [] if av in (c.AT_BEGINNING, c.AT_BEGINNING_STRING, c.AT_END, c.AT_END_STRING) else None
+    return None
+
+
 def _pattern_param() -> Param:
     def check(value: Any) -> str:
         if not isinstance(value, str) or not value:
@@ -203,12 +267,16 @@ class RegexMatch(TextReward):
     output_range = (0.0, 1.0)
 
     def _validate(self) -> None:
-        self._fast = _compiled(self.pattern, self.mode)  # no timer: only on texts up to max_fast_length
-        self._bounded = self._fast
+        self._compile()
         #: texts up to this length run without a timer
         self.max_fast_length = max_fast_length(self.pattern, self.mode == "fullmatch")
         self._timeouts = 0
         self._warned = False
+
+    def _compile(self) -> None:
+        self._bounded = _compiled(self.pattern, self.mode)
+        #: no timer: only on texts up to max_fast_length; Python's re when it reads the pattern alike
+        self._fast = getattr(re.compile(self.pattern), self.mode) if same_in_re(self.pattern) else self._bounded
 
     def _timed_out(self, text: str, why: str) -> float:
         self._timeouts += 1
@@ -230,21 +298,25 @@ class RegexMatch(TextReward):
     def score(self, text: str) -> float:
         return self._match(text, min(self.timeout_s, self.max_call_s))
 
-    def _scores(self, texts: Iterable[str]) -> Iterable[float]:
-        """Each text's score; once the call's ``max_call_s`` is spent the rest are not matched."""
-        clock = time.perf_counter
+    def _scores(self, texts: Sequence[str]) -> list[float]:
+        """Each text's score; once the call's ``max_call_s`` is spent the rest are not matched (the
+        clock is read before every timed text and every 8th untimed one: those are bounded)."""
+        clock, fast, limit, timeout = time.perf_counter, self._fast, self.max_fast_length, self.timeout_s
         deadline = clock() + self.max_call_s
-        for text in texts:
+        spent = f"was not matched: the call's max_call_s={self.max_call_s:g} s was spent"
+        scores: list[float] = []
+        append = scores.append
+        for i, text in enumerate(texts):
+            if len(text) <= limit and (i & 7 or clock() < deadline):
+                append(1.0 if fast(text) else 0.0)
+                continue
             left = deadline - clock()
-            if left <= 0.0:
-                yield self._timed_out(text, f"was not matched: the call's max_call_s={self.max_call_s:g} s was spent")
-            else:
-                yield self._match(text, min(self.timeout_s, left))
+            append(self._timed_out(text, spent) if left <= 0.0 else self._match(text, min(timeout, left)))
+        return scores
 
     def compute(self, x: Any, terminated: Any, truncated: Any) -> Any:
         self._timeouts = 0
-        texts = x["completion"]
-        return np.fromiter(self._scores(texts), dtype=call_dtype(np.float64), count=len(texts))
+        return np.array(self._scores(x["completion"]), dtype=call_dtype(np.float64))
 
     def scalar_fn(self) -> Callable[..., float]:
         """``score`` on one ``str``; short texts go to the engine directly."""
@@ -270,4 +342,4 @@ class RegexMatch(TextReward):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._fast = self._bounded = _compiled(self.pattern, self.mode)
+        self._compile()

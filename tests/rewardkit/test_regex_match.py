@@ -110,3 +110,15 @@ def test_a_long_time_limit_still_matches() -> None:
     out = composer({"completion": ["a" * 300, "b" * 5]})
     assert out.terms["fmt"].raw.tolist() == [1.0, 0.0]
     assert out.terms["fmt"].info == {"regex_timeouts": 0.0}
+
+
+@pytest.mark.parametrize("pattern, plain", [
+    (r"<answer>.*?</answer>", True), (r"^<answer>.*</answer>$", True), (r"(?s)^[a-z0-9_-]+\Z", True),
+    (r"x{2,5}|(?=ab)a", True), (r"^[[:alpha:]]+$", False), (r"\d+", False), (r"(?i)abc", False),
+    (r"a(?i:b)", False), (r"\bx", False), (r"(a)\1", False), (r"\p{L}", False)])
+def test_only_patterns_both_engines_read_alike_use_the_faster_one(pattern: str, plain: bool) -> None:
+    from rewardkit.components.regex_match import same_in_re
+
+    assert same_in_re(pattern) is plain
+    term = regex_composer(pattern).spec.nodes[0].component
+    assert (type(term._fast.__self__).__module__ == "re") is plain  # the untimed engine
