@@ -36,7 +36,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .async_terms import AsyncCall, EventLoopThread
+from .async_terms import AsyncCall, CallCancelled, EventLoopThread
 from .backend import evaluating, maybe_any, to_numpy
 from .codegen import CompiledPlan
 from .config import RewardSpec, TermNode, load_yaml, parse_config, spec_to_dict
@@ -310,8 +310,8 @@ class RewardComposer:
 
         def evaluate() -> RewardOutput:
             with store.lock:
-                if call.cancelled:
-                    raise asyncio.CancelledError
+                if call.cancelled:  # cancelled while it waited for its turn: never runs
+                    raise CallCancelled("acall cancelled")
                 return self._batched_call(ctx, step, terminated, truncated, call.start, call.commit)
 
         store.acall_loops[loop] = store.acall_loops.get(loop, 0) + 1

@@ -6,7 +6,8 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..params import Param
+from ..errors import ConfigError
+from ..params import Param, describe
 
 #: Longest time setting accepted, in seconds (an hour per request; a day per call).
 MAX_REQUEST_S = 3600.0
@@ -19,16 +20,20 @@ def url_param(doc: str) -> Param:
     """A required ``http://`` or ``https://`` URL with a host (no spaces)."""
     expected = "an http:// or https:// URL with a host"
 
+    def refuse(value: Any) -> ConfigError:  # the value shown with its credentials as ***
+        shown = redacted(value) if isinstance(value, str) else value
+        return ConfigError(f"expected {expected}, got {describe(shown)}")
+
     def check(value: Any) -> str:
         if not isinstance(value, str) or not value or any(c.isspace() for c in value):
-            raise ValueError(expected)
+            raise refuse(value)
         try:
             parts = urlsplit(value)
             parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
         except ValueError:
-            raise ValueError(expected) from None
+            raise refuse(value) from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(expected)
+            raise refuse(value)
         return value
 
     return replace(Param.string(doc=doc), expected=expected, check=check)

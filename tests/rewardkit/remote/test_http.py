@@ -165,3 +165,12 @@ def test_scores_are_read_from_numpy_friendly_answers(scripted) -> None:
     stub.body = b'{"scores": [0.5, -2]}'
     out = term("remote_score", url + "/score", on_failure="raise", batch_size=2)({"completion": ["a", "b"]})
     np.testing.assert_array_equal(out.terms["t"].raw, [0.5, -2.0])
+
+
+@pytest.mark.parametrize("url", ["ftp://alice:s3cret-pass@host/x", "http://alice:s3cret-pass@host:99999/x"])
+def test_a_url_refused_at_load_is_shown_without_its_password(url: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        term("remote_score", url)
+    message = str(info.value)
+    assert "components.t.params.url: expected an http:// or https:// URL with a host" in message
+    assert "alice:***@host" in message and "s3cret" not in message
