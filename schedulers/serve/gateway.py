@@ -1,6 +1,6 @@
 """The gateway: an OpenAI-compatible proxy that routes each request to one of N engines with any router.
 
-Any policy of :func:`schedulers.routing.policy.make_policy` (a heuristic or a PPO checkpoint) decides on the
+Any registered policy (:func:`schedulers.routing.policy.make_policy`: a heuristic, a PPO checkpoint, a plug-in) decides on the
 :class:`~schedulers.live.view.LiveClusterView` snapshot (the simulator's ``ReplicaSnapshot``),
 restricted to the healthy replicas. Streaming responses pass through chunk by chunk; each request's
 TTFT, e2e, tokens and decision (observation rows, action, router) are recorded in Prometheus
@@ -37,7 +37,6 @@ from starlette.routing import Route
 from ..live.decision_log import Decision, DecisionLogWriter
 from ..live.view import LiveClusterView, restrict
 from ..routing.observation import ObservationConfig, build_observation, feature_names
-from ..routing.heuristics import HEURISTIC_NAMES
 from ..routing.policy import make_policy
 from ..shared.engine_client import REPLICA_HEADER
 from ..shared.engine_http import EngineClient, EngineError
@@ -266,10 +265,9 @@ class Gateway:
 
 def _policy(settings: GatewaySettings) -> Any:
     """The router, or a one-line error naming the flag (a checkpoint that cannot be used, whatever fails)."""
-    learned = settings.router not in HEURISTIC_NAMES
-    options = {"threads": settings.torch_threads} if settings.checkpoint and learned else {}
     try:
-        return make_policy(settings.router, settings.checkpoint, seed=settings.seed, simulated=False, **options)
+        return make_policy(settings.router, settings.checkpoint, seed=settings.seed, simulated=False,
+                           threads=settings.torch_threads)
     except ValueError as exc:  # CheckpointError too: a one-line message naming the flag
         raise ValueError(f"--router {settings.router}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - a checkpoint torch or the policy cannot build on: one line, no traceback

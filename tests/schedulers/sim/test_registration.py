@@ -44,7 +44,7 @@ def test_vidur_cli_accepts_registered_scheduler(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "argv", argv)
     config = SimulationConfig.create_from_cli_args()
     gs = config.cluster_config.global_scheduler_config
-    assert isinstance(gs, reg.PpoGlobalSchedulerConfig) and gs.checkpoint == "runs/x/policy.pt"
+    assert isinstance(gs, reg.REGISTERED["ppo"][1]) and gs.checkpoint == "runs/x/policy.pt"
     monkeypatch.setattr(sys, "argv", argv[:1] + ["--global_scheduler_config_type", "least_prefill"] + argv[5:])
     config = SimulationConfig.create_from_cli_args()
-    assert isinstance(config.cluster_config.global_scheduler_config, reg.LeastPrefillGlobalSchedulerConfig)
+    assert isinstance(config.cluster_config.global_scheduler_config, reg.REGISTERED["least_prefill"][1])
