@@ -41,7 +41,7 @@ from schedulers.cli import evaluation_seeds  # noqa: E402
 BASELINES = ("cache_aware", "affinity_token_load")
 ROUTERS = "least_prefill,adaptive,prefix_aware," + ",".join(BASELINES)
 #: the rule family of the bound: both baselines over a grid of their thresholds (defaults included above).
-BOUND_GRID = ("cache_aware:balance_abs_threshold=8", "affinity_token_load:queue_threshold=2")
+BOUND_GRID = ("cache_aware:balance_abs_threshold=8", "affinity_token_load:max_ttft_penalty_ms=1000")
 
 
 def build_routers(specs: list[str], policies: dict[str, str]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Golden values recorded before the serving half was rebuilt on its own floor (issue 30).
+"""Golden values recorded before the serving half was rebuilt on its own floor, and before the
+routing policies became registered classes.
 
 Moving code must not move numbers: the simulator's arrivals for seeds 101-105 stay bit-identical,
 the live env's per-request rewards and the gateway's decisions (replica and observation rows, what
@@ -6,6 +7,8 @@ its decision log writes) stay identical on recorded stub runs (a scripted sequen
 tokens, completions and scrapes on a fake clock), and the serving benchmark's client-side routing
 routes the same requests the same way. ``python tests/schedulers/test_golden_behaviour.py``
 rewrites ``fixtures/golden.json`` (only ever on the code the values were first recorded on).
+``affinity_token_load`` was re-recorded when it was brought to llm-d's current prefix-cache affinity
+filter (a deliberate change of behaviour), and ``llm_d_default`` recorded when it was added.
 """
 
 from __future__ import annotations
@@ -27,13 +30,14 @@ SEEDS = (101, 102, 103, 104, 105)
 LIVE_ROUTERS = ("round_robin", "random", "lor", "jsq", "least_kv", "least_tokens", "least_prefill", "power_of_two",
                 "prefix_aware", "cap_jsq", "cap_least_tokens", "cap_least_prefill", "adaptive", "ppo")
 #: the prefix-cache baselines through the gateway (recorded before the policies became registered classes)
-PREFIX_ROUTERS = ("cache_aware", "affinity_token_load", "cache_aware:cache_threshold=0.5:balance_abs_threshold=4")
+PREFIX_ROUTERS = ("cache_aware", "affinity_token_load", "cache_aware:cache_threshold=0.5:balance_abs_threshold=4",
+                  "llm_d_default")
 #: every router a simulator runs, with some written with parameters: each decides on scripted snapshots
-SIM_ROUTERS = LIVE_ROUTERS + ("oracle", "cache_aware", "affinity_token_load", "affinity_token_load:queue_threshold=2",
-                              "cache_aware:balance_abs_threshold=2:balance_rel_threshold=1.2")
+SIM_ROUTERS = LIVE_ROUTERS + ("oracle", "cache_aware", "affinity_token_load", "affinity_token_load:exploration_probability=0",
+                              "cache_aware:balance_abs_threshold=2:balance_rel_threshold=1.2", "llm_d_default")
 #: Vidur global schedulers registered by schedulers.sim.registration (Vidur's own three are not ours)
 VIDUR_SCHEDULERS = ("jsq", "least_kv", "least_tokens", "least_prefill", "power_of_two", "cap_jsq", "cap_least_tokens",
-                    "cap_least_prefill", "adaptive", "oracle")
+                    "cap_least_prefill", "adaptive", "oracle", "llm_d_default")
 
 
 def digest(*arrays: Any) -> str:

@@ -18,14 +18,26 @@ each replica's mirror), as the originals do, and nothing a real router could not
     else to the worker whose prefix tree is smallest (the most room to cache). Defaults are
     SGLang's: 0.3, 64 and 1.5. Ties (equal match, equal tree) are broken at random.
 
-``affinity_token_load`` (llm-d's prefix-affinity routing: ``prefix-cache-affinity-filter`` then ``token-load-scorer``)
-    A prefix-cache affinity filter keeps a request on the replicas holding its longest cached
-    prefix (match above ``min_match``) unless they are saturated; a saturated replica has at
-    least ``queue_threshold`` requests waiting or ``kv_threshold`` of its KV cache in use
-    (llm-d's saturation detector and its defaults, 5 and 0.8). Among the replicas the filter
-    keeps (all of them when it keeps none), the scorer picks the least token load: the uncached
-    prompt tokens in flight on the replica plus the arriving prompt's tokens it has not cached,
-    ``prefill_tokens + prompt_tokens * (1 - prefix_match)``.
+``affinity_token_load`` (llm-d's ``prefix-cache-affinity-filter`` followed by its ``token-load-scorer``)
+    The filter (llm-d-router, ``pkg/epp/framework/plugins/scheduling/filter/prefixcacheaffinity``)
+    keeps the *sticky* replicas, those whose cached share of the prompt is at least
+    ``affinity_threshold`` (0.80), unless: with probability ``exploration_probability`` (0.01) it
+    keeps every replica (exploration); no replica is sticky; or the best sticky replica's estimated
+    TTFT exceeds the best non-sticky one's by more than ``max_ttft_penalty_ms`` (5,000 ms; 0: always
+    stick). The TTFT estimate is llm-d's ``prefillThroughput`` source: in-flight prompt tokens /
+    ``peak_prefill_tokens_per_s`` (llm-d's default, 15,928 tokens/s) x 1000. Among the replicas kept,
+    the token-load scorer's max score is the least token load: the prompt tokens in flight plus the
+    arriving prompt's tokens the replica has not cached, ``prefill_tokens + prompt_tokens * (1 -
+    prefix_match)``, capped at ``queue_threshold_tokens`` (4 Mi, its default); ties at random.
+
+    Where it differs from llm-d, and why: the in-flight prompt tokens are the snapshot's
+    ``prefill_tokens`` (prompt tokens not yet processed, queued or running: the simulator knows them,
+    the gateway counts them until a request's first token), where llm-d's in-flight-load producer
+    counts each dispatched request's *uncached* prompt tokens until its first token; a replica's
+    cached share of its queued prompts is not in the snapshot. The filter's code defaults are an
+    exploration probability of 0 and a 18,000 ms penalty; 0.01 and 5,000 ms are the values of llm-d's
+    documented configuration, used here. llm-d draws exploration from Go's global generator, this
+    policy from its own seeded one (one draw per decision with more than one replica).
 
 Parameters are set wherever a router is named: ``cache_aware:balance_abs_threshold=8``.
 """
@@ -92,19 +104,26 @@ class CacheAwareParams:
 
 @dataclass(frozen=True)
 class AffinityTokenLoadParams:
-    """llm-d's prefix affinity ("sticky until saturated") and token-load scorer settings."""
+    """llm-d's prefix-cache affinity filter and token-load scorer settings (see the module doc)."""
 
-    #: a replica is in the affinity set when its match is the longest and above this share.
-    min_match: float = 0.0
-    #: saturated: at least this many requests waiting ...
-    queue_threshold: float = 5.0
-    #: ... or at least this share of the KV cache in use.
-    kv_threshold: float = 0.8
+    #: a replica is sticky when at least this share of the prompt is cached there (``affinityThreshold``).
+    affinity_threshold: float = 0.80
+    #: the chance of keeping every replica for exploration (``explorationProbability``).
+    exploration_probability: float = 0.01
+    #: stickiness is dropped when the best sticky replica's estimated TTFT is this many ms worse than the
+    #: best other one's (``maxTTFTPenaltyMs``); 0: always stick.
+    max_ttft_penalty_ms: float = 5000.0
+    #: prompt tokens per second a replica prefills, for the TTFT estimate (``peakPrefillThroughput``).
+    peak_prefill_tokens_per_s: float = 15928.0
+    #: the token load at which the scorer's score reaches 0 (``queueThresholdTokens``).
+    queue_threshold_tokens: float = 4194304.0
 
     def __post_init__(self) -> None:
-        check_range("min_match", self.min_match, 0.0, 1.0)
-        check_range("queue_threshold", self.queue_threshold, 0.0, float("inf"))
-        check_range("kv_threshold", self.kv_threshold, 0.0, 1.0)
+        check_range("affinity_threshold", self.affinity_threshold, 0.0, 1.0)
+        check_range("exploration_probability", self.exploration_probability, 0.0, 1.0)
+        check_range("max_ttft_penalty_ms", self.max_ttft_penalty_ms, 0.0, float("inf"))
+        check_range("peak_prefill_tokens_per_s", self.peak_prefill_tokens_per_s, 1e-9, float("inf"))
+        check_range("queue_threshold_tokens", self.queue_threshold_tokens, 1.0, float("inf"))
 
 
 def imbalanced(load: np.ndarray, abs_threshold: float, rel_threshold: float) -> bool:
@@ -125,18 +144,39 @@ def cache_aware(snapshot: ReplicaSnapshot, rng: np.random.Generator, params: Cac
     return argmin_random(np.asarray(snapshot.prefix_blocks, dtype=np.float64), rng)
 
 
+def affinity_filter(snapshot: ReplicaSnapshot, rng: np.random.Generator,
+                    params: AffinityTokenLoadParams = AffinityTokenLoadParams()) -> np.ndarray:
+    """The replicas llm-d's ``prefix-cache-affinity-filter`` keeps (a boolean mask; see the module doc)."""
+    p = params
+    n = snapshot.num_replicas
+    keep_all = np.ones(n, dtype=bool)
+    if n <= 1 or p.affinity_threshold <= 0:
+        return keep_all
+    if rng.random() < p.exploration_probability:
+        return keep_all
+    sticky = np.asarray(snapshot.prefix_match, dtype=np.float64) >= p.affinity_threshold
+    if not sticky.any():
+        return keep_all
+    if p.max_ttft_penalty_ms > 0 and not sticky.all():
+        ttft_ms = np.asarray(snapshot.prefill_tokens, dtype=np.float64) / p.peak_prefill_tokens_per_s * 1000.0
+        if ttft_ms[sticky].min() - ttft_ms[~sticky].min() > p.max_ttft_penalty_ms:
+            return keep_all
+    return sticky
+
+
+def token_load(snapshot: ReplicaSnapshot, prompt_tokens: float,
+               params: AffinityTokenLoadParams = AffinityTokenLoadParams()) -> np.ndarray:
+    """llm-d's token load: prompt tokens in flight plus the arriving prompt's uncached tokens, capped."""
+    match = np.asarray(snapshot.prefix_match, dtype=np.float64)
+    load = snapshot.prefill_tokens + float(prompt_tokens) * (1.0 - match)
+    return np.minimum(load, params.queue_threshold_tokens)
+
+
 def affinity_token_load(snapshot: ReplicaSnapshot, rng: np.random.Generator, prompt_tokens: float = 0.0,
                         params: AffinityTokenLoadParams = AffinityTokenLoadParams()) -> int:
-    """llm-d's prefix affinity plus token load (see the module doc)."""
-    p = params
-    match = np.asarray(snapshot.prefix_match, dtype=np.float64)
-    score = snapshot.prefill_tokens + float(prompt_tokens) * (1.0 - match)
-    saturated = (snapshot.waiting >= p.queue_threshold) | (snapshot.kv_fraction >= p.kv_threshold)
-    sticky = (match == match.max()) & (match > p.min_match) & ~saturated
-    if sticky.any():
-        keep = np.flatnonzero(sticky)
-        return int(keep[argmin_random(score[keep], rng)])
-    return argmin_random(score, rng)
+    """llm-d's prefix-cache affinity filter, then the least token load among the replicas it keeps."""
+    keep = np.flatnonzero(affinity_filter(snapshot, rng, params))
+    return int(keep[argmin_random(token_load(snapshot, prompt_tokens, params)[keep], rng)])
 
 
 @register_policy("prefix_aware")
@@ -162,7 +202,7 @@ class CacheAware(HeuristicPolicy):
 
 @register_policy("affinity_token_load")
 class AffinityTokenLoad(HeuristicPolicy):
-    """llm-d's prefix-affinity filter then its token-load scorer, with their thresholds as parameters."""
+    """llm-d's prefix-cache affinity filter then its token-load scorer, with their settings as parameters."""
 
     Params = AffinityTokenLoadParams
 
