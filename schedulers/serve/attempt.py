@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from ..live.decision_log import Decision
-from ..shared.engine_http import (UNBOUNDED, EngineClient, EngineConnectError, EngineError, EngineResponse,
+from ..shared.engine_client import (UNBOUNDED, EngineClient, EngineConnectError, EngineError, EngineResponse,
                                   EngineTimeout)
 from ..shared.sse import EventTooLarge, SSEStream
 from .deadlines import DeadlineExceeded, RequestClock

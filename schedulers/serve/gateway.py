@@ -13,7 +13,7 @@ an error event (:mod:`schedulers.serve.attempt`, which closes every attempt on e
 healthy backend is a 503; a malformed body a 400, an oversized one a 413
 (:mod:`schedulers.serve.request_body`), always in OpenAI's error shape; a client that disconnects
 cancels its upstream request, plain or streamed. Access and redaction: :mod:`schedulers.serve.access`.
-Upstream calls go through the one :class:`~schedulers.shared.engine_http.EngineClient`; the routed
+Upstream calls go through the one :class:`~schedulers.shared.engine_client.EngineClient`; the routed
 endpoints are served by raw ASGI (:class:`GatewayASGI`), the rest by Starlette.
 """
 
@@ -38,8 +38,8 @@ from ..live.decision_log import Decision, DecisionLogWriter
 from ..live.view import LiveClusterView, restrict
 from ..routing.observation import ObservationConfig, build_observation, feature_names
 from ..routing.policy import make_policy
-from ..shared.engine_client import REPLICA_HEADER
-from ..shared.engine_http import EngineClient, EngineError
+from ..shared.engine_client import EngineClient, EngineError
+from ..shared.engine_requests import REPLICA_HEADER
 from ..shared.prometheus import kv_capacity_tokens, parse_metrics
 from ..shared.request_reward import reads_request_keys_only, request_context
 from .access import allowed, redact_url, refuse, request_id, split_credentials

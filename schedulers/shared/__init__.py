@@ -9,7 +9,8 @@ nothing above it (``schedulers.paths`` and ``schedulers.bounds`` only), nor Vidu
 - :mod:`~schedulers.shared.request_reward`: the per-request reward context (one builder),
   crediting each request to its decision, loading the reward config.
 - :mod:`~schedulers.shared.episode_metrics`: ``EpisodeMetrics`` of a simulated or live episode.
-- The engine protocol: :mod:`~schedulers.shared.engine_client` (the one OpenAI-compatible client and
-  ``RequestRecord``, the replica header), :mod:`~schedulers.shared.sse` (the one server-sent-event
+- The engine protocol: :mod:`~schedulers.shared.engine_client` (``EngineClient``, the one HTTP client
+  to engines), :mod:`~schedulers.shared.engine_requests` (OpenAI-compatible request bodies, one
+  request sent and measured, ``RequestRecord``, the replica header), :mod:`~schedulers.shared.sse` (the one server-sent-event
   splitter and token rule), :mod:`~schedulers.shared.prometheus` (the ``/metrics`` parser).
 """

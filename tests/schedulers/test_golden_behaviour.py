@@ -168,7 +168,7 @@ def live_rewards(tmp: Path) -> list[Any]:
     import yaml
 
     from schedulers.live.env import LiveRoutingEnv
-    from schedulers.shared.engine_client import RequestRecord
+    from schedulers.shared.engine_requests import RequestRecord
 
     data = {"trace_file": str(TRACES / "splitwise_conv.csv"), "qps": 40.0,
             "requests_per_episode": 8, "reward_config": str(ROOT / "configs/rewards/request_ttft_live.yaml"),
