@@ -32,7 +32,7 @@ _LAZY = {
     "EpisodeMetrics": "schedulers.shared.episode_metrics",
     "FEATURE_NAMES": "schedulers.routing.observation",
     "build_observation": "schedulers.routing.observation",
-    "ObservationConfig": "schedulers.routing.observation",
+    "ObservationConfig": "schedulers.shared.observation_config",
     "EnvConfig": "schedulers.sim.env_config",
     "load_env_config": "schedulers.sim.env_config",
     "with_overrides": "schedulers.sim.env_config",

@@ -11,7 +11,6 @@ unfinished ones are cancelled at ``duration_s + timeout_s``).
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from typing import Any, Callable, Sequence
 
@@ -144,19 +143,3 @@ def format_summary(summary: dict[str, Any], title: str = "") -> str:
     if summary["errors"]:
         lines.append("errors: " + "; ".join(summary["errors"]))
     return "\n".join(lines)
-
-
-def progress_bar(total: int, enabled: bool) -> Callable[[RequestRecord], None] | None:
-    """A tqdm bar on stderr advanced by each finished request (None when disabled)."""
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    bar = tqdm(total=total, unit="req", file=sys.stderr, dynamic_ncols=True, leave=False)
-
-    def done(record: RequestRecord) -> None:
-        bar.update(1)
-        if bar.n >= total:
-            bar.close()
-
-    return done

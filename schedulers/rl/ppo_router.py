@@ -21,9 +21,10 @@ from rewardkit.params import Param, validate_schema
 from .checkpoint_file import CheckpointError, one_line, read_checkpoint
 from .scorer_network import ReplicaScorerPolicy
 from ..bounds import MIN_OBSERVATION_SCALE
-from ..routing.observation import FEATURE_NAMES, PREFIX_FEATURES, ObservationConfig
+from ..routing.observation import FEATURE_NAMES, PREFIX_FEATURES
 from ..routing.policies.learned import PPOPolicy
 from ..routing.snapshot import ReplicaSnapshot
+from ..shared.observation_config import ObservationConfig
 
 
 def observation_config_from_checkpoint(data: dict[str, Any]) -> ObservationConfig:

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from .observation import ObservationConfig
+from ..shared.observation_config import ObservationConfig
 from .snapshot import ReplicaSnapshot
 
 #: the entry-point group through which other packages add policies (name -> a :class:`Policy` subclass)

@@ -36,12 +36,13 @@ from starlette.routing import Route
 
 from ..live.decision_log import Decision, DecisionLogWriter
 from ..live.view import LiveClusterView, restrict
-from ..routing.observation import ObservationConfig, build_observation, feature_names
+from ..routing.observation import build_observation, feature_names
 from ..routing.policy import make_policy
 from ..shared.engine_client import EngineClient, EngineError
 from ..shared.engine_requests import REPLICA_HEADER
 from ..shared.prometheus import kv_capacity_tokens, parse_metrics
 from ..shared.request_reward import reads_request_keys_only, request_context
+from ..shared.observation_config import ObservationConfig
 from .access import allowed, redact_url, refuse, request_id, split_credentials
 from .attempt import Attempt, BackendFailed, BackendUnreachable, RelayResponse, failure, openai_error
 from .deadlines import DeadlineExceeded, Deadlines, Drain, RequestClock

@@ -2,7 +2,8 @@
 nothing above it (``schedulers.paths`` and ``schedulers.bounds`` only), nor Vidur, pandas or torch.
 
 - :mod:`~schedulers.shared.workload`: ``Workload``, the simulator-free part of any env YAML
-  (trace, rate, requests, lengths, ``ObservationConfig``, reward config), and its checks.
+  (trace, rate, requests, lengths, observation settings, reward config), and its checks;
+  :mod:`~schedulers.shared.observation_config`: ``ObservationConfig``, the observation section.
 - :mod:`~schedulers.shared.trace`: the one trace reader; :mod:`~schedulers.shared.arrivals`: the
   one capped Poisson loop, the one length fitting and Vidur's shuffle (``sample_arrivals``);
   :mod:`~schedulers.shared.requests`: lengths and prompts of a workload's requests.

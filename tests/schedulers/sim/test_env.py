@@ -344,7 +344,8 @@ def test_ppo_scheduler_inside_vidur_sees_the_env_observations(tiny_config, make_
     """Vidur's registered ``ppo`` scheduler builds the same observations as the env, decision by decision."""
     from schedulers.environments import policy_action
     from schedulers.routing import policy as policies
-    from schedulers.routing.observation import FEATURE_NAMES, ObservationConfig
+    from schedulers.routing.observation import FEATURE_NAMES
+    from schedulers.shared.observation_config import ObservationConfig
 
     column = FEATURE_NAMES.index("outstanding_tokens")
 
