@@ -11,7 +11,8 @@ import pytest
 from rewardkit.cli import main
 from schedulers.engines.replicas import free_port
 from schedulers.engines.stub import ServerThread, StubEngine
-from schedulers.serve.gateway import GatewaySettings, create_app
+from schedulers.serve.app import create_app
+from schedulers.serve.gateway import GatewaySettings
 
 KEY = "loadgen-test-key"
 

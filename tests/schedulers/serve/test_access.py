@@ -13,7 +13,8 @@ from schedulers.engines.faulty import FaultyEngine
 from schedulers.engines.replicas import free_port
 from schedulers.engines.stub import ServerThread
 from schedulers.serve.access import redact_url, split_credentials
-from schedulers.serve.gateway import GatewaySettings, create_app
+from schedulers.serve.app import create_app
+from schedulers.serve.gateway import GatewaySettings
 
 
 @pytest.mark.parametrize(("url", "shown"), [
