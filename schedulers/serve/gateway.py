@@ -221,13 +221,14 @@ class Gateway:
         """The replica for a request (None: no healthy replica) and the observation rows of all replicas
         (built when ``with_rows`` or the policy reads them; else None)."""
         start = time.perf_counter()
-        keep = self.view.healthy
+        view = self.ledger.view
+        keep = view.healthy
         if exclude:
             keep = keep.copy()
             keep[list(exclude)] = False
         if not keep.any():
             return None
-        snap = self.view.snapshot(self.view.prefix_match(prompt_ids) if prompt_ids else None)
+        snap = view.snapshot(view.prefix_match(prompt_ids) if prompt_ids else None)
         rows = None
         if with_rows or self.policy.observation is not None:
             rows = build_observation(snap, prompt_tokens, self.obs_config)
