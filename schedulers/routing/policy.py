@@ -133,6 +133,7 @@ def register_policy(name: str, cls: type[Policy] | None = None, *, replace: bool
             raise TypeError(f"register_policy({name!r}): expected a Policy subclass, got {policy_cls!r}")
         if not isinstance(name, str) or not name or ":" in name or "=" in name:
             raise ValueError(f"register_policy: expected a name without ':' or '=', got {name!r}")
+        _load_builtins()  # a built-in name is taken before anything else registers
         known = _REGISTRY.get(name)
         if known is not None and known is not policy_cls and not replace:
             raise ValueError(f"a policy is already registered under {name!r} ({known.__module__}.{known.__qualname__})")
