@@ -35,11 +35,11 @@ import numpy as np
 
 from .applies import batch_mask, masked
 from .base import BaseReward, check_scalar_output, checked_output
-from .config import GroupNode, RewardSpec, TermNode
+from .config import GroupNode, RewardSpec, TermNode, walk
 from .inputs import ABSENT, MAX_STEP, InputReader, NotScalar, check_step, plain_floats, returned_float, scalar_flag
 from .outputs import CompiledRewardOutput, TermNames
 from .shaper import RewardShaper
-from .state_store import StateStore, walk
+from .state_store import StateStore
 
 #: Names the generated functions use for themselves; terms and context keys never take them.
 _RESERVED = frozenset({"ctx", "step", "terminated", "truncated", "done", "total", "out", "_self", "start", "_pending"})

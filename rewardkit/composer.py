@@ -39,13 +39,13 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from .async_terms import AsyncCall, CallCancelled, EventLoopThread
 from .backend import evaluating, maybe_any, to_numpy
 from .codegen import CompiledPlan
-from .config import RewardSpec, TermNode, load_yaml, parse_config, spec_to_dict
+from .config import RewardSpec, TermNode, load_yaml, parse_config, spec_to_dict, walk
 from .errors import InvalidInputError
 from .inputs import MAX_STEP, InputReader, NotScalar, as_bool_array, check_step
 from .outputs import RewardOutput, TermOutput
 from .params import describe
 from .shaper import RewardShaper
-from .state_store import StateStore, walk
+from .state_store import StateStore
 
 __all__ = ["RewardComposer", "RewardOutput", "TermOutput", "MAX_STEP"]
 

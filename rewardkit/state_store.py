@@ -17,18 +17,10 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
-from .config import GroupNode, RewardSpec, TermNode, spec_to_dict
+from .config import RewardSpec, TermNode, spec_to_dict, walk
 from .errors import ConfigError, InvalidInputError
 from .inputs import check_step
 from .params import describe
-
-
-def walk(nodes: list[TermNode | GroupNode]) -> Iterator[TermNode | GroupNode]:
-    """Every term and group of a config, in evaluation (pre-)order."""
-    for node in nodes:
-        yield node
-        if isinstance(node, GroupNode):
-            yield from walk(node.children)
 
 
 class StateStore:
@@ -179,17 +171,8 @@ class StateStore:
         needs a snapshot unless it fails only before writing (``atomic_update``) and nothing
         updated after it can fail; the rest of a call (transforms, weights, sums) cannot fail.
         """
-        post_order: list[Any] = []
-
-        def visit(node: TermNode | GroupNode) -> None:
-            if isinstance(node, GroupNode):
-                for child in node.children:
-                    visit(child)
-            if node.normalizer is not None:
-                post_order.append(node.normalizer)
-
-        for node in self.spec.nodes:
-            visit(node)
+        post_order = [node.normalizer for node in walk(self.spec.nodes, children_first=True)
+                      if node.normalizer is not None]
         sequence = [(c, c.atomic_update, True) for c in self.components]
         sequence += [(n, n.atomic_update, n.can_fail) for n in post_order]
         return [holder for i, (holder, atomic, _) in enumerate(sequence)
