@@ -23,9 +23,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..composer import RewardComposer, RewardOutput
-from ..config import GroupNode, TermNode
+from ..config import TermNode, walk
 from ..errors import InvalidInputError
-from ..state_store import walk
 
 #: context keys the adapters fill themselves; every other key a config reads comes from columns
 BUILT_IN_KEYS = ("completion", "prompt", "reference")
@@ -135,10 +134,6 @@ class TextScorer:
         totals = _floats(out.total, n)
         terms = {name: _floats(out.terms[name].contribution, n) for name in self.term_names}
         return ScoredBatch(totals, terms, out)
-
-    def leaves(self) -> list[TermNode]:
-        """The config's terms (not groups), in evaluation order."""
-        return [node for node in walk(self.composer.spec.nodes) if not isinstance(node, GroupNode)]
 
 
 def _floats(values: Any, n: int) -> list[float]:

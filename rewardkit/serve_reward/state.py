@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ..composer import RewardComposer
-from ..config import TermNode
+from ..config import TermNode, walk
 from ..errors import ConfigError
-from ..state_store import walk
 
 FORMAT = 1
 
