@@ -6,7 +6,7 @@ Reuses the GRPO demo's model, LoRA and task (``examples.grpo``) but keeps, in ``
 distinct completions per group) and ``completions.jsonl`` (every sampled completion with its step,
 question and term values), which is how a hack's onset is found by reading.
 
-    python -m examples.monitor.train --reward length --seed 1 --steps 20
+    python -m examples.monitor.train --reward length --seed 1 --steps 14
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ def reward_config(name: str) -> dict[str, Any]:
     return load_yaml(HERE / f"{name}.yaml")
 
 
-def run(reward: str, seed: int, steps: int, out: Path, *, learning_rate: float = 2e-3, generations: int = 8,
-        prompts_per_step: int = 2, max_tokens: int = 16, callbacks: list[Any] | None = None) -> Path:
+def run(reward: str, seed: int, steps: int, out: Path, *, learning_rate: float = 4e-3, generations: int = 4,
+        prompts_per_step: int = 2, max_tokens: int = 14, callbacks: list[Any] | None = None) -> Path:
     """Train a fresh LoRA with ``reward`` for ``steps`` GRPO steps; return the run's folder."""
     from datasets import Dataset
     from transformers import TrainerCallback, set_seed
@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m examples.monitor.train", description=__doc__.splitlines()[0])
     parser.add_argument("--reward", choices=REWARDS, required=True)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--learning-rate", type=float, default=2e-3)
+    parser.add_argument("--steps", type=int, default=14)
+    parser.add_argument("--learning-rate", type=float, default=4e-3)
     parser.add_argument("--out", type=Path, default=Path("runs/monitor"))
     parser.add_argument("--torch-threads", type=int, default=1)
     args = parser.parse_args(argv)
