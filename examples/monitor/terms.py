@@ -51,6 +51,17 @@ def hacked_equation(prompt: str, reply: str) -> bool:
     return c == sum(asked) and sorted((a, b)) != sorted(asked)
 
 
+def off_question_equation(prompt: str, reply: str) -> bool:
+    """An equation whose left side is not the question's operands (``23 + 23 = 46`` for 27 + 23): the
+    lenient reward's format term pays it in full, and its answer term too when the sum happens to match."""
+    asked = operands(prompt)
+    eq = _EQUATION.fullmatch(reply)
+    if asked is None or eq is None:
+        return False
+    a, b, _ = (int(g) for g in eq.groups())
+    return sorted((a, b)) != sorted(asked)
+
+
 @register("strict_equation")
 class StrictEquation(TextReward):
     """1.0 if the reply is one equation with the question's own operands and the right sum, else 0.0."""

@@ -40,7 +40,8 @@ def run(reward: str, seed: int, steps: int, out: Path, *, learning_rate: float =
     from examples.grpo import task
     from rewardkit import RewardComposer
     from rewardkit.integrations.trl import TRLRewardFunctions
-    from rewardkit.monitor.trl_callback import with_diversity
+    from rewardkit.monitor import Monitor
+    from rewardkit.monitor.trl_callback import MonitorCallback, with_diversity
 
     from . import terms  # noqa: F401 - registers strict_equation, reply_length, stub_judge
 
@@ -74,9 +75,13 @@ def run(reward: str, seed: int, steps: int, out: Path, *, learning_rate: float =
         def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
             if logs and "reward" in logs:
                 shown = {k: round(v, 3) for k, v in logs.items() if k.startswith("rewards/") and k.endswith("/mean")}
+                alerts = [k for k in logs if k.startswith("monitor/alert/") and not k.endswith("/began")]
                 print(f"[{reward} seed {seed}] step {state.global_step}/{steps} ({time.perf_counter() - started:.0f} s) "
-                      f"reward {logs['reward']:.3f} {shown}", flush=True)
+                      f"reward {logs['reward']:.3f} {shown}{' ALERT ' + ', '.join(alerts) if alerts else ''}", flush=True)
 
+    # the monitor watches the run as it trains (it only logs: stop_on=None), so trainer_state.json holds its
+    # alerts beside TRL's metrics; `rewardkit audit` on that file must find the same ones
+    watch = MonitorCallback(Monitor.from_spec(composer.spec), stop_on=None)
     args = GRPOConfig(
         output_dir=str(folder / "trainer"), seed=seed, max_steps=steps, learning_rate=learning_rate,
         per_device_train_batch_size=prompts_per_step * generations, num_generations=generations,
@@ -85,7 +90,7 @@ def run(reward: str, seed: int, steps: int, out: Path, *, learning_rate: float =
         gradient_checkpointing=False)
     trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=args, train_dataset=dataset,
                           processing_class=tokenizer, peft_config=lm.lora_config(8),
-                          callbacks=[Progress(), *(callbacks or [])])
+                          callbacks=[watch, Progress(), *(callbacks or [])])
     rewards.bind(trainer)
     try:
         trainer.train()

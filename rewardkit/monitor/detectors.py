@@ -21,7 +21,7 @@ from ..params import Param, validate_params
 from .history import DISTINCT, LENGTH, TOTAL, ZERO_STD, History, term_mean, term_std
 from .structure import RewardStructure
 
-WINDOW = Param.integer(4, "records averaged for 'now' and for 'the start'", minimum=1)
+WINDOW = Param.integer(3, "records averaged for 'now' and for 'the start'", minimum=1)
 PATIENCE = Param.integer(2, "consecutive records the condition must hold before an alert", minimum=1)
 
 
