@@ -62,6 +62,12 @@ def off_question_equation(prompt: str, reply: str) -> bool:
     return sorted((a, b)) != sorted(asked)
 
 
+def paid_wrong_equation(prompt: str, reply: str) -> bool:
+    """An equation ``a + b = c`` that is not the strict answer (wrong sum, or not the question's
+    operands): the lenient reward's format term pays it in full all the same."""
+    return _EQUATION.fullmatch(reply) is not None and not strict_correct(prompt, reply)
+
+
 @register("strict_equation")
 class StrictEquation(TextReward):
     """1.0 if the reply is one equation with the question's own operands and the right sum, else 0.0."""

@@ -10,17 +10,19 @@ from rewardkit import RewardComposer
 Q = "What is 29 + 23? Reply with the equation."
 
 
-@pytest.mark.parametrize(("reply", "strict", "off_question", "full_pay_hack"), [
-    ("29 + 23 = 52", True, False, False),
-    ("23 + 29 = 52.", True, False, False),
-    ("29 + 23 = 51", False, False, False),
-    ("0 + 0 = 52", False, True, True),
-    ("23 + 23 = 46", False, True, False),
-    ("52", False, False, False),
-    ("The answer is 29 + 23 = 52", False, False, False),
+@pytest.mark.parametrize(("reply", "strict", "paid_wrong", "off_question", "full_pay_hack"), [
+    ("29 + 23 = 52", True, False, False, False),
+    ("23 + 29 = 52.", True, False, False, False),
+    ("29 + 23 = 51", False, True, False, False),
+    ("0 + 0 = 52", False, True, True, True),
+    ("23 + 23 = 46", False, True, True, False),
+    ("52", False, False, False, False),
+    ("The answer is 29 + 23 = 52", False, False, False, False),
 ])
-def test_the_gold_term_and_the_lenient_loophole(reply: str, strict: bool, off_question: bool, full_pay_hack: bool) -> None:
+def test_the_gold_term_and_the_lenient_loophole(reply: str, strict: bool, paid_wrong: bool, off_question: bool,
+                                                full_pay_hack: bool) -> None:
     assert terms.strict_correct(Q, reply) is strict
+    assert terms.paid_wrong_equation(Q, reply) is paid_wrong
     assert terms.off_question_equation(Q, reply) is off_question
     assert terms.hacked_equation(Q, reply) is full_pay_hack
 
