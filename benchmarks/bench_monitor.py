@@ -83,6 +83,7 @@ class RunReport:
     records: list[dict[str, float]] = field(default_factory=list)
     #: the alerts MonitorCallback logged during training (None: the run trained without it)
     callback: list[tuple[int, str]] | None = None
+    learning_rate: float = 4e-3
 
 
 def read_completions(path: Path) -> list[dict[str, Any]]:
@@ -147,13 +148,14 @@ def analyse(folder: Path) -> RunReport:
     alerts = monitor.run(records)
     scope, scope_log = reward_scope_alerts(rows, load_yaml(config_path), records)
     examples = [r["completion"] for r in rows if onset is not None and r["step"] + 1 == onset and EXPLOITS[reward](r)]
+    settings = json.loads((folder / "run.json").read_text()) if (folder / "run.json").exists() else {}
     callback = None
     if any("monitor/alerts" in r for r in records):
         callback = sorted((int(r["step"]), key[len("monitor/alert/"):]) for r in records for key in r
                           if key.startswith("monitor/alert/") and not key.endswith("/began"))
     return RunReport(folder.name, reward, int(seed), len(records), rates, onset, hacked,
                      [(a.fired, a.detector) for a in alerts], {a.detector: a.began for a in alerts},
-                     scope, scope_log, examples[:3], records, callback)
+                     scope, scope_log, examples[:3], records, callback, settings.get("learning_rate", 4e-3))
 
 
 def first(alerts: list[tuple[int, str]], exclude: tuple[str, ...] = ()) -> tuple[int, str] | None:
@@ -233,11 +235,12 @@ def main(argv: list[str] | None = None) -> int:
     for folder in folders:
         print(f"analysing {folder.name} ...", file=sys.stderr, flush=True)
         reports.append(analyse(folder))
-    header = ("run", "steps", "hacked", "onset", "rewardkit first alert (lag)", "RewardScope first alert (lag)",
+    header = ("run", "lr", "steps", "hacked", "onset", "rewardkit first alert (lag)", "RewardScope first alert (lag)",
               "RewardScope on the log")
     table = [header]
     for r in reports:
-        table.append((r.name, str(r.steps), "yes" if r.hacked else "no", "-" if r.onset is None else str(r.onset),
+        onset = "-" if r.onset is None else str(r.onset)
+        table.append((r.name, f"{r.learning_rate:g}", str(r.steps), "yes" if r.hacked else "no", onset,
                       describe(first(r.rewardkit), r.onset), describe(first(r.scope), r.onset),
                       describe(first(r.scope_log), r.onset)))
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]

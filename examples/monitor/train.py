@@ -47,6 +47,9 @@ def run(reward: str, seed: int, steps: int, out: Path, *, learning_rate: float =
 
     folder = out / f"{reward}_seed{seed}"
     folder.mkdir(parents=True, exist_ok=True)
+    (folder / "run.json").write_text(json.dumps({"reward": reward, "seed": seed, "steps": steps,
+                                                 "learning_rate": learning_rate, "generations": generations,
+                                                 "prompts_per_step": prompts_per_step, "max_tokens": max_tokens}))
     set_seed(seed)
     model, tokenizer = lm.load()
     config = reward_config(reward)
