@@ -73,8 +73,9 @@ def test_answer_match_exact_normalizes_case_whitespace_and_punctuation() -> None
 
 
 @pytest.mark.parametrize("bad, where", [
-    (12, "got int"), (None, "got NoneType"), ([1.0, 2.0], "at index 0"), (["ok", 3], "at index 1"),
-    (np.array([[ "a", "b"]]), "1-D array"), (np.array([1.0, 2.0]), "1-D array of str"),
+    (True, "got bool"), (None, "got NoneType"), ([None, "a"], "at index 0"), (["ok", [3]], "at index 1"),
+    (["ok", float("nan")], "at index 1"), (np.array([[ "a", "b"]]), "1-D array"),
+    (np.array([True, False]), "1-D array of str or numbers"),
 ])
 def test_non_text_where_text_is_expected_names_the_key(bad, where) -> None:
     c = RewardComposer.from_dict(TEXT)
