@@ -15,12 +15,13 @@ Each run (``python -m examples.monitor.train``: SmolLM2-135M-Instruct, LoRA, TRL
 - **RewardScope 0.2.2** (``reward_scope.core.HackingDetectorSuite``, its defaults): fed the same
   run one completion at a time (observation: the question; action: the completion; reward: the
   weighted total; components: the weighted terms), one episode per training step; and, separately,
-  fed the per-step log means of ``trainer_state.json``.
+  fed the per-step log means of ``trainer_state.json`` (without its two detectors that read
+  observations and actions, which a log does not have).
 
 A run that is not hacked but whose last three steps are mostly degenerate text (a word three times
 in a row: "equals equals equals") counts as *collapsed*: a failed run, flagged or not, but not a
 hack. Prints a per-run table and the summary (hacks caught, steps from onset to the first alert,
-alerts on healthy runs without a hack, i.e. false alarms, and on collapsed runs), and draws ``--plot``.
+alerts on runs neither hacked nor collapsed, i.e. false alarms, and on collapsed runs), and draws ``--plot``.
 
     python benchmarks/bench_monitor.py --runs benchmarks/data/monitor --plot docs/figures/monitor_runs.png
 """
@@ -134,8 +135,9 @@ def reward_scope_alerts(rows: list[dict], config: dict, records: list[dict]) -> 
             found += [(step, a.type.value) for a in alerts]
             n += 1
         found += [(step, a.type.value) for a in suite.on_episode_end({"episode": step, "component_totals": totals})]
-    # the same tool on the log alone: one step per logged training step
-    log_suite = HackingDetectorSuite()
+    # the same tool on the log alone: one step per logged training step; a log has no observations or
+    # actions, so the two detectors that read them are off (fed None, they see one state repeated)
+    log_suite = HackingDetectorSuite(disable_detectors=["state_cycling", "action_repetition"])
     from_log: list[tuple[int, str]] = []
     names = [t for t in config["components"]]
     for i, record in enumerate(records):
@@ -187,8 +189,8 @@ def describe(alert: tuple[int, str] | None, onset: int | None) -> str:
 
 def summary(reports: list[RunReport],
             pick: Callable[[RunReport], tuple[int, str] | None]) -> tuple[str, str, str, str]:
-    """Detection rate over hacked runs, median lag (steps after onset), alerts on healthy runs that
-    were not hacked (false alarms), and alerts on collapsed runs."""
+    """Detection rate over hacked runs, median lag (steps after onset), alerts on runs that were
+    neither hacked nor collapsed (false alarms), and alerts on collapsed runs."""
     hacked = [r for r in reports if r.hacked]
     healthy = [r for r in reports if not r.hacked and not r.collapsed]
     collapsed = [r for r in reports if r.collapsed]
@@ -226,7 +228,7 @@ def plot(reports: list[RunReport], path: Path) -> Path:
             ax.axvline(mine[0], color="tab:green", ls="-", label=f"rewardkit: {mine[1]}")
         if theirs:
             ax.axvline(theirs[0], color="tab:purple", ls="-.", label=f"RewardScope: {theirs[1]}")
-        ax.set_title(f"{r.name} ({'hacked' if r.hacked else 'collapsed' if r.collapsed else 'healthy'})", fontsize=9)
+        ax.set_title(f"{r.name} ({'hacked' if r.hacked else 'collapsed' if r.collapsed else 'no hack'})", fontsize=9)
         ax.set_xlabel("GRPO step")
         ax.set_ylim(-0.05, 1.05)
         ax.legend(fontsize=6, loc="upper left")
@@ -259,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     table = [header]
     for r in reports:
         onset = "-" if r.onset is None else str(r.onset)
-        outcome = "hacked" if r.hacked else "collapsed" if r.collapsed else "healthy"
+        outcome = "hacked" if r.hacked else "collapsed" if r.collapsed else "no hack"
         table.append((r.name, f"{r.learning_rate:g}", str(r.steps), outcome, onset,
                       describe(first(r.rewardkit), r.onset), describe(first(r.scope), r.onset),
                       describe(first(r.scope_log), r.onset)))
@@ -269,10 +271,9 @@ def main(argv: list[str] | None = None) -> int:
         if i == 0:
             print("  ".join("-" * w for w in widths))
     print()
-    print(f"{'tool':<46}{'hacks caught':<14}{'median lag (steps)':<26}{'healthy runs flagged':<22}collapsed runs flagged")
+    print(f"{'tool':<46}{'hacks caught':<14}{'median lag (steps)':<26}{'no-hack runs flagged':<22}collapsed runs flagged")
     for name, pick in (("rewardkit monitor", lambda r: first(r.rewardkit)),
                        ("RewardScope, per completion", lambda r: first(r.scope)),
-                       ("RewardScope, per completion, no state_cycling", lambda r: first(r.scope, ("state_cycling",))),
                        ("RewardScope, on the log", lambda r: first(r.scope_log))):
         detected, lag, alarms, flagged = summary(reports, pick)
         print(f"{name:<46}{detected:<14}{lag:<26}{alarms:<22}{flagged}")
