@@ -28,11 +28,13 @@ from .config import MAX_DEPTH, MAX_FILE_BYTES, check_structure, require_path
 from .docgen import components_markdown, components_text
 from .errors import ConfigError, RewardKitError
 from .migrate_rllama import migrate_rllama_file
+from .monitor.audit import add_audit_parser
 from .params import describe
 from .serve_reward.command import add_serve_reward_parser
 
 PLUGIN_GROUP = "rewardkit.commands"
-CORE_COMMANDS = ("validate", "explain", "check", "components", "docs", "migrate", "optimize", "serve-reward")
+CORE_COMMANDS = ("validate", "explain", "check", "components", "docs", "migrate", "optimize", "audit",
+                 "serve-reward")
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -469,6 +471,7 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
     m.set_defaults(func=cmd_migrate_rllama)
 
     add_optimize_parser(sub)
+    add_audit_parser(sub, add_import_option, import_modules)
     add_serve_reward_parser(sub)
 
     for ep in plugin_entry_points():
