@@ -79,6 +79,9 @@ def _metric(kind: str, name: str, description: str, **kwargs: Any) -> Any:
 class PolicyRequestRouter(RequestRouter):
     """Routes each request to the replica a :class:`~schedulers.routing.policy.Policy` picks (module doc)."""
 
+    #: the clock of the router's view (a test sets one shared with a gateway's)
+    view_clock = staticmethod(time.monotonic)
+
     def initialize_state(self, policy: str = "least_prefill", checkpoint: Optional[str] = None, *,
                          seed: int = 0, stale_s: float = 2.0, block_size: int = 32, kv_capacity_blocks: float = 1024.0,
                          threads: int = 1, keep_decision_times: int = 100_000, **options: Any) -> None:
@@ -113,6 +116,8 @@ class PolicyRequestRouter(RequestRouter):
         self.decisions = 0
         self.fallbacks = {"missing": 0, "stale": 0}
         self.decision_times: deque[float] = deque(maxlen=keep_decision_times)
+        #: per request, ms from Ray creating its pending request to the replica accepting it
+        self.routing_ms: deque[float] = deque(maxlen=keep_decision_times)
         tags = ("deployment", "application")
         defaults = {"deployment": self._deployment_id.name, "application": self._deployment_id.app_name} \
             if getattr(self, "_deployment_id", None) is not None else {}
@@ -128,8 +133,9 @@ class PolicyRequestRouter(RequestRouter):
     # ---- the replica set ----------------------------------------------------------------------
     def _new_view(self, n: int) -> None:
         self.view = LiveClusterView(max(n, 1), block_size=self.block_size, kv_capacity=self.kv_capacity_blocks,
-                                    engine_stale_s=self.stale_s)
+                                    engine_stale_s=self.stale_s, clock=self.view_clock)
         self._seen_at = [None] * max(n, 1)
+        self._last_stats: list[dict[str, Any]] = [{} for _ in range(max(n, 1))]
         self._reported_blocks = np.zeros(max(n, 1))
 
     def update_replicas(self, replicas: List[RunningReplica]) -> None:
@@ -171,6 +177,7 @@ class PolicyRequestRouter(RequestRouter):
             if at == self._seen_at[slot]:
                 continue
             self._seen_at[slot] = at
+            self._last_stats[slot] = dict(stats)
             fold_stats(self.view, slot, stats)
             blocks = stats.get("prefix_blocks")
             if isinstance(blocks, (int, float)):
@@ -224,6 +231,7 @@ class PolicyRequestRouter(RequestRouter):
 
     # ---- bookkeeping between polls -------------------------------------------------------------
     def on_request_routed(self, pending_request: PendingRequest, replica_id: ReplicaID, result: Any) -> None:
+        self.routing_ms.append(1000.0 * (time.time() - pending_request.created_at))
         slot = self._slot.get(replica_id)
         if slot is None:
             return
@@ -255,7 +263,9 @@ class PolicyRequestRouter(RequestRouter):
                 "decision_ms_p50": float(np.percentile(times, 50)) if len(times) else math.nan,
                 "decision_ms_p99": float(np.percentile(times, 99)) if len(times) else math.nan,
                 "decision_ms": [round(float(t), 5) for t in times[-5000:]],
-                "in_flight": len(self.view.inflight), "replicas": len(self._ids)}
+                "routing_ms": [round(float(t), 4) for t in list(self.routing_ms)[-5000:]],
+                "in_flight": len(self.view.inflight), "replicas": len(self._ids),
+                "replica_stats": [dict(s) for s in self._last_stats]}
 
 
 def fold_stats(view: LiveClusterView, slot: int, stats: dict[str, Any]) -> None:
