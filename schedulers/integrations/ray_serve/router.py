@@ -260,8 +260,8 @@ class PolicyRequestRouter(RequestRouter):
         """Decisions, fallbacks by reason, decision time p50/p99 (ms), requests in flight, the policy."""
         times = np.asarray(self.decision_times) * 1000.0
         return {"policy": self.spec, "decisions": self.decisions, "fallbacks": dict(self.fallbacks),
-                "decision_ms_p50": float(np.percentile(times, 50)) if len(times) else math.nan,
-                "decision_ms_p99": float(np.percentile(times, 99)) if len(times) else math.nan,
+                "decision_ms_p50": float(np.percentile(times, 50)) if len(times) else None,
+                "decision_ms_p99": float(np.percentile(times, 99)) if len(times) else None,
                 "decision_ms": [round(float(t), 5) for t in times[-5000:]],
                 "routing_ms": [round(float(t), 4) for t in list(self.routing_ms)[-5000:]],
                 "in_flight": len(self.view.inflight), "replicas": len(self._ids),

@@ -14,7 +14,6 @@ itself needs neither (nor a GPU).
 
 from __future__ import annotations
 
-import math
 import time
 from collections import deque
 from typing import Any
@@ -46,7 +45,7 @@ class RoutingTimer:
     def stats(self) -> dict[str, Any]:
         times = np.asarray(self.routing_ms)
         return {"policy": self.spec, "decisions": len(times), "fallbacks": {},
-                "decision_ms_p50": math.nan, "decision_ms_p99": math.nan, "decision_ms": [],
+                "decision_ms_p50": None, "decision_ms_p99": None, "decision_ms": [],
                 "routing_ms": [round(float(t), 4) for t in times[-5000:]]}
 
 
