@@ -143,34 +143,71 @@ def workloads(args: argparse.Namespace, routers: list[str]) -> tuple[list[dict[s
     return rounds, warmup
 
 
-def live(args: argparse.Namespace, routers: list[str], out: Path) -> dict[str, Any]:
-    """Start the engines and Ray, run every round, stop everything; the per-router, per-round summaries."""
+def start_ray(temp_dir: str) -> str:
+    """A local Ray cluster of its own (2 CPUs, no dashboard, its own temp dir) with Serve's HTTP proxy; the proxy's URL."""
     import ray
     from ray import serve
 
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=temp_dir,
+             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}})
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    return f"http://127.0.0.1:{port}"
+
+
+def stop_ray() -> None:
+    import ray
+    from ray import serve
+
+    try:
+        serve.shutdown()
+    except Exception:  # noqa: BLE001 - a cluster that died under us: nothing left to stop
+        pass
+    ray.shutdown()
+
+
+def live(args: argparse.Namespace, routers: list[str], out: Path) -> dict[str, Any]:
+    """Start the engines and Ray, run every round, stop everything; the per-router, per-round summaries.
+
+    A Ray run that fails (the cluster lost under it) restarts Ray and runs again, once; ``--resume``
+    keeps the runs already in ``--out``'s JSON (same settings) and runs the rest."""
     rounds, warmup = workloads(args, routers)
     cluster = tiny_cluster(2, 2 if args.model == "slow" else 0, prefix_caching=True, max_num_seqs=args.max_num_seqs,
                            max_model_len=args.max_model_len)
     cluster.log_dir = out / "engines"
     results: dict[str, list[dict[str, Any]]] = {r: [] for r in routers}
+    saved = out / "ray_serve.json"
+    if args.resume and saved.is_file():
+        old = json.loads(saved.read_text())
+        if old.get("setup") == setup(args):
+            results.update({r: v for r, v in old["results"].items() if r in results})
     t0 = time.perf_counter()
     with cluster:
         print(f"[ray-serve] engines healthy in {time.perf_counter() - t0:.0f} s: {cluster.urls}", file=sys.stderr, flush=True)
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}})
-        port = free_port()
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
-        http = f"http://127.0.0.1:{port}"
+        http = start_ray(args.ray_temp_dir)
         try:
             for rep, specs in enumerate(rounds):
                 order = routers[rep % len(routers):] + routers[:rep % len(routers)]
                 for router in order:
+                    if len(results[router]) > rep:
+                        continue
                     t1 = time.perf_counter()
                     kind, _, name = router.partition(":")
-                    if kind == "ray":
-                        run = run_ray(name, cluster.urls, specs[router], warmup, args, http)
-                    else:
-                        run = run_gateway(name, cluster.urls, specs[router], warmup, args, out)
+                    for attempt in range(2):
+                        try:
+                            if kind == "ray":
+                                run = run_ray(name, cluster.urls, specs[router], warmup, args, http)
+                            else:
+                                run = run_gateway(name, cluster.urls, specs[router], warmup, args, out)
+                            break
+                        except Exception as exc:  # noqa: BLE001 - Ray lost under the run: restart it, run again once
+                            print(f"[ray-serve] round {rep + 1} {router} failed ({type(exc).__name__}: {exc}); "
+                                  f"{'restarting Ray and running it again' if attempt == 0 else 'giving up'}",
+                                  file=sys.stderr, flush=True)
+                            if attempt == 1:
+                                raise
+                            stop_ray()
+                            http = start_ray(args.ray_temp_dir)
                     summary = round_summary(run)
                     results[router].append(summary)
                     ttft = summary["ttft_ms"] or [float("nan")]
@@ -178,10 +215,9 @@ def live(args: argparse.Namespace, routers: list[str], out: Path) -> dict[str, A
                           f"answered, TTFT p50 {np.percentile(ttft, 50):.0f} ms p99 {np.percentile(ttft, 99):.0f} ms, "
                           f"hit rate {summary['hits'] / max(summary['queries'], 1):.1%}, fallbacks {summary['fallbacks']} "
                           f"({time.perf_counter() - t1:.0f} s)", file=sys.stderr, flush=True)
-                    (out / "ray_serve.json").write_text(json.dumps({"setup": setup(args), "results": results}))
+                    saved.write_text(json.dumps({"setup": setup(args), "results": results}))
         finally:
-            serve.shutdown()
-            ray.shutdown()
+            stop_ray()
     return {"setup": setup(args), "results": results}
 
 
@@ -329,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--out", default="runs/bench_ray_serve")
     p.add_argument("--report", action="store_true", help="reprint the tables from --out/ray_serve.json")
+    p.add_argument("--resume", action="store_true", help="keep the runs already in --out/ray_serve.json (same settings)")
+    p.add_argument("--ray-temp-dir", default="/tmp/ray_bench_serve", help="the Ray cluster's own temp dir")
     args = p.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -17,8 +17,8 @@ Two deployments:
   (:func:`~schedulers.integrations.ray_serve.report_first_token`). ``GET /router-stats`` shows
   the routers' decisions, fallbacks and decision times.
 
-Replicas get their slot (which engine, which core) from a small :class:`SlotPool` actor, since
-every replica of a deployment gets the same constructor arguments. :func:`build_app` wires it.
+Every replica of a deployment gets the same constructor arguments; a replica's rank in its
+deployment (Ray Serve's replica context) picks its engine URL or core. :func:`build_app` wires it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import json
 import os
 from typing import Any, AsyncIterator
 
-import ray
 from ray import serve
 from ray.serve.config import RequestRouterConfig
 from starlette.requests import Request
@@ -44,24 +43,13 @@ POLICY_ROUTER = "schedulers.integrations.ray_serve.PolicyRequestRouter"
 ROUTED = {"/v1/completions": False, "/v1/chat/completions": True}
 
 
-@ray.remote(num_cpus=0)
-class SlotPool:
-    """Hands each replica of a deployment a slot number 0, 1, ... (its engine URL or core)."""
-
-    def __init__(self) -> None:
-        self.next = 0
-
-    def claim(self) -> int:
-        slot, self.next = self.next, self.next + 1
-        return slot
-
-
 @serve.deployment(ray_actor_options={"num_cpus": 0}, max_ongoing_requests=256)
 class EngineReplica(RoutingStatsMixin):
     """One engine behind one Ray Serve replica (module doc)."""
 
-    def __init__(self, pool: Any, engine: dict[str, Any]) -> None:
-        self.slot = int(ray.get(pool.claim.remote()))
+    def __init__(self, engine: dict[str, Any]) -> None:
+        #: the replica's rank in its deployment (0, 1, ...): which engine URL, which core
+        self.slot = int(serve.get_replica_context().rank.rank)
         self.cluster = None
         urls = engine.get("url")
         if urls:
@@ -181,6 +169,5 @@ def build_app(engine: dict[str, Any], replicas: int = 2, router: str | dict[str,
     """The Serve application: ``replicas`` :class:`EngineReplica` (each its ``engine``) behind :class:`OpenAIIngress`,
     routed by ``router`` (see :func:`router_config`) or by ``config`` as given."""
     config = config or router_config(router, stats_period_s)
-    pool = SlotPool.remote()
-    engines = EngineReplica.options(num_replicas=replicas, request_router_config=config).bind(pool, engine)
+    engines = EngineReplica.options(num_replicas=replicas, request_router_config=config).bind(engine)
     return OpenAIIngress.bind(engines)
