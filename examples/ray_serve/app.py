@@ -35,8 +35,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from schedulers.integrations.ray_serve import ReplicaStats, RoutedRequest, RoutingStatsMixin, report_first_token, router_stats
 from schedulers.serve.request_body import BadRequest, parse_payload, upstream_body
-from schedulers.shared.engine_client import REPLICA_HEADER
-from schedulers.shared.engine_http import EngineClient, EngineError
+from schedulers.shared.engine_requests import REPLICA_HEADER
+from schedulers.shared.engine_client import EngineClient, EngineError
 
 #: the router class by import path (Ray imports it in each handle's process)
 POLICY_ROUTER = "schedulers.integrations.ray_serve.PolicyRequestRouter"

@@ -178,7 +178,7 @@ def test_request_router_kwargs_are_checked_with_the_key_named(tmp_path):
     router.initialize_state(policy="ppo", checkpoint=random_checkpoint(tmp_path))
     assert router.policy.observation is not None
     router.initialize_state(policy="cache_aware:balance_abs_threshold=8")
-    assert router.policy.params == {"balance_abs_threshold": 8.0}
+    assert router.policy.params.balance_abs_threshold == 8.0
 
 
 def test_replica_stats_report_requests_prefill_engine_load_prefix_blocks_and_speed():
