@@ -39,6 +39,19 @@ class NotScalar(Exception):
 
 #: Marks an optional context key that is not in the context (the generated code tests ``is ABSENT``).
 ABSENT = object()
+_STR, _INT = frozenset({str}), frozenset({int})
+
+
+class IntegerTexts(list):
+    """A batch text input given as a column of Python integers: their digits (``str(i)``, a
+    ``list`` of ``str`` like any text batch), with the integers themselves in ``integers`` so a
+    component comparing numbers may read them without parsing the text back."""
+
+    __slots__ = ("integers",)
+
+    def __init__(self, integers: list[int]) -> None:
+        super().__init__(map(str, integers))
+        self.integers = list(integers)  # the caller's list may change after the call
 #: Largest step accepted (the int64 range, as step counters elsewhere).
 MAX_STEP = 2**63 - 1
 
@@ -272,8 +285,11 @@ class InputReader:
             value = list(value)
         elif not isinstance(value, list):
             raise self.bad_input(key, value, "text (a str, or a list of str for a batch)")
-        if value and value[0].__class__ is int and all(item.__class__ is int for item in value):
-            return [*map(str, value)]  # an integer column (answers): its digits
+        kinds = {*map(type, value)}  # one C pass: the common cases are all str or all int
+        if kinds == _STR:
+            return value
+        if kinds == _INT:  # an integer column (answers): its digits, the integers kept beside them
+            return IntegerTexts(value)
         copied = None  # numbers are written as text into a copy, never into the caller's list
         for i, item in enumerate(value):
             if item.__class__ is not str and not isinstance(item, str):

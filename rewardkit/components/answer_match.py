@@ -17,10 +17,13 @@ import time
 import warnings
 from typing import Any, Callable
 
+import numpy as np
 import regex
 
+from ..backend import call_dtype, quiet, saturate
 from ..errors import ConfigError
 from ..params import Param
+from ..inputs import IntegerTexts
 from ..registry import register
 from ._text import TextReward
 from . import regex_match as _regex_match
@@ -34,6 +37,7 @@ MINUS_SIGNS = str.maketrans({"\u2212": "-", "\ufe63": "-", "\uff0d": "-", "\u279
 _SPACES = re.compile(r"\s+")
 #: ASCII punctuation removed by the exact comparison (str.translate: one C pass per text)
 _NO_PUNCTUATION = str.maketrans("", "", string.punctuation)
+_NAN = float("nan")
 #: GSM8K's final answer: the number after ``####``
 _GSM8K = re.compile(r"####\s*([-+]?[\d,]*\.?\d+)")
 EXTRACTORS = ("none", "boxed", "gsm8k", "last_number")
@@ -82,6 +86,12 @@ def final_number(text: str) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+def _number(text: str) -> float:
+    """:func:`final_number` with NaN for no number (compares unequal to everything)."""
+    value = final_number(text)
+    return _NAN if value is None else value
 
 
 def last_boxed(text: str) -> str | None:
@@ -146,21 +156,72 @@ def _fast_length(pattern: str) -> int:
     return -1 if degree is None else int(math.floor(_regex_match.STEP_BUDGET ** (1.0 / degree)))
 
 
+def same_on_both_engines(pattern: str) -> bool:
+    """Whether ``pattern`` is written only with syntax the standard ``re`` and the ``regex`` package
+    read alike (literals, ``.``, sets of literals and ranges, groups, alternation, greedy and lazy
+    repeats, ``^ $ \\A \\Z``; no flags, classes such as ``\\d \\w \\s \\b`` whose Unicode tables
+    differ, look-arounds, back-references or ``[`` inside a set, which ``regex`` may read as a POSIX
+    class): such a pattern finds the same first match on either engine."""
+    try:
+        from re import _constants as c, _parser as parser  # the standard library's own parser
+        with warnings.catch_warnings():  # re warns of a possible nested set
+            warnings.simplefilter("ignore", FutureWarning)
+            parsed = parser.parse(pattern)
+    except Exception:  # noqa: BLE001 - another Python or a pattern only regex reads: not proven
+        return False
+    if parsed.state.flags & ~c.SRE_FLAG_UNICODE:
+        return False
+    anchors = {c.AT_BEGINNING, c.AT_END, c.AT_BEGINNING_STRING, c.AT_END_STRING}
+    open_bracket = ord("[")
+
+    def plain(items: Any) -> bool:
+        for op, av in items:
+            if op in (c.LITERAL, c.NOT_LITERAL, c.ANY):
+                continue
+            if op is c.IN:
+                if not all(kind in (c.LITERAL, c.RANGE, c.NEGATE) and not (kind is c.LITERAL and value == open_bracket)
+                           for kind, value in av):
+                    return False
+            elif op in (c.MAX_REPEAT, c.MIN_REPEAT):
+                if not plain(av[2]):
+                    return False
+            elif op is c.SUBPATTERN:
+                if av[1] or av[2] or not plain(av[3]):
+                    return False
+            elif op is c.BRANCH:
+                if not all(plain(alternative) for alternative in av[1]):
+                    return False
+            elif op is not c.AT or av not in anchors:
+                return False
+        return True
+
+    return plain(parsed)
+
+
 def _whole(text: str) -> str:
     return text
 
 
 class _Extractor:
-    """One ``extract`` setting as a function ``fn(text) -> answer or None``.
+    """One ``extract`` setting as a function ``fn(text) -> answer or None`` (and ``many(texts)``).
 
-    A regular expression runs on one engine, the ``regex`` package (as ``regex_match``): without
-    a timer on texts up to :func:`_fast_length`, else within ``EXTRACT_TIMEOUT_S`` per text and,
-    in a batched call, ``EXTRACT_CALL_S`` for all of the call's texts (``deadline``)."""
+    A regular expression runs without a timer on texts up to :func:`_fast_length`, else on the
+    ``regex`` package within ``EXTRACT_TIMEOUT_S`` per text and, in a batched call,
+    ``EXTRACT_CALL_S`` for all of the call's texts (``deadline``). The untimed search uses the
+    standard ``re`` when the pattern means the same on both engines (:func:`same_on_both_engines`,
+    decided once per pattern), else ``regex`` too: a pattern means one thing on every text."""
 
     def __init__(self, spec: str) -> None:
         self.spec = spec
         self._search = None if spec in EXTRACTORS else _compile(spec).search
         self._max_fast = -1 if self._search is None else _fast_length(spec)
+        #: the untimed search: ``re``'s when both engines read the pattern alike (faster), else ``regex``'s
+        self._fast_search = self._search
+        if self._search is not None and same_on_both_engines(spec):
+            try:
+                self._fast_search = re.compile(spec).search
+            except re.error:
+                pass
         self._warned = False
         #: end of the current batched call's time budget (``None``: no call budget)
         self.deadline: float | None = None
@@ -170,7 +231,7 @@ class _Extractor:
 
     def _regex_fn(self) -> Callable[[str], str | None]:
         """The first match's group of the ``extract`` pattern."""
-        search, limit, bounded = self._search, self._max_fast, self._bounded
+        search, limit, bounded = self._fast_search, self._max_fast, self._bounded
 
         def group(text: str) -> str | None:
             if len(text) <= limit:
@@ -179,6 +240,20 @@ class _Extractor:
             return bounded(text)
 
         return group
+
+    def many(self, texts: list[str]) -> list[str | None]:
+        """``fn`` on each text (the same answers), with no Python call per text where it can."""
+        if self._search is not None:
+            if texts and max(map(len, texts)) <= self._max_fast:  # every text untimed: one search per text
+                return [None if found is None else found[1] for found in map(self._fast_search, texts)]
+            return [*map(self.fn, texts)]
+        if self.spec == "gsm8k":
+            if not all(map(str.isascii, texts)):
+                texts = [text if text.isascii() else text.translate(MINUS_SIGNS) for text in texts]
+            return [None if found is None else found[1].replace(",", "") for found in map(_GSM8K.search, texts)]
+        if self.spec == "none":
+            return texts
+        return [*map(self.fn, texts)]
 
     def _bounded(self, text: str) -> str | None:
         """The group within the time limits; a text not searched in time has no answer."""
@@ -308,12 +383,48 @@ class AnswerMatch(TextReward):
     def compute(self, x: Any, terminated: Any, truncated: Any) -> Any:
         """``score`` over the batch; a regular expression's texts share one time budget."""
         if self._answer._search is None and self._reference._search is None:
-            return super().compute(x, terminated, truncated)
+            return self._compute(x, terminated, truncated)
         self._answer.deadline = self._reference.deadline = time.perf_counter() + EXTRACT_CALL_S
         try:
-            return super().compute(x, terminated, truncated)
+            return self._compute(x, terminated, truncated)
         finally:
             self._answer.deadline = self._reference.deadline = None
+
+    def _compute(self, x: Any, terminated: Any, truncated: Any) -> Any:
+        """The values ``score`` gives, batch at a time: each extraction over all texts, then one
+        comparison pass (an integer reference column compared as its integers, not its digits)."""
+        if self.mode == "math":
+            return super().compute(x, terminated, truncated)
+        completions, references = x["completion"], x["reference"]
+        answers = self._answer.many(completions)
+        whole_reference = self.extract_reference == "none"
+        wanted = references if whole_reference else self._reference.many(references)
+        n = len(answers)
+        if self.mode == "numeric":
+            got = np.fromiter([_NAN if a is None else float(a) if a.isdigit() and a.isascii() else _number(a)
+                               for a in answers], dtype=np.float64, count=n)
+            want = None
+            if whole_reference and references.__class__ is IntegerTexts:
+                try:  # an integer column: float(i) is float(str(i)) for every integer within float range
+                    want = np.fromiter(map(float, references.integers), dtype=np.float64, count=n)
+                except OverflowError:
+                    want = None
+            if want is None:
+                want = np.fromiter([_NAN if r is None else float(r) if r.isdigit() and r.isascii() else _number(r)
+                                    for r in wanted], dtype=np.float64, count=n)
+            with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is NaN: no match, as in score
+                values = (np.abs(got - want) <= self.tolerance).astype(np.float64)
+        else:
+            if self.mode == "exact":
+                answers = [None if a is None else normalize(a) for a in answers]
+                wanted = [None if r is None else normalize(r) for r in wanted]
+            values = np.fromiter([a is not None and r is not None and a == r for a, r in zip(answers, wanted)],
+                                 dtype=np.float64, count=n)
+        dtype = call_dtype(np.float64)  # float32 contexts stay float32 (the dtype policy), as TextReward's
+        if dtype != np.float64:
+            with quiet():
+                values = saturate(values.astype(dtype))
+        return values
 
     def score(self, completion: str, reference: str) -> float:  # replaced per instance by _scorer()
         return self._scorer()(completion, reference)
