@@ -42,16 +42,18 @@ ABSENT = object()
 _STR, _INT = frozenset({str}), frozenset({int})
 
 
-class IntegerTexts(list):
-    """A batch text input given as a column of Python integers: their digits (``str(i)``, a
-    ``list`` of ``str`` like any text batch), with the integers themselves in ``integers`` so a
-    component comparing numbers may read them without parsing the text back."""
+class IntegerColumn(list):
+    """A batch text input given as a column of Python integers, kept as the integers (a copy) for a
+    component that compares numbers: read only by components listing the input in
+    ``integer_text_inputs`` (every reader of the key), which would otherwise read ``str(i)``."""
 
-    __slots__ = ("integers",)
+    __slots__ = ()
 
-    def __init__(self, integers: list[int]) -> None:
-        super().__init__(map(str, integers))
-        self.integers = list(integers)  # the caller's list may change after the call
+    def texts(self) -> list[str]:
+        """The column as any other text input reads it: each integer's digits."""
+        return [*map(str, self)]
+
+
 #: Largest step accepted (the int64 range, as step counters elsewhere).
 MAX_STEP = 2**63 - 1
 
@@ -105,9 +107,12 @@ class InputReader:
         self.source = source
         self.allow_nonfinite = allow_nonfinite
         self.check_inputs = check_inputs
-        self.readers = self._collect_readers(list(leaves))
+        leaves = list(leaves)
+        self.readers = self._collect_readers(leaves)
         self.slots = [InputSlot(key, rs[0].ndim, all(r.optional for r in rs), rs[0].text, rs[0])
                       for key, rs in self.readers.items()]
+        #: text keys read as an :class:`IntegerColumn` when given a column of integers
+        self.integer_keys = self._integer_keys(leaves)
         self._numeric_keys = [slot.key for slot in self.slots if not slot.text]
         self._false_flags: dict[Any, Any] = {}
 
@@ -122,6 +127,20 @@ class InputReader:
     def required_keys(self) -> set[str]:
         """Context keys that must be present."""
         return {k for k, rs in self.readers.items() if any(not r.optional for r in rs)}
+
+    @staticmethod
+    def _integer_keys(leaves: list[TermNode]) -> set[str]:
+        """Text keys whose every reader (applies_to columns included) lists the input in its
+        component's ``integer_text_inputs``."""
+        accepting: set[str] = set()
+        refusing: set[str] = set()
+        for node in leaves:
+            comp = node.component
+            integer_inputs = getattr(comp, "integer_text_inputs", frozenset())
+            for local, key in comp.input_keys.items():
+                (accepting if local in integer_inputs else refusing).add(key)
+            refusing.update(node.applies_to or ())
+        return accepting - refusing
 
     def _collect_readers(self, leaves: list[TermNode]) -> dict[str, list[Reader]]:
         readers: dict[str, list[Reader]] = {}
@@ -268,8 +287,9 @@ class InputReader:
             return np.array(flat, dtype=np.float64).reshape(arr.shape)
         raise self.bad_input(key, value, f"real numbers, not an array of dtype {arr.dtype}")
 
-    def text_list(self, value: Any, key: str) -> list[str] | str:
-        """A batch of text as a list of ``str`` (one ``str`` or number stays one, broadcast later)."""
+    def text_list(self, value: Any, key: str, integers: bool = False) -> list[str] | str:
+        """A batch of text as a list of ``str`` (one ``str`` or number stays one, broadcast later);
+        with ``integers``, a column of Python integers as an :class:`IntegerColumn`."""
         if isinstance(value, str):
             return value
         single = number_text(value)
@@ -288,8 +308,8 @@ class InputReader:
         kinds = {*map(type, value)}  # one C pass: the common cases are all str or all int
         if kinds == _STR:
             return value
-        if kinds == _INT:  # an integer column (answers): its digits, the integers kept beside them
-            return IntegerTexts(value)
+        if kinds == _INT:  # an integer column (answers): its digits, or the integers for readers of numbers
+            return IntegerColumn(value) if integers else [*map(str, value)]
         copied = None  # numbers are written as text into a copy, never into the caller's list
         for i, item in enumerate(value):
             if item.__class__ is not str and not isinstance(item, str):
@@ -322,7 +342,7 @@ class InputReader:
                     self.raise_missing(ctx, KeyError(slot.key))
                 value = None
             elif slot.text:
-                value = self.text_list(value, slot.key)
+                value = self.text_list(value, slot.key, slot.key in self.integer_keys)
             elif value.__class__ is not np.ndarray or value.dtype is not F64:
                 all_f64 = False
             raw.append(value)

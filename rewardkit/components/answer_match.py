@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import operator
 import re
 import string
 import threading
@@ -23,7 +24,7 @@ import regex
 from ..backend import call_dtype, quiet, saturate
 from ..errors import ConfigError
 from ..params import Param
-from ..inputs import IntegerTexts
+from ..inputs import IntegerColumn
 from ..registry import register
 from ._text import TextReward
 from . import regex_match as _regex_match
@@ -347,12 +348,16 @@ class AnswerMatch(TextReward):
         "extract_reference": dataclasses.replace(_extract_param(), doc="the same, applied to the reference"),
     }
     output_range = (0.0, 1.0)
+    #: text inputs this component may receive as an ``IntegerColumn`` (set per instance)
+    integer_text_inputs: frozenset[str] = frozenset()
 
     def _validate(self) -> None:
         self._answer = _Extractor(self.extract)
         self._reference = _Extractor(self.extract_reference)
         self._math = _MathVerify() if self.mode == "math" else None
         self.score = self._scorer()  # type: ignore[method-assign]
+        if self.mode == "numeric" and self.extract_reference == "none":  # compared as numbers: no digits needed
+            self.integer_text_inputs = frozenset({"reference"})
 
     def _scorer(self) -> Callable[[str, str], float]:
         """``score`` as one closure for this mode and these extractors (no per-call dispatch)."""
@@ -404,11 +409,11 @@ class AnswerMatch(TextReward):
             got = np.fromiter([_NAN if a is None else float(a) if a.isdigit() and a.isascii() else _number(a)
                                for a in answers], dtype=np.float64, count=n)
             want = None
-            if whole_reference and references.__class__ is IntegerTexts:
-                try:  # an integer column: float(i) is float(str(i)) for every integer within float range
-                    want = np.fromiter(map(float, references.integers), dtype=np.float64, count=n)
+            if references.__class__ is IntegerColumn:  # read as integers (integer_text_inputs)
+                try:  # float(i) is float(str(i)), str(i)'s number, for every integer within float range
+                    want = np.fromiter(map(float, references), dtype=np.float64, count=n)
                 except OverflowError:
-                    want = None
+                    wanted = references.texts()
             if want is None:
                 want = np.fromiter([_NAN if r is None else float(r) if r.isdigit() and r.isascii() else _number(r)
                                     for r in wanted], dtype=np.float64, count=n)
@@ -418,8 +423,11 @@ class AnswerMatch(TextReward):
             if self.mode == "exact":
                 answers = [None if a is None else normalize(a) for a in answers]
                 wanted = [None if r is None else normalize(r) for r in wanted]
-            values = np.fromiter([a is not None and r is not None and a == r for a, r in zip(answers, wanted)],
-                                 dtype=np.float64, count=n)
+            if whole_reference:  # references are text: a missing answer (None) equals none of them
+                equal = map(operator.eq, answers, wanted)
+            else:
+                equal = (a is not None and r is not None and a == r for a, r in zip(answers, wanted, strict=True))
+            values = np.fromiter(equal, dtype=np.float64, count=n)
         dtype = call_dtype(np.float64)  # float32 contexts stay float32 (the dtype policy), as TextReward's
         if dtype != np.float64:
             with quiet():
