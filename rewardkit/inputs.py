@@ -54,6 +54,18 @@ class IntegerColumn(list):
         return [*map(str, self)]
 
 
+class TokenIdColumn(list):
+    """A batch text input given as token-id sequences standing for their texts (each sequence's
+    ids written with ``str`` and joined by spaces, ``"12 7 7"``): read as those texts, or as the
+    sequences by components listing the input in ``token_id_inputs`` (every reader of the key)."""
+
+    __slots__ = ()
+
+    def texts(self) -> list[str]:
+        """The texts the sequences stand for."""
+        return [" ".join(map(str, ids)) for ids in self]
+
+
 #: Largest step accepted (the int64 range, as step counters elsewhere).
 MAX_STEP = 2**63 - 1
 
@@ -112,7 +124,9 @@ class InputReader:
         self.slots = [InputSlot(key, rs[0].ndim, all(r.optional for r in rs), rs[0].text, rs[0])
                       for key, rs in self.readers.items()]
         #: text keys read as an :class:`IntegerColumn` when given a column of integers
-        self.integer_keys = self._integer_keys(leaves)
+        self.integer_keys = self._keys_read_as(leaves, "integer_text_inputs")
+        #: text keys read as a :class:`TokenIdColumn`'s sequences when given one
+        self.token_id_keys = self._keys_read_as(leaves, "token_id_inputs")
         self._numeric_keys = [slot.key for slot in self.slots if not slot.text]
         self._false_flags: dict[Any, Any] = {}
 
@@ -129,16 +143,16 @@ class InputReader:
         return {k for k, rs in self.readers.items() if any(not r.optional for r in rs)}
 
     @staticmethod
-    def _integer_keys(leaves: list[TermNode]) -> set[str]:
+    def _keys_read_as(leaves: list[TermNode], attribute: str) -> set[str]:
         """Text keys whose every reader (applies_to columns included) lists the input in its
-        component's ``integer_text_inputs``."""
+        component's ``attribute`` (``integer_text_inputs``, ``token_id_inputs``)."""
         accepting: set[str] = set()
         refusing: set[str] = set()
         for node in leaves:
             comp = node.component
-            integer_inputs = getattr(comp, "integer_text_inputs", frozenset())
+            listed = getattr(comp, attribute, frozenset())
             for local, key in comp.input_keys.items():
-                (accepting if local in integer_inputs else refusing).add(key)
+                (accepting if local in listed else refusing).add(key)
             refusing.update(node.applies_to or ())
         return accepting - refusing
 
@@ -292,6 +306,8 @@ class InputReader:
         with ``integers``, a column of Python integers as an :class:`IntegerColumn`."""
         if isinstance(value, str):
             return value
+        if value.__class__ is TokenIdColumn:
+            return value if key in self.token_id_keys else value.texts()
         single = number_text(value)
         if single is not None:
             return single
