@@ -401,8 +401,11 @@ def _leaves(nodes: list[Any]) -> Iterator[TermNode]:
 
 
 # ---- helpers ----------------------------------------------------------------------------------
+_STR = frozenset({str})
+
+
 def _all_str(values: Any) -> bool:
-    return all(v.__class__ is str for v in values)
+    return {*map(type, values)} <= _STR  # one C pass (an empty batch is all text)
 
 
 def _empty(prompts: Any, completions: Any) -> bool:
