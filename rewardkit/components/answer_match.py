@@ -323,10 +323,10 @@ class AnswerMatch(TextReward):
     ``extract`` picks the answer in the completion: ``none`` (the whole text), ``boxed`` (the
     content of the last ``\\boxed{...}``, nested braces allowed), ``gsm8k`` (the number after
     ``####``), ``last_number``, or a regular expression with exactly one capture group (the group
-    of its first match, as ``re.search`` finds it, on the ``regex`` package's engine as ``regex_match`` runs its
-    patterns: one that may backtrack catastrophically runs with a time limit of 50 ms per text and
-    1 s per batched call). No
-    answer found scores 0.0. ``extract_reference`` does the same to the reference (a GSM8K
+    of its first match, as ``re.search`` finds it, read as the ``regex`` package reads it, as
+    ``regex_match`` reads its patterns; one written only in syntax both engines read alike runs on
+    the faster ``re``; one that may backtrack catastrophically runs with a time limit of 50 ms per
+    text and 1 s per batched call). No answer found scores 0.0. ``extract_reference`` does the same to the reference (a GSM8K
     ``answer`` column: ``gsm8k``). Then ``mode: exact`` compares both after :func:`normalize`
     (case-folded, ASCII punctuation removed, whitespace collapsed); ``mode: strict`` compares them as
     written (Python's ``==``, as TRL's documented ``\\boxed{}`` example does); ``mode: numeric`` compares
