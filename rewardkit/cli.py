@@ -493,14 +493,6 @@ def _non_negative(text: str) -> int:
     return value
 
 
-def _positive(text: str) -> int:
-    """An argparse type: an integer >= 1."""
-    value = _non_negative(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
-
-
 #: optimize's flag ranges (the seconds: the OS timer's limit, about 115 days; repeats: the validation seed range)
 MAX_SECONDS = 1e7
 MAX_TRIALS = 10**9

@@ -35,11 +35,11 @@ import numpy as np
 
 from .applies import batch_mask, masked
 from .base import BaseReward, check_scalar_output, checked_output
-from .config import GroupNode, RewardSpec, TermNode
+from .config import GroupNode, RewardSpec, TermNode, walk
 from .inputs import ABSENT, MAX_STEP, InputReader, NotScalar, check_step, plain_floats, returned_float, scalar_flag
 from .outputs import CompiledRewardOutput, TermNames
 from .shaper import RewardShaper
-from .state_store import StateStore, walk
+from .state_store import StateStore
 
 #: Names the generated functions use for themselves; terms and context keys never take them.
 _RESERVED = frozenset({"ctx", "step", "terminated", "truncated", "done", "total", "out", "_self", "start", "_pending"})
@@ -84,7 +84,7 @@ class CompiledPlan:
         optional = any(slot.optional for slot in self.reader.slots) and not self.asynchronous
         self._absent_source = ""
         self.single_env_absent = None
-        self.single_env_absent = self._compile_scalar(absent_file) if optional else None
+        self.single_env_absent = self._compile_scalar(absent_file, locked_by_caller=True) if optional else None
         if optional:
             self._absent_source = self._scalar_source
         self.single_env = self._compile_scalar(scalar_file, assume_present=optional)
@@ -127,7 +127,7 @@ class CompiledPlan:
     # place. It runs in phases so that a call that fails changes nothing: inputs and weights,
     # then stateless terms (which may raise), then stateful terms (snapshotted when a later one
     # could still raise), then normalizers, transforms and sums (which cannot raise on floats).
-    def _compile_scalar(self, filename: str, assume_present: bool = False) -> Any:
+    def _compile_scalar(self, filename: str, assume_present: bool = False, locked_by_caller: bool = False) -> Any:
         namer = self._new_namer()
         reader = self.reader
         env: dict[str, Any] = {"_NotScalar": NotScalar, "_isfinite": math.isfinite, "_ndarray": np.ndarray,
@@ -137,7 +137,10 @@ class CompiledPlan:
                                "_MAX_STEP": MAX_STEP, "_flag": scalar_flag,
                                "_returned": returned_float, "_bad_output": check_scalar_output, "_ABSENT": ABSENT,
                                "_RO": CompiledRewardOutput, "_names": self.names, "_store": self.store,
-                               "_plan": self, "_fallback": self.fallback, "_absent": self.single_env_absent}
+                               "_plan": self, "_fallback": self.fallback, "_absent": self.single_env_absent,
+                               "_take": self.store.lock.take, "_wait_lock": self.store.lock.wait,
+                               "_put": self.store.lock.put, "_waiting": self.store.lock.waiting,
+                               "_wake": self.store.lock.wake}
         namer.used.update(env)
         head = "def reward_single_env(ctx, step=None, terminated=None, truncated=None):"
         if self.asynchronous:  # asynchronous terms are awaited together: every call takes the batched path
@@ -151,6 +154,10 @@ class CompiledPlan:
             lines += ["    except KeyError:", "        return _absent(ctx, step, terminated, truncated)"]
         lines += ["    except (_NotScalar, KeyError, TypeError) as exc:",
                   "        return _fallback(ctx, step, terminated, truncated, exc)"]
+        if not locked_by_caller:  # the store's lock, held for the whole call: calls from threads are each counted
+            lines = [lines[0], "    try: _take()", "    except IndexError: _wait_lock()", "    try:",
+                     *("    " + line for line in lines[1:]),
+                     "    finally:", "        _put(True)", "        if _waiting: _wake()"]
         self._scalar_source = "\n".join(lines) + "\n"
         return _define(self._scalar_source, env, "reward_single_env", filename)
 

@@ -27,7 +27,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import yaml
 
@@ -390,7 +390,7 @@ def parse_config(data: Any, *, source: str | None = None) -> RewardSpec:
         total_transforms = problems.attempt(
             None, lambda: make_transforms(total.get("transforms"), path="total.transforms", source=source), [])
     description = _description(data, "", problems)
-    n_nodes = sum(1 for _ in _walk(nodes))
+    n_nodes = sum(1 for _ in walk(nodes))
     if n_nodes > MAX_TERMS:
         problems.add(f"expected at most {MAX_TERMS} terms and groups, got {n_nodes}", "components")
     if not problems.errors:
@@ -403,18 +403,25 @@ def parse_config(data: Any, *, source: str | None = None) -> RewardSpec:
     return RewardSpec(nodes, total_transforms, description, expect)
 
 
-def _walk(nodes: list[TermNode | GroupNode]) -> Iterator[TermNode | GroupNode]:
-    stack = list(reversed(nodes))
+def walk(nodes: Iterable[TermNode | GroupNode], *, children_first: bool = False) -> Iterator[TermNode | GroupNode]:
+    """Every term and group of a config tree: in evaluation (pre-)order, or with ``children_first`` each
+    group after its children (the order normalizers update in). Iterative: no depth limit."""
+    stack: list[tuple[TermNode | GroupNode, bool]] = [(node, False) for node in reversed(list(nodes))]
     while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, GroupNode):
-            stack.extend(reversed(node.children))
+        node, expanded = stack.pop()
+        if not isinstance(node, GroupNode) or expanded:
+            yield node
+            continue
+        if children_first:
+            stack.append((node, True))
+        else:
+            yield node
+        stack.extend((child, False) for child in reversed(node.children))
 
 
 def _context_keys(nodes: list[TermNode | GroupNode]) -> set[str]:
     """Every context key the terms of ``nodes`` (groups included) read."""
-    return {key for node in _walk(nodes) if isinstance(node, TermNode)
+    return {key for node in walk(nodes) if isinstance(node, TermNode)
             for key in [*node.component.input_keys.values(), *(node.applies_to or ())]}
 
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from ..base import BaseReward
 from ..composer import RewardComposer
-from ..config import GroupNode, TermNode
+from ..config import GroupNode, TermNode, walk
 from ..params import Param
 from ..schedules import Schedule
 
@@ -161,11 +161,7 @@ class ContextKey:
 
 
 def _leaves(nodes: Iterable[TermNode | GroupNode]) -> Iterable[TermNode]:
-    for node in nodes:
-        if isinstance(node, GroupNode):
-            yield from _leaves(node.children)
-        else:
-            yield node
+    return (node for node in walk(nodes) if isinstance(node, TermNode))
 
 
 def context_keys(composer: RewardComposer, ranges: Mapping[str, Bounds] | None = None) -> list[ContextKey]:
@@ -253,16 +249,7 @@ def schedule_breakpoints(schedule: Schedule) -> set[int]:
 
 def weight_schedules(composer: RewardComposer) -> list[tuple[str, Schedule]]:
     """(term name, weight schedule) of every term and group of ``composer``."""
-    out = []
-
-    def walk(nodes: Iterable[TermNode | GroupNode]) -> None:
-        for node in nodes:
-            out.append((node.name, node.weight))
-            if isinstance(node, GroupNode):
-                walk(node.children)
-
-    walk(composer.spec.nodes)
-    return out
+    return [(node.name, node.weight) for node in walk(composer.spec.nodes)]
 
 
 def steps(composer: RewardComposer, within: tuple[int, int] | None = None) -> st.SearchStrategy[int]:
