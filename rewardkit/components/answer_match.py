@@ -157,48 +157,6 @@ def _fast_length(pattern: str) -> int:
     return -1 if degree is None else int(math.floor(_regex_match.STEP_BUDGET ** (1.0 / degree)))
 
 
-def same_on_both_engines(pattern: str) -> bool:
-    """Whether ``pattern`` is written only with syntax the standard ``re`` and the ``regex`` package
-    read alike (literals, ``.``, sets of literals and ranges, groups, alternation, greedy and lazy
-    repeats, ``^ $ \\A \\Z``; no flags, classes such as ``\\d \\w \\s \\b`` whose Unicode tables
-    differ, look-arounds, back-references or ``[`` inside a set, which ``regex`` may read as a POSIX
-    class): such a pattern finds the same first match on either engine."""
-    try:
-        from re import _constants as c, _parser as parser  # the standard library's own parser
-        with warnings.catch_warnings():  # re warns of a possible nested set
-            warnings.simplefilter("ignore", FutureWarning)
-            parsed = parser.parse(pattern)
-    except Exception:  # noqa: BLE001 - another Python or a pattern only regex reads: not proven
-        return False
-    if parsed.state.flags & ~c.SRE_FLAG_UNICODE:
-        return False
-    anchors = {c.AT_BEGINNING, c.AT_END, c.AT_BEGINNING_STRING, c.AT_END_STRING}
-    open_bracket = ord("[")
-
-    def plain(items: Any) -> bool:
-        for op, av in items:
-            if op in (c.LITERAL, c.NOT_LITERAL, c.ANY):
-                continue
-            if op is c.IN:
-                if not all(kind in (c.LITERAL, c.RANGE, c.NEGATE) and not (kind is c.LITERAL and value == open_bracket)
-                           for kind, value in av):
-                    return False
-            elif op in (c.MAX_REPEAT, c.MIN_REPEAT):
-                if not plain(av[2]):
-                    return False
-            elif op is c.SUBPATTERN:
-                if av[1] or av[2] or not plain(av[3]):
-                    return False
-            elif op is c.BRANCH:
-                if not all(plain(alternative) for alternative in av[1]):
-                    return False
-            elif op is not c.AT or av not in anchors:
-                return False
-        return True
-
-    return plain(parsed)
-
-
 def _whole(text: str) -> str:
     return text
 
@@ -209,8 +167,9 @@ class _Extractor:
     A regular expression runs without a timer on texts up to :func:`_fast_length`, else on the
     ``regex`` package within ``EXTRACT_TIMEOUT_S`` per text and, in a batched call,
     ``EXTRACT_CALL_S`` for all of the call's texts (``deadline``). The untimed search uses the
-    standard ``re`` when the pattern means the same on both engines (:func:`same_on_both_engines`,
-    decided once per pattern), else ``regex`` too: a pattern means one thing on every text."""
+    standard ``re`` when both engines read the pattern alike (``regex_match.same_in_re``, decided
+    once per pattern, as ``regex_match`` decides it), else ``regex`` too: a pattern means one thing
+    on every text."""
 
     def __init__(self, spec: str) -> None:
         self.spec = spec
@@ -218,7 +177,7 @@ class _Extractor:
         self._max_fast = -1 if self._search is None else _fast_length(spec)
         #: the untimed search: ``re``'s when both engines read the pattern alike (faster), else ``regex``'s
         self._fast_search = self._search
-        if self._search is not None and same_on_both_engines(spec):
+        if self._search is not None and _regex_match.same_in_re(spec):
             try:
                 self._fast_search = re.compile(spec).search
             except re.error:
