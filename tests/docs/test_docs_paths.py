@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TOP_LEVEL = ("rewardkit/", "schedulers/", "configs/", "examples/", "tests/", "docs/", "benchmarks/", ".ci/")
 GENERATED = ("runs/", "benchmarks/out/")
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
