@@ -1,4 +1,4 @@
-"""The tuner under faults (issue 22): seeded studies never replay draws, killed or shared-host
+"""The tuner under faults: seeded studies never replay draws, killed or shared-host
 workers lose nothing, user code that exits, interrupts or hangs fails its trial, and objective
 values are numbers only."""
 
