@@ -22,11 +22,6 @@ def _unregister_example_components() -> None:
         registry._REGISTRY.pop(name, None)
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Collecting a module that imports the example's terms registered them; other tests list the registry."""
-    _unregister_example_components()
-
-
 @pytest.fixture(autouse=True, scope="module")
 def _example_components_registered(request: pytest.FixtureRequest) -> Iterator[None]:
     """The example's components are registered only while the modules that read them run."""
