@@ -1,4 +1,4 @@
-"""``rewardkit optimize`` under bad input and damaged storage (issue 22): a located one-line error
+"""``rewardkit optimize`` under bad input and damaged storage: a located one-line error
 and a non-zero exit, never a traceback; a torn journal loses at most the torn record."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rewards on NumPy, torch (CPU) and JAX (CPU) arrays (issue 21).
+"""Rewards on NumPy, torch (CPU) and JAX (CPU) arrays.
 
 Every built-in component, normalizer, transform and schedule gives NumPy's numbers in each
 library, in float32 and float64, over episodes with ends and resets; outputs and state stay in

@@ -143,7 +143,7 @@ def test_values_in_reads_a_known_config_for_enqueueing():
     assert "float in [0.0, 0.5]" in str(info.value) and "got 0.8" in str(info.value)
 
 
-# ---- bounds (issue 22) ---------------------------------------------------------------------
+# ---- bounds ---------------------------------------------------------------------
 @pytest.mark.parametrize("spec, expected", [
     ("{type: float, low: 0, high: 1, step: 1.0e-7}", "expected a step giving at most 1000000 steps from low to high"),
     ("{type: float, low: 0, high: 1, step: 5.0e-324}", "expected a step giving at most 1000000 steps from low to high"),

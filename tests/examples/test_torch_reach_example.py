@@ -1,4 +1,4 @@
-"""examples/torch_reach.py (issue 21): a batched torch environment whose rewards rewardkit
+"""examples/torch_reach.py: a batched torch environment whose rewards rewardkit
 computes in torch, through the Gymnasium vector wrapper, with the same numbers as NumPy."""
 
 from __future__ import annotations

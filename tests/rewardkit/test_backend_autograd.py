@@ -1,4 +1,4 @@
-"""Torch inputs that require grad (issue 31, item 7): state never holds an autograd graph, every
+"""Torch inputs that require grad: state never holds an autograd graph, every
 call's backward works, the finiteness check does not make torch warn, and tensors without values
 to compute on (meta device, sparse layouts) are an ``InvalidInputError``."""
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TOP_LEVEL = ("rewardkit/", "schedulers/", "configs/", "examples/", "tests/", "docs/", "benchmarks/", ".ci/")
 GENERATED = ("runs/", "benchmarks/out/")
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
@@ -73,3 +73,28 @@ def test_the_checker_catches_a_missing_link_and_path(tmp_path: Path):
             "`configs/x.yaml: sigma: expected a number`.\n```\nrewardkit/x.py\n```")
     assert relative_links(text) == ["gone.md"]
     assert repository_paths(text) == ["rewardkit/sim/arrivals.py"]
+
+
+ISSUE_NUMBER = re.compile(r"\bissues? ?#?\d+", re.IGNORECASE)
+
+
+def tracked_text_files() -> list[Path]:
+    """Code, configs and docs of the repository (what a reader meets), without generated folders."""
+    suffixes = {".py", ".md", ".yaml", ".yml", ".toml", ".sh"}
+    skip = {".venv", ".venv-vllm", ".venv-rllama", ".venv-sglang", ".git", "runs", ".cache", "build", "dist"}
+    found = []
+    for path in ROOT.rglob("*"):
+        parts = path.relative_to(ROOT).parts
+        if parts and (parts[0] in skip or parts[0].endswith(".egg-info")) or "__pycache__" in parts:
+            continue
+        if path.is_file() and (path.suffix in suffixes or path.name in {"Makefile", "run"}):
+            found.append(path)
+    return found
+
+
+def test_no_issue_numbers_in_code_or_docs():
+    """Code and docs say what and why in their own words; an issue tracker's numbers mean nothing to a reader."""
+    hits = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for path in tracked_text_files()
+            for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+            if ISSUE_NUMBER.search(line) and path.name != "test_docs_paths.py"]
+    assert not hits, "issue numbers in code or docs:\n" + "\n".join(hits[:30])

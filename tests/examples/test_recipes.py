@@ -15,7 +15,7 @@ from rewardkit import RewardComposer
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 SCRIPTS = ("preference_with_constraints.py", "curriculum_weights.py", "normalize_scales.py", "potential_shaping.py",
-           "sb3_mountaincar.py",  # needs the sb3 extra: run by test_integrations_sb3.py
+           "sb3_mountaincar.py",  # needs the sb3 extra: run by tests/rewardkit/integrations/test_sb3.py
            "torch_reach.py")  # needs torch: run by test_torch_reach_example.py
 
 

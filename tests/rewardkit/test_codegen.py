@@ -1,4 +1,4 @@
-"""The code the composer generates is readable and debuggable (issue 6): tracebacks show its
+"""The code the composer generates is readable and debuggable: tracebacks show its
 lines, its variables are named after the terms, each component's inlined helpers live in a
 namespace of their own, and ``rewardkit explain CONFIG --show-code`` prints it."""
 

@@ -1,4 +1,4 @@
-"""Issue 31's tuner items: every phase that runs the objective survives a killed worker, numeric flags
+"""The tuner under faults and bad flags: every phase that runs the objective survives a killed worker, numeric flags
 are range-checked, loaders refuse non-paths, failure messages say what happens, huge values and
 objectives that swallow the trial timeout do not break a study."""
 

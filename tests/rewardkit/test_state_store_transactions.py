@@ -1,4 +1,4 @@
-"""A failed call, load or reset changes nothing (issue 7): step counter, normalizer statistics and
+"""A failed call, load or reset changes nothing: step counter, normalizer statistics and
 component state stay as they were, on the single-environment and the batched path. The stateful
 twin test interleaves valid and invalid operations on one composer and gives a twin only the
 valid ones: outputs and ``state_dict()`` stay equal."""

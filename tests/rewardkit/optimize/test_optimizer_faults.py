@@ -1,4 +1,4 @@
-"""The tuner under faults (issue 22): seeded studies never replay draws, killed or shared-host
+"""The tuner under faults: seeded studies never replay draws, killed or shared-host
 workers lose nothing, user code that exits, interrupts or hangs fails its trial, and objective
 values are numbers only."""
 
@@ -17,7 +17,7 @@ import pytest
 from optuna.trial import TrialState
 
 from optimize_support import calls, child_env, load_trials, make_study_folder, optimize_command, run_optimize
-from test_optimize_study import distance, make
+from test_optimizer import distance, make
 
 from rewardkit.optimize.optimizer import ERROR_ATTR
 from rewardkit.optimize.recovery import HEARTBEAT_ATTR, WORKER_ATTR, machine_id, recover_stale_trials

@@ -1,4 +1,4 @@
-"""Numbers reaching the composer (issue 7): context values of any NumPy dtype compute in float64
+"""Numbers reaching the composer: context values of any NumPy dtype compute in float64
 and state stays plain Python numbers; non-numbers get an error naming the key and the term;
 episode flags are booleans; weights are finite and the compiled path agrees with
 ``shaper.weight()`` on every schedule; ``allow_nonfinite`` gives the same numbers on both paths;
@@ -71,7 +71,7 @@ def test_numpy_numbers_compute_like_python_floats_and_state_stays_plain(dtype, f
 
 
 def test_float32_batches_compute_in_float32_and_state_passes_json_and_yaml():
-    """Dtype policy (issue 21): float32 in, float32 out; the state still saves as plain floats."""
+    """Dtype policy: float32 in, float32 out; the state still saves as plain floats."""
     c32, c64 = RewardComposer.from_dict(STATEFUL), RewardComposer.from_dict(STATEFUL)
     rng = np.random.default_rng(0)
     for _ in range(4):

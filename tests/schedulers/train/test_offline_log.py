@@ -1,4 +1,4 @@
-"""``rewardkit train --from-log`` under bad logs (issue 31, probe item 6): each bad input is a one-line
+"""``rewardkit train --from-log`` under bad logs: each bad input is a one-line
 error naming the file, line and key, exit 2, nothing written; checkpoints with non-finite weights are
 refused on save and on load; a large log is streamed, not read whole."""
 

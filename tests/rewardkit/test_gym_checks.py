@@ -1,4 +1,4 @@
-"""The Gymnasium wrappers check what ``context_fn`` returns before any state moves (issue 22)."""
+"""The Gymnasium wrappers check what ``context_fn`` returns before any state moves."""
 
 from __future__ import annotations
 

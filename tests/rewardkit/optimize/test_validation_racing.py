@@ -1,4 +1,4 @@
-"""The tuner is useful at its defaults (issue 31): with noise about 30% of the base's value, a config
+"""The tuner is useful at its defaults: with noise about 30% of the base's value, a config
 about four standard errors better is found, and with nothing better the base is kept.
 
 Known truth, synthetic objective, in-memory storage, one process: 40 studies at the defaults of

@@ -23,7 +23,7 @@ from optuna.trial import TrialState
 
 from optimize_support import calls, child_env, kill_while_hanging, make_study_folder, optimize_command
 from rewardkit.optimize.storage import open_storage, parse_storage
-from test_optimize_recovery import check_shared_study
+from test_recovery import check_shared_study
 
 
 def postgres_bin() -> Path:

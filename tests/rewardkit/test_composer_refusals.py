@@ -1,4 +1,4 @@
-"""Refusals at the composer's edges (issue 22): paths that are not paths, bad component outputs."""
+"""Refusals at the composer's edges: paths that are not paths, bad component outputs."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ import pytest
 from rewardkit import ConfigError, RewardComposer
 from rewardkit.components.regex_match import MAX_EXPANSION, RegexTimeoutWarning, max_fast_length
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def regex_composer(pattern: str, **params: object) -> RewardComposer:

@@ -101,7 +101,7 @@ def test_bad_features_and_total_transforms_are_refused():
         rewards.funcs[0](prompts=["b", "a"], completions=["x", "y"])
 
 
-# ---- inputs checked like the composer's, no stale cache (issue 22) ----------------------------
+# ---- inputs checked like the composer's, no stale cache ----------------------------
 @pytest.mark.parametrize("bad", ["12", b"1", True, np.bool_(False), None, 1j, {"v": 1}, ["1", "2"]], ids=repr)
 def test_features_values_are_checked_like_composer_inputs(bad):
     from rewardkit.errors import InvalidInputError
@@ -134,7 +134,7 @@ def test_a_batch_edited_in_place_is_scored_again_not_served_from_the_cache():
     assert rewards.composer.step == 6  # three batches scored, the last one shared by both functions
 
 
-# ---- issue 29: no features function, the trainer's clock, weights applied once ------------------
+# ---- no features function, the trainer's clock, weights applied once ------------------
 def test_without_features_the_context_is_prompt_completion_text_and_dataset_columns():
     from rewardkit.integrations.trl import completion_text, prompt_text
 
