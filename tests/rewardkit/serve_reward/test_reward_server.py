@@ -29,7 +29,7 @@ httpx = pytest.importorskip("httpx", reason="pip install 'rewardkit[serve]'")
 pytest.importorskip("starlette", reason="pip install 'rewardkit[serve]'")
 pytest.importorskip("uvicorn", reason="pip install 'rewardkit[serve]'")
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 KEY_ENV = "RK_TEST_REWARD_KEY"
 
 CONFIG = """\
