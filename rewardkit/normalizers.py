@@ -285,7 +285,9 @@ class RunningMinMax(Normalizer):
         span = high - low
         positive = span > 0
         wide = xp.isinf(span)  # bounds more than the float64 range apart: halved first (exact)
-        scaled = xp.where(wide, (x * 0.5 - low * 0.5) / (high * 0.5 - low * 0.5), (x - low) / xp.where(positive, span, 1.0))
+        # both denominators guarded: where() passes a zero gradient to the branch it drops, and 0 * inf is NaN
+        halved = (x * 0.5 - low * 0.5) / xp.where(positive, high * 0.5 - low * 0.5, 1.0)
+        scaled = xp.where(wide, halved, (x - low) / xp.where(positive, span, 1.0))
         return xp.where(positive, saturate(scaled), 0.0)
 
     def scalar(self, x: float, done: bool, training: bool) -> float:
