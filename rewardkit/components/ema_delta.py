@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Mapping
 
-from ..backend import all_finite, array_namespace, is_host
+import numpy as np
+
+from ..backend import all_finite, array_namespace, float_max, is_host
 from ..base import Array, BaseReward, PerEnvState
 from ..params import Param
 from ..registry import register
@@ -63,7 +65,23 @@ class EmaDelta(BaseReward):
             # cheap check there); otherwise, and always on a device, each result saturates at the
             # dtype's largest finite float. Both give the same numbers for finite results.
             exact = is_host(value)
-            if exact:
+            if exact and value.__class__ is np.ndarray:  # the same operations, written in place
+                d = value - mean
+                delta = np.where(scored, d / (std + eps), 0.0)
+                new_mean = (1.0 - a) * mean
+                new_mean += a * value
+                new_var = d * d
+                np.multiply(new_var, a, out=new_var)
+                new_var += (1.0 - a) * var
+                # An overflowing delta means |d| > 2 * eps * largest float: with eps at least
+                # 1/sqrt(largest float) its square, and so new_var, overflowed too. One sum settles
+                # the rest (a sum of finite values that overflows only sends the call to the
+                # saturating steps below, which give the same numbers).
+                if eps * math.sqrt(float_max(value)) >= 1.0:
+                    exact = math.isfinite(np.add.reduce(new_mean + new_var, axis=None))
+                else:
+                    exact = all_finite(delta, new_mean, new_var)
+            elif exact:
                 d = value - mean
                 delta = xp.where(scored, d / (std + eps), 0.0)
                 new_mean = (1.0 - a) * mean + a * value
