@@ -481,10 +481,16 @@ class CompiledPlan:
         """The dict of a component's inputs (local name -> variable), absent optional ones left out."""
         v = self._vars
         pairs = [(local, v["ctx:" + key]) for local, key in comp.input_keys.items()]
-        if any(local in comp.optional_inputs for local, _ in pairs):
+        optional = [(local, var) for local, var in pairs if local in comp.optional_inputs]
+        every = "{" + ", ".join(f"{local!r}: {var}" for local, var in pairs) + "}"
+        if len(optional) == 1:  # a conditional, cheaper than a comprehension on every call
+            var = optional[0][1]
+            rest = "{" + ", ".join(f"{local!r}: {other}" for local, other in pairs if other != var) + "}"
+            return f"({every} if {var} is not None else {rest})"
+        if optional:
             items = ", ".join(f"({local!r}, {var})" for local, var in pairs)
             return f"{{k: v for k, v in ({items},) if v is not None}}"
-        return "{" + ", ".join(f"{local!r}: {var}" for local, var in pairs) + "}"
+        return every
 
     def _emit_vector_leaf(self, node: TermNode, lines: list[str], env: dict[str, Any], namer: "_Namer") -> str:
         """One component's batched ``compute`` call; returns the variable holding its raw value."""

@@ -67,7 +67,9 @@ class EmaDelta(BaseReward):
             exact = is_host(value)
             if exact and value.__class__ is np.ndarray:  # the same operations, written in place
                 d = value - mean
-                delta = np.where(scored, d / (std + eps), 0.0)
+                delta = d / (std + eps)
+                if not (started and np.logical_and.reduce(scored, axis=None)):  # some are not scored: 0 there
+                    delta = np.where(scored, delta, 0.0)
                 new_mean = (1.0 - a) * mean
                 new_mean += a * value
                 new_var = d * d

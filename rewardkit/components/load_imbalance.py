@@ -75,9 +75,7 @@ class LoadImbalance(BaseReward):
         numbers), on contiguous memory and mostly in place."""
         n = loads.shape[-1]
         cols = np.ascontiguousarray(loads.T)  # cols[j]: replica j's load in every environment
-        low = high = cols[0]
-        for j in range(1, n):
-            low, high = np.minimum(low, cols[j]), np.maximum(high, cols[j])
+        low, high = np.minimum.reduce(cols, axis=0), np.maximum.reduce(cols, axis=0)  # exact in any order
         least, most = float(np.minimum.reduce(low)), float(np.maximum.reduce(high))
         if least < 0 and self.statistic in ("cv", "max_over_mean"):
             raise ValueError(f"{self.name} (load_imbalance): statistic {self.statistic!r} needs non-negative "
@@ -97,7 +95,7 @@ class LoadImbalance(BaseReward):
                 for j in range(2, n):
                     mean += cols[j]
                 np.divide(mean, n, out=mean)
-            positive = None if positive_mean else mean > 0
+            positive = None if positive_mean or self.statistic in ("var", "std") else mean > 0
             if self.statistic == "max_over_mean":
                 if positive_mean:
                     out = high / mean
@@ -119,8 +117,9 @@ class LoadImbalance(BaseReward):
                         np.divide(out, mean, out=out)
                     else:
                         out = np.where(positive, out / np.where(positive, mean, 1.0), 0.0)
-            # Equal loads give exactly 0 (rounding in the mean could leave a trace).
-            return np.where(low == high, 0.0, out)
+            # Equal loads give exactly 0 (rounding in the mean could leave a trace); ``out`` is ours.
+            np.copyto(out, 0.0, where=low == high)
+            return out
 
     def _compute_direct(self, xp: Any, loads: Array, low: Array, high: Array, positive_mean: bool = False) -> Array:
         """The statistics on loads of moderate magnitude (no overflow possible); ``positive_mean``:
