@@ -69,6 +69,8 @@ class CompiledPlan:
         #: terms whose component reports ``last_call_info()`` (copied into ``TermOutput.info``)
         self.info_nodes = [n for n in self.leaves if type(n.component).last_call_info is not BaseReward.last_call_info]
         self._code_id = next(_code_ids)
+        #: variables of optional keys the function being generated reads as present
+        self._present: frozenset[str] = frozenset()
         weakref.finalize(self, _forget_sources, self._filenames())
         self.compile()
 
@@ -324,7 +326,8 @@ class CompiledPlan:
         if present and inline is not None:
             inline = _known_present(inline, present)
         elif present and block is not None:
-            block = ([_known_present(line, present) for line in block[0]], _known_present(block[1], present))
+            body = _known_present("\n".join(block[0]), present)
+            block = (body.split("\n") if body else [], _known_present(block[1], present))
         snippet = inline if inline is not None else "\n".join(block[0] + [block[1]]) if block is not None else ""
         namer.used.update(_names_in(snippet))  # the component's temporaries: helpers never take them
         rename = {name: namer.unique(f"_{ident}_{name.lstrip('_')}") for name in own}
@@ -550,7 +553,10 @@ def _known_present(code: str, names: Iterable[str]) -> str:
     variables known to hold a value, so the compiler drops the test (chained comparisons left alone)."""
     names = set(names)
     skip = (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)
-    toks = [t for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type not in skip]
+    try:
+        toks = [t for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type not in skip]
+    except (tokenize.TokenError, SyntaxError):
+        return code  # left as written: the compiler reports what is wrong with it
     chaining = {"<", ">", "==", ">=", "<=", "!=", "is", "in", "not", "."}
     rows = code.split("\n")
     edits: list[tuple[int, int, int, str]] = []
