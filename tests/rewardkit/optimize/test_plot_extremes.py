@@ -60,7 +60,7 @@ def test_a_plot_matplotlib_cannot_draw_is_skipped_and_named(folder, monkeypatch)
     from optuna.visualization import matplotlib as ovm
 
     from rewardkit.optimize.results import plot_lines
-    from test_optimize_study import make
+    from test_optimizer import make
 
     opt = make(folder, seed=0)
     opt.optimize(n_trials=3)
