@@ -25,7 +25,7 @@ pytestmark = pytest.mark.install
 ROOT = Path(__file__).resolve().parents[2]
 COPIED = ["pyproject.toml", "README.md", "constraints.txt", "rewardkit", "schedulers", "configs"]
 # Packages of the extras this install leaves out: a module may fail to import only for lack of one of them.
-OTHER_EXTRAS = {"optuna": "optuna", "starlette": "serve", "uvicorn": "serve", "prometheus_client": "serve"}
+OTHER_EXTRAS = {"optuna": "optuna", "starlette": "serve", "uvicorn": "serve", "prometheus_client": "serve", "ray": "ray"}
 IMPORT_EVERYTHING = (
     "import importlib, pkgutil, schedulers, vidur, gymnasium, torch\n"
     f"extras = {OTHER_EXTRAS!r}\n"

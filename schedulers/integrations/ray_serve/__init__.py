@@ -16,8 +16,8 @@ Importing this package imports Ray (the ``ray`` extra).
 try:
     import ray.serve.request_router  # noqa: F401 - the router's base class
 except ImportError as exc:  # one line naming the install, not a traceback deep in Ray
-    raise ImportError(f"schedulers.integrations.ray_serve needs Ray Serve ({exc}): pip install 'ray[serve]==2.60.*' "
-                      "(the project's ray extra)") from None
+    raise ModuleNotFoundError(f"schedulers.integrations.ray_serve needs Ray Serve ({exc}): pip install "
+                              "'ray[serve]==2.60.*' (the project's ray extra)", name=exc.name or "ray") from None
 
 from .replica_stats import ReplicaStats, RoutingStatsMixin, STATS_KEYS
 from .request import RoutedRequest
