@@ -32,7 +32,7 @@ class JsonKeys(TextReward):
     """1.0 if the whole completion is a JSON object with every key in ``keys``; with ``partial``, graded credit (see below).
 
     ``keys`` is a per-sample dataset column, keys separated by ``|`` (``"name|city"``); an empty
-    value asks only for a JSON object. The reply may sit in a Markdown code fence, as IFEval's
+    value scores 1.0 (no such constraint for that sample). The reply may sit in a Markdown code fence, as IFEval's
     checker allows. ``partial: true`` grades a weak policy's attempts: an object scores
     0.5 + 0.5 x the share of keys it holds; text that is not one scores 0.25 x the share of keys
     written as quoted strings (``"name"``) in it.
@@ -45,12 +45,14 @@ class JsonKeys(TextReward):
 
     def score(self, completion: str, keys: str) -> float:
         wanted = items(keys)
+        if not wanted:
+            return 1.0
         found = parse_object(completion)
         if found is not None:
-            share = sum(k in found for k in wanted) / len(wanted) if wanted else 1.0
+            share = sum(k in found for k in wanted) / len(wanted)
             if share == 1.0:
                 return 1.0
             return 0.5 + 0.5 * share if self.partial else 0.0
-        if not self.partial or not wanted:
+        if not self.partial:
             return 0.0
         return 0.25 * sum(f'"{k}"' in completion for k in wanted) / len(wanted)

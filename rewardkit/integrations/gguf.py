@@ -53,8 +53,12 @@ def load_for_training(path: str | Path | None = None, *, padding_side: str = "le
     """``(model, tokenizer)`` from a GGUF file (default: :func:`smollm2_path`), dequantized to float32
     and no longer marked quantized, so that ``GRPOTrainer`` (with or without a LoRA ``peft_config``)
     trains it. The tokenizer pads on ``padding_side`` (left: what batched generation needs)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+    try:
+        import gguf  # noqa: F401 - transformers reads GGUF files through it
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:
+        raise ImportError(f"load_for_training needs transformers, torch and gguf ({exc.name} is missing): "
+                          "pip install 'rewardkit[llm]'") from None
     file = Path(path) if path is not None else smollm2_path()
     if not file.is_file():
         raise FileNotFoundError(f"{file}: no such GGUF file")
