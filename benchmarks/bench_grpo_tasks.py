@@ -16,7 +16,7 @@ Every finished run is saved in ``--out`` under a key hashing its config, code an
 (examples/grpo/cache.py), so an interrupted benchmark resumes and an edited config re-runs.
 ``--report`` prints the tables from saved runs without training.
 
-Run: ``.venv/bin/python benchmarks/bench_grpo_tasks.py --tasks arithmetic,instructions --seeds 1,2,3,4,5,6 --steps 8``
+Run: ``.venv/bin/python benchmarks/bench_grpo_tasks.py --tasks arithmetic,instructions --seeds 1,2,3,4,5,6 --steps 4 --before``
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="1,2,3,4,5,6")
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--held-out-arithmetic", type=int, default=200)
-    parser.add_argument("--held-out-instructions", type=int, default=48)
+    parser.add_argument("--held-out-instructions", type=int, default=32)
     parser.add_argument("--torch-threads", type=int, default=1)
     parser.add_argument("--before", action="store_true", help="also score the base model (after the runs)")
     parser.add_argument("--report", action="store_true", help="print the tables from saved runs; train nothing")
