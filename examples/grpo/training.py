@@ -82,7 +82,7 @@ class RunResult:
 
 
 def held_out_metrics(model: Any, tokenizer: Any, items: Sequence[Any], spec: Task = ARITHMETIC,
-                     batch_size: int = 32) -> tuple[dict[str, float], list[str]]:
+                     batch_size: int = 100) -> tuple[dict[str, float], list[str]]:
     """Greedy replies to the held-out items and the task's metrics on them."""
     replies = lm.generate(model, tokenizer, spec.rows(list(items))["prompt"], max_new_tokens=spec.max_tokens,
                           batch_size=batch_size)
