@@ -8,7 +8,8 @@ the context key and the terms that read it, before any state changes.
 
 Numbers: a float (one environment) or an array with a leading environment axis, in any array
 library. Text (inputs a component lists in ``text_inputs``): a ``str`` for one environment, a list
-(or 1-D NumPy string/object array) of ``str`` for a batch; anything else is an
+(or 1-D NumPy array) of ``str`` for a batch; numbers there are read as text (``72`` and ``72.0``
+as ``"72"``: a dataset's integer answer column feeds a text term); anything else is an
 ``InvalidInputError``. Text is read on the host as Python lists of ``str``.
 """
 
@@ -19,6 +20,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 
 import numpy as np
 
+from .applies import number_text
 from .backend import (all_finite, array_namespace, check_one_library, device_of, library_of, like, to_numpy,
                       wide_float)
 from .config import TermNode
@@ -112,21 +114,25 @@ class InputReader:
         readers: dict[str, list[Reader]] = {}
         for node in leaves:
             comp = node.component
-            for local, key in comp.input_keys.items():
-                here = Reader(node.name, local, comp.inputs[local], local in comp.optional_inputs,
-                              local in comp.text_inputs)
+            # a term's applies_to columns are read as its text inputs, named "applies_to.<key>"
+            read = [(local, key, Reader(node.name, local, comp.inputs[local], local in comp.optional_inputs,
+                                        local in comp.text_inputs)) for local, key in comp.input_keys.items()]
+            read += [(f"applies_to.{key}", key, Reader(node.name, f"applies_to.{key}", 0, False, True))
+                     for key in (node.applies_to or ())]
+            for local, key, here in read:
+                where = f"{config_path(node.name)}.{local if local.startswith('applies_to.') else 'inputs.' + local}"
                 for other in readers.get(key, []):
                     if other.text != here.text:
                         kinds = ("text", "numbers") if here.text else ("numbers", "text")
                         raise ConfigError(
                             f"context key {key!r} is read as {kinds[0]} here but as {kinds[1]} by {other.term} "
                             f"(input {other.local!r}); one key holds one kind of value",
-                            source=self.source, path=f"{config_path(node.name)}.inputs.{local}")
+                            source=self.source, path=where)
                     if other.ndim != here.ndim:
                         raise ConfigError(
                             f"context key {key!r} is read with {here.ndim} axes per environment here but with "
                             f"{other.ndim} by {other.term} (input {other.local!r}); one key has one shape",
-                            source=self.source, path=f"{config_path(node.name)}.inputs.{local}")
+                            source=self.source, path=where)
                 readers.setdefault(key, []).append(here)
         return readers
 
@@ -214,14 +220,16 @@ class InputReader:
         return arr.tolist()
 
     def scalar_text(self, value: Any, key: str) -> str:
-        """A one-environment text input (a ``str``); a list or array of them means a batch."""
+        """A one-environment text input (a ``str``, or a number read as text: see :func:`number_text`);
+        a list or array of them means a batch."""
         if isinstance(value, str):
-            return value
-        if isinstance(value, np.str_):
             return str(value)
-        if isinstance(value, (list, tuple, np.ndarray)):
+        if isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim > 0):
             raise NotScalar
-        raise self.bad_input(key, value, "text (a str, or a list of str for a batch)")
+        text = number_text(value)
+        if text is None:
+            raise self.bad_input(key, value, "text (a str or a number, or a list of them for a batch)")
+        return text
 
     # ---- a batch -----------------------------------------------------------------------------------
     def as_float_array(self, value: Any, key: str) -> Array:
@@ -248,22 +256,35 @@ class InputReader:
         raise self.bad_input(key, value, f"real numbers, not an array of dtype {arr.dtype}")
 
     def text_list(self, value: Any, key: str) -> list[str] | str:
-        """A batch of text as a list of ``str`` (one ``str`` stays one, broadcast later)."""
+        """A batch of text as a list of ``str`` (one ``str`` or number stays one, broadcast later)."""
         if isinstance(value, str):
             return value
+        single = number_text(value)
+        if single is not None:
+            return single
         if isinstance(value, np.ndarray):
-            if value.ndim != 1 or value.dtype.kind not in "UO":
-                raise self.bad_input(key, value, "text: a 1-D array of str (dtype str or object)")
+            if value.ndim != 1 or value.dtype.kind not in "UOiuf":
+                raise self.bad_input(key, value, "text: a 1-D array of str or numbers")
+            if value.dtype.kind in "iu":  # integers: their digits
+                return [*map(str, value.tolist())]
             value = value.tolist()
         elif isinstance(value, tuple):
             value = list(value)
         elif not isinstance(value, list):
             raise self.bad_input(key, value, "text (a str, or a list of str for a batch)")
+        if value and value[0].__class__ is int and all(item.__class__ is int for item in value):
+            return [*map(str, value)]  # an integer column (answers): its digits
+        copied = None  # numbers are written as text into a copy, never into the caller's list
         for i, item in enumerate(value):
             if item.__class__ is not str and not isinstance(item, str):
-                raise InvalidInputError(f"context key {key!r} (read by {self.read_by(key)}): expected text (a str) "
-                                        f"at index {i}, got {type(item).__name__} {describe(item)}")
-        return value
+                text = number_text(item)
+                if text is None:
+                    raise InvalidInputError(f"context key {key!r} (read by {self.read_by(key)}): expected text (a "
+                                            f"str or a number) at index {i}, got {type(item).__name__} {describe(item)}")
+                if copied is None:
+                    copied = list(value)
+                copied[i] = text
+        return value if copied is None else copied
 
     def read_batch(self, ctx: Mapping[str, Any]) -> BatchInputs:
         """Each context key as a checked float array of the context's library with a leading
