@@ -28,10 +28,11 @@ from .config import MAX_DEPTH, MAX_FILE_BYTES, check_structure, require_path
 from .docgen import components_markdown, components_text
 from .errors import ConfigError, RewardKitError
 from .migrate_rllama import migrate_rllama_file
+from .monitor.audit import add_audit_parser
 from .params import describe
 
 PLUGIN_GROUP = "rewardkit.commands"
-CORE_COMMANDS = ("validate", "explain", "check", "components", "docs", "migrate", "optimize")
+CORE_COMMANDS = ("validate", "explain", "check", "components", "docs", "migrate", "optimize", "audit")
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -468,6 +469,7 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
     m.set_defaults(func=cmd_migrate_rllama)
 
     add_optimize_parser(sub)
+    add_audit_parser(sub, add_import_option, import_modules)
 
     for ep in plugin_entry_points():
         if ep.name in CORE_COMMANDS:

@@ -15,6 +15,7 @@ Schema (``version: 1``)::
     total:
       transforms: [...]
     expect: {...}                 # optional promises checked by `rewardkit check` (see expectations.py)
+    monitor: {...}                # optional: what the reward-hacking monitor reads (see monitor/spec.py)
 
 Every error is a :class:`~rewardkit.errors.ConfigError` naming the file, the key path and what
 was expected. YAML is parsed with a safe loader that also rejects duplicate keys.
@@ -35,6 +36,7 @@ from .applies import Conditions, conditions_to_spec, parse_applies_to
 from .base import BaseReward
 from .errors import ConfigError
 from .expectations import Expectations, parse_expectations
+from .monitor.spec import MonitorSettings, parse_monitor
 from .normalizers import Normalizer, make_normalizer
 from .params import describe
 from .registry import get_component_class
@@ -43,7 +45,7 @@ from .transforms import Transform, make_transforms
 
 SCHEMA_VERSION = 1
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*")  # matched whole (fullmatch)
-TOP_KEYS = {"version", "components", "total", "description", "expect"}
+TOP_KEYS = {"version", "components", "total", "description", "expect", "monitor"}
 TERM_KEYS = {"type", "params", "weight", "inputs", "normalize", "transforms", "description", "applies_to"}
 GROUP_KEYS = {"type", "components", "weight", "normalize", "transforms", "description"}
 TOTAL_KEYS = {"transforms"}
@@ -97,6 +99,7 @@ class RewardSpec:
     total_transforms: list[Transform]
     description: str | None = None
     expect: Expectations | None = None
+    monitor: MonitorSettings | None = None
 
 
 # ---- the one YAML loader ---------------------------------------------------------------------
@@ -398,9 +401,13 @@ def parse_config(data: Any, *, source: str | None = None) -> RewardSpec:
     expect = None
     if not problems.errors:
         expect = problems.attempt(None, lambda: parse_expectations(data.get("expect"), _context_keys(nodes), source=source), None)
+    monitor = None
+    if not problems.errors:
+        monitor = problems.attempt(None, lambda: parse_monitor(data.get("monitor"), [n.name for n in nodes],
+                                                               source=source), None)
     if problems.errors:
         raise ConfigError.combine(problems.errors)
-    return RewardSpec(nodes, total_transforms, description, expect)
+    return RewardSpec(nodes, total_transforms, description, expect, monitor)
 
 
 def walk(nodes: Iterable[TermNode | GroupNode], *, children_first: bool = False) -> Iterator[TermNode | GroupNode]:
@@ -603,4 +610,6 @@ def spec_to_dict(spec: RewardSpec) -> dict[str, Any]:
         result["description"] = spec.description
     if spec.expect is not None:
         result["expect"] = spec.expect.to_dict()
+    if spec.monitor is not None:
+        result["monitor"] = spec.monitor.to_dict()
     return result

@@ -39,6 +39,33 @@ class NotScalar(Exception):
 
 #: Marks an optional context key that is not in the context (the generated code tests ``is ABSENT``).
 ABSENT = object()
+_STR, _INT = frozenset({str}), frozenset({int})
+
+
+class IntegerColumn(list):
+    """A batch text input given as a column of Python integers, kept as the integers (a copy) for a
+    component that compares numbers: read only by components listing the input in
+    ``integer_text_inputs`` (every reader of the key), which would otherwise read ``str(i)``."""
+
+    __slots__ = ()
+
+    def texts(self) -> list[str]:
+        """The column as any other text input reads it: each integer's digits."""
+        return [*map(str, self)]
+
+
+class TokenIdColumn(list):
+    """A batch text input given as token-id sequences standing for their texts (each sequence's
+    ids written with ``str`` and joined by spaces, ``"12 7 7"``): read as those texts, or as the
+    sequences by components listing the input in ``token_id_inputs`` (every reader of the key)."""
+
+    __slots__ = ()
+
+    def texts(self) -> list[str]:
+        """The texts the sequences stand for."""
+        return [" ".join(map(str, ids)) for ids in self]
+
+
 #: Largest step accepted (the int64 range, as step counters elsewhere).
 MAX_STEP = 2**63 - 1
 
@@ -92,9 +119,14 @@ class InputReader:
         self.source = source
         self.allow_nonfinite = allow_nonfinite
         self.check_inputs = check_inputs
-        self.readers = self._collect_readers(list(leaves))
+        leaves = list(leaves)
+        self.readers = self._collect_readers(leaves)
         self.slots = [InputSlot(key, rs[0].ndim, all(r.optional for r in rs), rs[0].text, rs[0])
                       for key, rs in self.readers.items()]
+        #: text keys read as an :class:`IntegerColumn` when given a column of integers
+        self.integer_keys = self._keys_read_as(leaves, "integer_text_inputs")
+        #: text keys read as a :class:`TokenIdColumn`'s sequences when given one
+        self.token_id_keys = self._keys_read_as(leaves, "token_id_inputs")
         self._numeric_keys = [slot.key for slot in self.slots if not slot.text]
         self._false_flags: dict[Any, Any] = {}
 
@@ -109,6 +141,20 @@ class InputReader:
     def required_keys(self) -> set[str]:
         """Context keys that must be present."""
         return {k for k, rs in self.readers.items() if any(not r.optional for r in rs)}
+
+    @staticmethod
+    def _keys_read_as(leaves: list[TermNode], attribute: str) -> set[str]:
+        """Text keys whose every reader (applies_to columns included) lists the input in its
+        component's ``attribute`` (``integer_text_inputs``, ``token_id_inputs``)."""
+        accepting: set[str] = set()
+        refusing: set[str] = set()
+        for node in leaves:
+            comp = node.component
+            listed = getattr(comp, attribute, frozenset())
+            for local, key in comp.input_keys.items():
+                (accepting if local in listed else refusing).add(key)
+            refusing.update(node.applies_to or ())
+        return accepting - refusing
 
     def _collect_readers(self, leaves: list[TermNode]) -> dict[str, list[Reader]]:
         readers: dict[str, list[Reader]] = {}
@@ -255,10 +301,13 @@ class InputReader:
             return np.array(flat, dtype=np.float64).reshape(arr.shape)
         raise self.bad_input(key, value, f"real numbers, not an array of dtype {arr.dtype}")
 
-    def text_list(self, value: Any, key: str) -> list[str] | str:
-        """A batch of text as a list of ``str`` (one ``str`` or number stays one, broadcast later)."""
+    def text_list(self, value: Any, key: str, integers: bool = False) -> list[str] | str:
+        """A batch of text as a list of ``str`` (one ``str`` or number stays one, broadcast later);
+        with ``integers``, a column of Python integers as an :class:`IntegerColumn`."""
         if isinstance(value, str):
             return value
+        if value.__class__ is TokenIdColumn:
+            return value if key in self.token_id_keys else value.texts()
         single = number_text(value)
         if single is not None:
             return single
@@ -272,8 +321,11 @@ class InputReader:
             value = list(value)
         elif not isinstance(value, list):
             raise self.bad_input(key, value, "text (a str, or a list of str for a batch)")
-        if value and value[0].__class__ is int and all(item.__class__ is int for item in value):
-            return [*map(str, value)]  # an integer column (answers): its digits
+        kinds = {*map(type, value)}  # one C pass: the common cases are all str or all int
+        if kinds == _STR:
+            return value
+        if kinds == _INT:  # an integer column (answers): its digits, or the integers for readers of numbers
+            return IntegerColumn(value) if integers else [*map(str, value)]
         copied = None  # numbers are written as text into a copy, never into the caller's list
         for i, item in enumerate(value):
             if item.__class__ is not str and not isinstance(item, str):
@@ -306,7 +358,7 @@ class InputReader:
                     self.raise_missing(ctx, KeyError(slot.key))
                 value = None
             elif slot.text:
-                value = self.text_list(value, slot.key)
+                value = self.text_list(value, slot.key, slot.key in self.integer_keys)
             elif value.__class__ is not np.ndarray or value.dtype is not F64:
                 all_f64 = False
             raw.append(value)

@@ -255,17 +255,17 @@ def _meaning(spec: RewardSpec) -> dict[str, Any]:
     """The config as the state fingerprint sees it: every term's ``transport_params`` (where a
     remote scorer lives, its timeouts and budgets) left out; what decides the reward stays."""
     data = spec_to_dict(spec)
-
-    def strip(nodes: list[TermNode | GroupNode], section: dict[str, Any]) -> None:
-        for node in nodes:
-            entry = section[node.name.rsplit("/", 1)[-1]] if node.name not in section else section[node.name]
-            if isinstance(node, GroupNode):
-                strip(node.children, entry["components"])
-            elif isinstance(entry.get("params"), dict):
-                transport = getattr(node.component, "transport_params", ())
-                entry["params"] = {k: v for k, v in entry["params"].items() if k not in transport}
-
-    strip(spec.nodes, data["components"])
+    for node in walk(spec.nodes):
+        transport = getattr(getattr(node, "component", None), "transport_params", ())
+        if not transport:
+            continue
+        *groups, leaf = node.name.split("/")
+        section = data["components"]
+        for group in groups:
+            section = section[group]["components"]
+        params = section[leaf].get("params")
+        if isinstance(params, dict):
+            section[leaf]["params"] = {k: v for k, v in params.items() if k not in transport}
     return data
 
 

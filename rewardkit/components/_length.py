@@ -62,12 +62,9 @@ class LengthReward(TextReward):
         if self.unit == "tokens":
             lengths = x[TOKENS_KEY]
         else:  # the lengths of the texts, then the same array maths as tokens
-            texts = x["completion"]
-            if self.unit == "words":
-                counts = [len(t.split()) for t in texts]
-            else:
-                counts = [*map(len, texts)]
-            lengths = np.array(counts, dtype=call_dtype(np.float64))
+            texts = x["completion"]  # counted by C-level maps straight into an array
+            counts = map(len, map(str.split, texts)) if self.unit == "words" else map(len, texts)
+            lengths = np.fromiter(counts, dtype=np.int64, count=len(texts)).astype(call_dtype(np.float64))
         with quiet():
             return saturate(self.of_lengths(lengths))
 

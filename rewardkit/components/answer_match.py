@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import operator
 import re
 import string
 import threading
@@ -17,10 +18,13 @@ import time
 import warnings
 from typing import Any, Callable
 
+import numpy as np
 import regex
 
+from ..backend import call_dtype, quiet, saturate
 from ..errors import ConfigError
 from ..params import Param
+from ..inputs import IntegerColumn
 from ..registry import register
 from ._text import TextReward
 from . import regex_match as _regex_match
@@ -34,6 +38,7 @@ MINUS_SIGNS = str.maketrans({"\u2212": "-", "\ufe63": "-", "\uff0d": "-", "\u279
 _SPACES = re.compile(r"\s+")
 #: ASCII punctuation removed by the exact comparison (str.translate: one C pass per text)
 _NO_PUNCTUATION = str.maketrans("", "", string.punctuation)
+_NAN = float("nan")
 #: GSM8K's final answer: the number after ``####``
 _GSM8K = re.compile(r"####\s*([-+]?[\d,]*\.?\d+)")
 EXTRACTORS = ("none", "boxed", "gsm8k", "last_number")
@@ -82,6 +87,12 @@ def final_number(text: str) -> float | None:
     except ValueError:
         return None
     return value if math.isfinite(value) else None
+
+
+def _number(text: str) -> float:
+    """:func:`final_number` with NaN for no number (compares unequal to everything)."""
+    value = final_number(text)
+    return _NAN if value is None else value
 
 
 def last_boxed(text: str) -> str | None:
@@ -151,16 +162,26 @@ def _whole(text: str) -> str:
 
 
 class _Extractor:
-    """One ``extract`` setting as a function ``fn(text) -> answer or None``.
+    """One ``extract`` setting as a function ``fn(text) -> answer or None`` (and ``many(texts)``).
 
-    A regular expression runs on one engine, the ``regex`` package (as ``regex_match``): without
-    a timer on texts up to :func:`_fast_length`, else within ``EXTRACT_TIMEOUT_S`` per text and,
-    in a batched call, ``EXTRACT_CALL_S`` for all of the call's texts (``deadline``)."""
+    A regular expression runs without a timer on texts up to :func:`_fast_length`, else on the
+    ``regex`` package within ``EXTRACT_TIMEOUT_S`` per text and, in a batched call,
+    ``EXTRACT_CALL_S`` for all of the call's texts (``deadline``). The untimed search uses the
+    standard ``re`` when both engines read the pattern alike (``regex_match.same_in_re``, decided
+    once per pattern, as ``regex_match`` decides it), else ``regex`` too: a pattern means one thing
+    on every text."""
 
     def __init__(self, spec: str) -> None:
         self.spec = spec
         self._search = None if spec in EXTRACTORS else _compile(spec).search
         self._max_fast = -1 if self._search is None else _fast_length(spec)
+        #: the untimed search: ``re``'s when both engines read the pattern alike (faster), else ``regex``'s
+        self._fast_search = self._search
+        if self._search is not None and _regex_match.same_in_re(spec):
+            try:
+                self._fast_search = re.compile(spec).search
+            except re.error:
+                pass
         self._warned = False
         #: end of the current batched call's time budget (``None``: no call budget)
         self.deadline: float | None = None
@@ -170,7 +191,7 @@ class _Extractor:
 
     def _regex_fn(self) -> Callable[[str], str | None]:
         """The first match's group of the ``extract`` pattern."""
-        search, limit, bounded = self._search, self._max_fast, self._bounded
+        search, limit, bounded = self._fast_search, self._max_fast, self._bounded
 
         def group(text: str) -> str | None:
             if len(text) <= limit:
@@ -179,6 +200,20 @@ class _Extractor:
             return bounded(text)
 
         return group
+
+    def many(self, texts: list[str]) -> list[str | None]:
+        """``fn`` on each text (the same answers), with no Python call per text where it can."""
+        if self._search is not None:
+            if texts and max(map(len, texts)) <= self._max_fast:  # every text untimed: one search per text
+                return [None if found is None else found[1] for found in map(self._fast_search, texts)]
+            return [*map(self.fn, texts)]
+        if self.spec == "gsm8k":
+            if not all(map(str.isascii, texts)):
+                texts = [text if text.isascii() else text.translate(MINUS_SIGNS) for text in texts]
+            return [None if found is None else found[1].replace(",", "") for found in map(_GSM8K.search, texts)]
+        if self.spec == "none":
+            return texts
+        return [*map(self.fn, texts)]
 
     def _bounded(self, text: str) -> str | None:
         """The group within the time limits; a text not searched in time has no answer."""
@@ -247,10 +282,10 @@ class AnswerMatch(TextReward):
     ``extract`` picks the answer in the completion: ``none`` (the whole text), ``boxed`` (the
     content of the last ``\\boxed{...}``, nested braces allowed), ``gsm8k`` (the number after
     ``####``), ``last_number``, or a regular expression with exactly one capture group (the group
-    of its first match, as ``re.search`` finds it, on the ``regex`` package's engine as ``regex_match`` runs its
-    patterns: one that may backtrack catastrophically runs with a time limit of 50 ms per text and
-    1 s per batched call). No
-    answer found scores 0.0. ``extract_reference`` does the same to the reference (a GSM8K
+    of its first match, as ``re.search`` finds it, read as the ``regex`` package reads it, as
+    ``regex_match`` reads its patterns; one written only in syntax both engines read alike runs on
+    the faster ``re``; one that may backtrack catastrophically runs with a time limit of 50 ms per
+    text and 1 s per batched call). No answer found scores 0.0. ``extract_reference`` does the same to the reference (a GSM8K
     ``answer`` column: ``gsm8k``). Then ``mode: exact`` compares both after :func:`normalize`
     (case-folded, ASCII punctuation removed, whitespace collapsed); ``mode: strict`` compares them as
     written (Python's ``==``, as TRL's documented ``\\boxed{}`` example does); ``mode: numeric`` compares
@@ -272,12 +307,16 @@ class AnswerMatch(TextReward):
         "extract_reference": dataclasses.replace(_extract_param(), doc="the same, applied to the reference"),
     }
     output_range = (0.0, 1.0)
+    #: text inputs this component may receive as an ``IntegerColumn`` (set per instance)
+    integer_text_inputs: frozenset[str] = frozenset()
 
     def _validate(self) -> None:
         self._answer = _Extractor(self.extract)
         self._reference = _Extractor(self.extract_reference)
         self._math = _MathVerify() if self.mode == "math" else None
         self.score = self._scorer()  # type: ignore[method-assign]
+        if self.mode == "numeric" and self.extract_reference == "none":  # compared as numbers: no digits needed
+            self.integer_text_inputs = frozenset({"reference"})
 
     def _scorer(self) -> Callable[[str, str], float]:
         """``score`` as one closure for this mode and these extractors (no per-call dispatch)."""
@@ -308,12 +347,51 @@ class AnswerMatch(TextReward):
     def compute(self, x: Any, terminated: Any, truncated: Any) -> Any:
         """``score`` over the batch; a regular expression's texts share one time budget."""
         if self._answer._search is None and self._reference._search is None:
-            return super().compute(x, terminated, truncated)
+            return self._compute(x, terminated, truncated)
         self._answer.deadline = self._reference.deadline = time.perf_counter() + EXTRACT_CALL_S
         try:
-            return super().compute(x, terminated, truncated)
+            return self._compute(x, terminated, truncated)
         finally:
             self._answer.deadline = self._reference.deadline = None
+
+    def _compute(self, x: Any, terminated: Any, truncated: Any) -> Any:
+        """The values ``score`` gives, batch at a time: each extraction over all texts, then one
+        comparison pass (an integer reference column compared as its integers, not its digits)."""
+        if self.mode == "math":
+            return super().compute(x, terminated, truncated)
+        completions, references = x["completion"], x["reference"]
+        answers = self._answer.many(completions)
+        whole_reference = self.extract_reference == "none"
+        wanted = references if whole_reference else self._reference.many(references)
+        n = len(answers)
+        if self.mode == "numeric":
+            got = np.fromiter([_NAN if a is None else float(a) if a.isdigit() and a.isascii() else _number(a)
+                               for a in answers], dtype=np.float64, count=n)
+            want = None
+            if references.__class__ is IntegerColumn:  # read as integers (integer_text_inputs)
+                try:  # float(i) is float(str(i)), str(i)'s number, for every integer within float range
+                    want = np.fromiter(map(float, references), dtype=np.float64, count=n)
+                except OverflowError:
+                    wanted = references.texts()
+            if want is None:
+                want = np.fromiter([_NAN if r is None else float(r) if r.isdigit() and r.isascii() else _number(r)
+                                    for r in wanted], dtype=np.float64, count=n)
+            with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is NaN: no match, as in score
+                values = (np.abs(got - want) <= self.tolerance).astype(np.float64)
+        else:
+            if self.mode == "exact":
+                answers = [None if a is None else normalize(a) for a in answers]
+                wanted = [None if r is None else normalize(r) for r in wanted]
+            if whole_reference:  # references are text: a missing answer (None) equals none of them
+                equal = map(operator.eq, answers, wanted)
+            else:
+                equal = (a is not None and r is not None and a == r for a, r in zip(answers, wanted, strict=True))
+            values = np.fromiter(equal, dtype=np.float64, count=n)
+        dtype = call_dtype(np.float64)  # float32 contexts stay float32 (the dtype policy), as TextReward's
+        if dtype != np.float64:
+            with quiet():
+                values = saturate(values.astype(dtype))
+        return values
 
     def score(self, completion: str, reference: str) -> float:  # replaced per instance by _scorer()
         return self._scorer()(completion, reference)

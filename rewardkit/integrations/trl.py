@@ -65,6 +65,7 @@ import numpy as np
 from ..composer import RewardComposer, RewardOutput
 from ..config import GroupNode, TermNode
 from ..errors import InvalidInputError
+from ..inputs import TokenIdColumn
 from ..params import describe
 
 FeatureFn = Callable[..., Mapping[str, Any]]
@@ -251,7 +252,7 @@ class TRLRewardFunctions:
             elif key in (TOKENS_KEY, IDS_KEY) and key not in columns:
                 ids = token_ids(kwargs_ids, n=len(completions))
                 ctx[key] = (np.fromiter(map(len, ids), dtype=np.float64, count=len(ids)) if key == TOKENS_KEY
-                            else [" ".join(map(str, i)) for i in ids])
+                            else TokenIdColumn(ids))  # read as "12 7 7" texts, or as the ids where that is the same
             elif key in columns:  # a column a text term reads stays as it is (numbers are read as text)
                 ctx[key] = list(columns[key]) if key in self._text_keys else _column(columns[key])
             elif key in self.composer.required_context_keys():
@@ -400,8 +401,11 @@ def _leaves(nodes: list[Any]) -> Iterator[TermNode]:
 
 
 # ---- helpers ----------------------------------------------------------------------------------
+_STR = frozenset({str})
+
+
 def _all_str(values: Any) -> bool:
-    return all(v.__class__ is str for v in values)
+    return {*map(type, values)} <= _STR  # one C pass (an empty batch is all text)
 
 
 def _empty(prompts: Any, completions: Any) -> bool:
