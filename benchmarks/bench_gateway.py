@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from schedulers.engines.replicas import free_port  # noqa: E402
+from schedulers.routing.policy import policy_class  # noqa: E402
 
 STUB = """
 import sys
@@ -165,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd = [str(exe.with_name("rewardkit")), "gateway", "--backend", stub_url, "--backend", stub_url,
            "--port", str(gw_port), "--router", args.router]
     with tempfile.TemporaryDirectory() as tmp:
-        if args.router == "ppo":
+        if policy_class(args.router).needs_checkpoint:  # a fresh network: the decision costs what a trained one does
             import torch
 
             from schedulers.rl.scorer_network import ReplicaScorerPolicy

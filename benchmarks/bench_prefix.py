@@ -41,7 +41,7 @@ from schedulers.cli import evaluation_seeds  # noqa: E402
 BASELINES = ("cache_aware", "affinity_token_load")
 ROUTERS = "least_prefill,adaptive,prefix_aware," + ",".join(BASELINES)
 #: the rule family of the bound: both baselines over a grid of their thresholds (defaults included above).
-BOUND_GRID = ("cache_aware:balance_abs_threshold=8", "affinity_token_load:queue_threshold=2")
+BOUND_GRID = ("cache_aware:balance_abs_threshold=8", "affinity_token_load:max_ttft_penalty_ms=1000")
 
 
 def build_routers(specs: list[str], policies: dict[str, str]) -> dict[str, Any]:
@@ -69,7 +69,7 @@ def reused_episodes(dirs: list[str], variant: str, seeds: list[int], wanted: lis
 
 def add_reused(results: Any, reused: dict[str, list[dict]], routers: dict[str, Any]) -> None:
     """Put reused episodes into ``results`` (heuristics counted as heuristics, as evaluate does)."""
-    from schedulers.routing.policy import HeuristicPolicy
+    from schedulers.routing.policy import is_heuristic, parse_router_spec, policy_class
 
     for router, rows in reused.items():
         if router in results.routers:
@@ -77,7 +77,12 @@ def add_reused(results: Any, reused: dict[str, list[dict]], routers: dict[str, A
         results.routers.append(router)
         results.episodes.extend(rows)
         policy = routers.get(router)
-        if router == "round_robin" or isinstance(policy, HeuristicPolicy) and router != "oracle":
+        if policy is None:  # a router of an earlier run: its registered class, if it names one
+            try:
+                policy = policy_class(parse_router_spec(router)[0])
+            except ValueError:
+                continue  # a trained policy's label
+        if is_heuristic(policy):
             results.heuristics.append(router)
 
 

@@ -45,8 +45,7 @@ sys.path.insert(0, str(ROOT))
 from schedulers.cli import DEFAULT_BASELINES, describe_seeds, evaluation_seeds  # noqa: E402
 from schedulers.evaluate.paired import evaluate_policies  # noqa: E402
 from schedulers.evaluate.evaluation_results import paired_ratio_interval  # noqa: E402
-from schedulers.routing.heuristics import CAPACITY_AWARE, HEURISTICS, VIDUR_BASELINES  # noqa: E402
-from schedulers.routing.policy import Policy, make_policy  # noqa: E402
+from schedulers.routing.policy import Policy, make_policy, registered_policies  # noqa: E402
 from schedulers.sim.env_config import load_env_config  # noqa: E402
 
 SEEDS = [101, 102, 103, 104, 105]
@@ -62,10 +61,19 @@ SETUPS: dict[str, dict[str, Any]] = {
 #: beat least_prefill here; `rewardkit evaluate` runs them all) and at twice the replicas.
 BASELINES = "round_robin,jsq,least_tokens,least_prefill,cap_jsq,cap_least_prefill,adaptive,oracle"
 SCALED_BASELINES = "round_robin,least_prefill,cap_least_prefill,adaptive"
+
+
+def heuristics_reading(*speeds: str) -> tuple[str, ...]:
+    """The registered heuristics whose ``reads_speed`` is one of ``speeds``."""
+    return tuple(n for n, cls in registered_policies().items() if not cls.learned and cls.reads_speed in speeds)
+
+
 #: heuristics that ignore speed entirely.
-SPEED_OBLIVIOUS = VIDUR_BASELINES + tuple(HEURISTICS)
+SPEED_OBLIVIOUS = heuristics_reading("")
+#: heuristics that read the declared speed.
+CAPACITY_AWARE = heuristics_reading("declared")
 #: heuristics that do not estimate speed online (they may read the declared speed).
-NON_ESTIMATING = SPEED_OBLIVIOUS + CAPACITY_AWARE
+NON_ESTIMATING = heuristics_reading("", "declared")
 
 
 class TimedRouter(Policy):
@@ -74,6 +82,7 @@ class TimedRouter(Policy):
     def __init__(self, router: Policy) -> None:
         self.router, self.seconds, self.decisions = router, 0.0, 0
         self.name, self.observation, self.needs_true_speed = router.name, router.observation, router.needs_true_speed
+        self.learned, self.reads_speed = router.learned, router.reads_speed
 
     def reset(self, seed: int | None = None) -> None:
         self.router.reset(seed)

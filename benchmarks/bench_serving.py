@@ -77,7 +77,7 @@ class ClientRouting:
                  block_size: int = 32, kv_capacity: float = 1024.0, window_s: float = 10.0, seed: int = 0,
                  token_factor: float = 1.0) -> None:
         from schedulers.live.view import LiveClusterView
-        from schedulers.routing.observation import ObservationConfig
+        from schedulers.shared.observation_config import ObservationConfig
         from schedulers.routing.policy import make_policy
 
         self.urls, self.router, self.block_size = urls, router, block_size

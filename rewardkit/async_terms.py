@@ -38,13 +38,69 @@ async def gather_terms(coroutines: Sequence[Awaitable[Any]]) -> list[Any]:
     return list(results)
 
 
-def on_loop(loop: asyncio.AbstractEventLoop) -> Starter:
-    """A starter that runs the coroutines on ``loop`` (running in another thread than the caller)."""
+class CallCancelled(Exception):
+    """Raised in the worker evaluating a cancelled ``acall``, so that its transaction puts state back."""
 
-    def start(coroutines: Sequence[Awaitable[Any]]) -> "concurrent.futures.Future[list[Any]]":
-        return asyncio.run_coroutine_threadsafe(gather_terms(coroutines), loop)
 
-    return start
+class AsyncCall:
+    """One ``acall``: its terms run on the caller's ``loop``; the call's worker thread computes
+    the rest and, before keeping any state change, asks the loop (:meth:`commit`), which keeps
+    it only if the call was not cancelled. Everything the loop side does runs on the loop's own
+    thread, so a cancellation either comes before the commit (nothing changes) or not at all.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.ready: asyncio.Future[Any] = loop.create_future()  # (output, step) once computed
+        self.decision: concurrent.futures.Future[bool] = concurrent.futures.Future()
+        self._lock = threading.Lock()
+        self._started: list[concurrent.futures.Future[list[Any]]] = []
+        self.cancelled = False
+
+    def start(self, coroutines: Sequence[Awaitable[Any]]) -> "concurrent.futures.Future[list[Any]]":
+        """Start the call's asynchronous terms on the caller's loop (a :data:`Starter`)."""
+        with self._lock:
+            if self.cancelled:
+                for coroutine in coroutines:
+                    getattr(coroutine, "close", lambda: None)()
+                raise CallCancelled("acall cancelled")
+            future = asyncio.run_coroutine_threadsafe(gather_terms(coroutines), self.loop)
+            self._started.append(future)
+            return future
+
+    def commit(self, result: Any) -> None:
+        """In the worker, state computed but not kept: hand ``result`` to the loop and wait for its
+        decision; :class:`CallCancelled` when the call was cancelled meanwhile."""
+        try:
+            self.loop.call_soon_threadsafe(self._deliver, result)
+        except RuntimeError:  # the loop is closed: nobody is waiting for this call
+            raise CallCancelled("acall's event loop closed") from None
+        while True:
+            try:
+                if self.decision.result(timeout=1.0):
+                    return
+                raise CallCancelled("acall cancelled")
+            except concurrent.futures.TimeoutError:
+                if self.loop.is_closed() or not self.loop.is_running():
+                    raise CallCancelled("acall's event loop stopped") from None
+
+    def _deliver(self, result: Any) -> None:
+        if not self.ready.done():
+            self.ready.set_result(result)
+
+    def keep(self) -> None:
+        """On the loop: the call returns its result; the worker keeps the state changes."""
+        self.decision.set_result(True)
+
+    def cancel(self) -> None:
+        """On the loop (the call was cancelled or failed): stop its terms, drop its state changes."""
+        with self._lock:
+            self.cancelled = True
+            started = list(self._started)
+        for future in started:
+            future.cancel()
+        if not self.decision.done():
+            self.decision.set_result(False)
 
 
 class EventLoopThread:

@@ -28,10 +28,11 @@ from .config import MAX_DEPTH, MAX_FILE_BYTES, check_structure, require_path
 from .docgen import components_markdown, components_text
 from .errors import ConfigError, RewardKitError
 from .migrate_rllama import migrate_rllama_file
+from .monitor.audit import add_audit_parser
 from .params import describe
 
 PLUGIN_GROUP = "rewardkit.commands"
-CORE_COMMANDS = ("validate", "explain", "check", "components", "docs", "migrate", "optimize")
+CORE_COMMANDS = ("validate", "explain", "check", "components", "docs", "migrate", "optimize", "audit")
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -127,10 +128,13 @@ def load_contexts(path: str, text_keys: frozenset[str] = frozenset()) -> list[di
 
 
 def _context_value(value: Any, where: str, text: bool = False) -> Any:
-    if text:
-        if isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+    if text:  # numbers are read as text, as the composer reads them (an integer answer column)
+        def textual(v: Any) -> bool:
+            return isinstance(v, str) or (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+        if textual(value) or (isinstance(value, list) and all(textual(v) for v in value)):
             return value
-        raise ContextError(f"{where}: expected text (a string, or a list of strings), got {describe(value)}")
+        raise ContextError(f"{where}: expected text (a string or a number, or a list of them), got {describe(value)}")
     if isinstance(value, bool) or value is None or isinstance(value, (str, dict)):
         raise ContextError(f"{where}: expected a number or a list of numbers, got {describe(value)}")
     if isinstance(value, (int, float)):
@@ -180,7 +184,16 @@ def explain_table(composer: RewardComposer, out: RewardOutput) -> str:
     # what a term reported about the call (a remote term's latency, requests, failures...)
     table += [f"{name}: " + ", ".join(f"{key}={_fmt(value)}" for key, value in out.terms[name].info.items())
               for name in composer.term_names if out.terms[name].info]
+    # where a term with applies_to gave a value (elsewhere its row reads 0)
+    table += [f"{name}: applies={_fmt_applies(out.terms[name].applies)}"
+              for name in composer.term_names if out.terms[name].applies is not None]
     return "\n".join(table)
+
+
+def _fmt_applies(mask: Any) -> str:
+    if isinstance(mask, (bool, np.bool_)):
+        return "yes" if mask else "no"
+    return "[" + ", ".join("yes" if v else "no" for v in np.asarray(mask).reshape(-1)) + "]"
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -456,6 +469,7 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
     m.set_defaults(func=cmd_migrate_rllama)
 
     add_optimize_parser(sub)
+    add_audit_parser(sub, add_import_option, import_modules)
 
     for ep in plugin_entry_points():
         if ep.name in CORE_COMMANDS:
@@ -478,14 +492,6 @@ def _non_negative(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
-
-
-def _positive(text: str) -> int:
-    """An argparse type: an integer >= 1."""
-    value = _non_negative(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
     return value
 
 

@@ -33,12 +33,13 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
+from .applies import batch_mask, masked
 from .base import BaseReward, check_scalar_output, checked_output
-from .config import GroupNode, RewardSpec, TermNode
+from .config import GroupNode, RewardSpec, TermNode, walk
 from .inputs import ABSENT, MAX_STEP, InputReader, NotScalar, check_step, plain_floats, returned_float, scalar_flag
-from .outputs import CompiledRewardOutput
+from .outputs import CompiledRewardOutput, TermNames
 from .shaper import RewardShaper
-from .state_store import StateStore, walk
+from .state_store import StateStore
 
 #: Names the generated functions use for themselves; terms and context keys never take them.
 _RESERVED = frozenset({"ctx", "step", "terminated", "truncated", "done", "total", "out", "_self", "start", "_pending"})
@@ -61,8 +62,10 @@ class CompiledPlan:
         self.source = source
         self.allow_nonfinite = allow_nonfinite
         self.order = list(walk(spec.nodes))
-        self.names = tuple(node.name for node in self.order)
         self.leaves = [n for n in self.order if isinstance(n, TermNode)]
+        #: terms with ``applies_to``: their masks follow the flat values, in this order
+        self.applying = [n for n in self.leaves if n.applies_to]
+        self.names = TermNames((node.name for node in self.order), applies=(n.name for n in self.applying))
         #: terms whose component is asynchronous (awaited together; every call is batched then)
         self.asynchronous = [n for n in self.leaves if n.component.asynchronous]
         #: terms whose component reports ``last_call_info()`` (copied into ``TermOutput.info``)
@@ -81,7 +84,7 @@ class CompiledPlan:
         optional = any(slot.optional for slot in self.reader.slots) and not self.asynchronous
         self._absent_source = ""
         self.single_env_absent = None
-        self.single_env_absent = self._compile_scalar(absent_file) if optional else None
+        self.single_env_absent = self._compile_scalar(absent_file, locked_by_caller=True) if optional else None
         if optional:
             self._absent_source = self._scalar_source
         self.single_env = self._compile_scalar(scalar_file, assume_present=optional)
@@ -112,6 +115,8 @@ class CompiledPlan:
             base = _identifier(node.name)
             for suffix in ("", "_raw", "_norm", "_weight"):
                 self._vars[node.name + suffix] = namer.unique(base + suffix)
+            if isinstance(node, TermNode) and node.applies_to:
+                self._vars[node.name + "_applies"] = namer.unique(base + "_applies")
         for key in self.reader.readers:
             self._vars["ctx:" + key] = namer.unique("ctx_" + _identifier(key))
             self._vars["ctx_sum:" + key] = namer.unique("ctx_" + _identifier(key) + "_sum")
@@ -122,7 +127,7 @@ class CompiledPlan:
     # place. It runs in phases so that a call that fails changes nothing: inputs and weights,
     # then stateless terms (which may raise), then stateful terms (snapshotted when a later one
     # could still raise), then normalizers, transforms and sums (which cannot raise on floats).
-    def _compile_scalar(self, filename: str, assume_present: bool = False) -> Any:
+    def _compile_scalar(self, filename: str, assume_present: bool = False, locked_by_caller: bool = False) -> Any:
         namer = self._new_namer()
         reader = self.reader
         env: dict[str, Any] = {"_NotScalar": NotScalar, "_isfinite": math.isfinite, "_ndarray": np.ndarray,
@@ -132,7 +137,10 @@ class CompiledPlan:
                                "_MAX_STEP": MAX_STEP, "_flag": scalar_flag,
                                "_returned": returned_float, "_bad_output": check_scalar_output, "_ABSENT": ABSENT,
                                "_RO": CompiledRewardOutput, "_names": self.names, "_store": self.store,
-                               "_plan": self, "_fallback": self.fallback, "_absent": self.single_env_absent}
+                               "_plan": self, "_fallback": self.fallback, "_absent": self.single_env_absent,
+                               "_take": self.store.lock.take, "_wait_lock": self.store.lock.wait,
+                               "_put": self.store.lock.put, "_waiting": self.store.lock.waiting,
+                               "_wake": self.store.lock.wake}
         namer.used.update(env)
         head = "def reward_single_env(ctx, step=None, terminated=None, truncated=None):"
         if self.asynchronous:  # asynchronous terms are awaited together: every call takes the batched path
@@ -146,6 +154,10 @@ class CompiledPlan:
             lines += ["    except KeyError:", "        return _absent(ctx, step, terminated, truncated)"]
         lines += ["    except (_NotScalar, KeyError, TypeError) as exc:",
                   "        return _fallback(ctx, step, terminated, truncated, exc)"]
+        if not locked_by_caller:  # the store's lock, held for the whole call: calls from threads are each counted
+            lines = [lines[0], "    try: _take()", "    except IndexError: _wait_lock()", "    try:",
+                     *("    " + line for line in lines[1:]),
+                     "    finally:", "        _put(True)", "        if _waiting: _wake()"]
         self._scalar_source = "\n".join(lines) + "\n"
         return _define(self._scalar_source, env, "reward_single_env", filename)
 
@@ -369,6 +381,8 @@ class CompiledPlan:
                 env[fn] = transform
                 lines.append(f"    {v[node.name + '_norm']} = {fn}({value})")
                 value = v[node.name + "_norm"]
+            if isinstance(node, TermNode) and node.applies_to:
+                self._emit_applies(node, lines, env, namer, raw, value, normalizer_call == "scalar")
             contribution = v[node.name]
             lines.append(f"    {contribution} = {weight_of[node.name]} * {value}")
             outputs[node.name] = [raw, value, weight_of[node.name], contribution]
@@ -380,7 +394,33 @@ class CompiledPlan:
             fn = namer.unique(f"_total_{transform.name}")
             env[fn] = transform
             lines.append(f"    total = {fn}(total)")
-        return [name for node in self.order for name in outputs[node.name]]
+        flat = [name for node in self.order for name in outputs[node.name]]
+        return flat + [v[node.name + "_applies"] for node in self.applying]  # the masks follow (TermNames.applies)
+
+    def _emit_applies(self, node: TermNode, lines: list[str], env: dict[str, Any], namer: "_Namer", raw: str,
+                      value: str, scalar: bool) -> None:
+        """``applies_to``: where the term's columns do not hold its values, its raw and normalized
+        values (so its contribution) are 0; the mask goes to the output (rewardkit.applies)."""
+        v, ident = self._vars, _identifier(node.name)
+        applies = v[node.name + "_applies"]
+        conditions = sorted(node.applies_to.items())
+        allowed = []
+        for key, values in conditions:
+            allowed.append(namer.unique(f"_{ident}_allowed_{_identifier(key)}"))
+            env[allowed[-1]] = values
+        if scalar:
+            test = " and ".join(f"{v['ctx:' + key]} in {name}" for (key, _), name in zip(conditions, allowed, strict=True))
+            lines.append(f"    {applies} = {test}")
+            lines.append(f"    if not {applies}: {raw} = {value} = 0.0" if value != raw
+                         else f"    if not {applies}: {raw} = 0.0")
+            return
+        env.setdefault("_batch_mask", batch_mask)
+        env.setdefault("_masked", masked)
+        columns = ", ".join(v["ctx:" + key] for key, _ in conditions)
+        lines.append(f"    {applies} = _batch_mask([{columns}], [{', '.join(allowed)}])")
+        lines.append(f"    {raw} = _masked({raw}, {applies})")
+        if value != raw:
+            lines.append(f"    {value} = _masked({value}, {applies})")
 
     # The batched path is compiled the same way: _call_vector checks and gathers the inputs (one
     # argument per context key), this function calls each component's compute on them and does

@@ -29,23 +29,23 @@ asynchronous terms' event loop is ``rewardkit.async_terms``; the output types ``
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
-import threading
 import weakref
 from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .async_terms import EventLoopThread, on_loop
+from .async_terms import AsyncCall, CallCancelled, EventLoopThread
 from .backend import evaluating, maybe_any, to_numpy
 from .codegen import CompiledPlan
-from .config import RewardSpec, TermNode, load_yaml, parse_config, spec_to_dict
+from .config import RewardSpec, TermNode, load_yaml, parse_config, spec_to_dict, walk
 from .errors import InvalidInputError
 from .inputs import MAX_STEP, InputReader, NotScalar, as_bool_array, check_step
 from .outputs import RewardOutput, TermOutput
 from .params import describe
 from .shaper import RewardShaper
-from .state_store import StateStore, walk
+from .state_store import StateStore
 
 __all__ = ["RewardComposer", "RewardOutput", "TermOutput", "MAX_STEP"]
 
@@ -69,19 +69,23 @@ class RewardComposer:
         self.reader = InputReader([n for n in order if isinstance(n, TermNode)], source=source,
                                   allow_nonfinite=allow_nonfinite, check_inputs=check_inputs)
         self.shaper = RewardShaper({n.name: n.weight for n in order})
-        self.shaper.on_change(self._on_weight_change)
         self._owner: Any = None
         self._build_runtime()
 
     def _build_runtime(self) -> None:
-        """The parts that are rebuilt, not copied, by deepcopy and pickle: the compiled plan and
-        the background event loop of asynchronous terms."""
-        self.plan = CompiledPlan(self.spec, self.reader, self.store, self.shaper, fallback=self._not_scalar_call,
+        """The parts that are rebuilt, not copied, by deepcopy and pickle: the compiled plan, the
+        background event loop of asynchronous terms and the worker thread of ``acall``. The plan
+        and the shaper hold the composer weakly, so a dropped composer is freed at once (no
+        reference cycle waits for a garbage-collection pass) and its finalizer ends the loop's
+        thread and the worker."""
+        self.shaper.on_change(_WeakCall(self._on_weight_change))
+        self.plan = CompiledPlan(self.spec, self.reader, self.store, self.shaper,
+                                 fallback=_WeakCall(self._not_scalar_call),
                                  source=self.source, allow_nonfinite=self.allow_nonfinite)
         self._scalar_fn = self.plan.single_env
         self._async_loop = EventLoopThread()
-        self._acall_lock = threading.Lock()
-        weakref.finalize(self, self._async_loop.close)
+        self._acall_worker = _LazyWorker()
+        self._finalizer = weakref.finalize(self, _close_runtime, self._async_loop, self._acall_worker)
 
     def _on_weight_change(self) -> None:
         self.plan.compile()
@@ -107,8 +111,10 @@ class RewardComposer:
         self.store.training = bool(value)
 
     def close(self) -> None:
-        """Stop the background event loop of asynchronous terms (a later call starts a new one)."""
-        self._async_loop.close()
+        """Stop the background event loop of asynchronous terms and ``acall``'s worker thread (a
+        later call starts new ones). ``with composer:`` closes it on leaving the block; a dropped
+        composer is closed when it is freed."""
+        _close_runtime(self._async_loop, self._acall_worker)
 
     def __enter__(self) -> "RewardComposer":
         return self
@@ -167,16 +173,18 @@ class RewardComposer:
     def state_dict(self) -> dict[str, Any]:
         """Plain data (JSON/YAML-safe) capturing the step, every component and normalizer state,
         and a fingerprint of the config it belongs to."""
-        return self.store.state_dict()
+        with self.store.lock:
+            return self.store.state_dict()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` output (all or nothing; a ``ConfigError`` names the key path)."""
-        self.store.load_state_dict(state)
+        with self.store.lock:
+            self.store.load_state_dict(state)
 
     # ---- copying, pickling, sharing ---------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for key in ("plan", "_scalar_fn", "_owner", "_async_loop", "_acall_lock"):
+        for key in ("plan", "_scalar_fn", "_owner", "_async_loop", "_acall_worker", "_finalizer"):
             state.pop(key, None)
         return state
 
@@ -223,7 +231,8 @@ class RewardComposer:
             if mask.ndim != 1:
                 raise InvalidInputError(f"reset mask: expected a 1-D array of booleans (one per environment), "
                                         f"got shape {tuple(mask.shape)}")
-        self.store.reset(mask)
+        with self.store.lock:
+            self.store.reset(mask)
 
     # ---- evaluation -----------------------------------------------------------------------
     if TYPE_CHECKING:
@@ -253,48 +262,128 @@ class RewardComposer:
                                     f"{type(ctx).__name__}") from None
         raise exc
 
-    def _batched_call(self, ctx: Any, step: Any, terminated: Any, truncated: Any, start: Any = None) -> RewardOutput:
+    def _batched_call(self, ctx: Any, step: Any, terminated: Any, truncated: Any, start: Any = None,
+                      commit: Callable[[tuple[RewardOutput, int | None]], None] | None = None) -> RewardOutput:
         """Read the batch, run the compiled batched function in a transaction, clear ended
-        episodes' state and advance the step. ``start`` launches asynchronous terms (the
-        background loop by default)."""
+        episodes' state and advance the step (the caller holds ``store.lock``). ``start``
+        launches asynchronous terms (the background loop by default); ``commit`` (``acall``) is
+        handed the output and the new step before anything is kept, and raises to drop it all."""
         step = self.store.step if step is None else check_step(step)
         inputs = self.reader.read_batch(ctx)
         term, trunc, done = self.reader.episode_flags(inputs, terminated, truncated)
         store, plan = self.store, self.plan
         start = start or self._async_loop.start
-        if store.guarded:  # snapshot what a failure would leave half-updated
-            with store.transaction(store.guarded), evaluating(self.check_inputs, inputs.dtype):
-                total, values = plan.batched(*inputs.values, step, term, trunc, done, start)
-                if store.components and maybe_any(done):  # on a device: a where() per state array, no sync
-                    store.end_episodes(done)
-        else:
-            with evaluating(self.check_inputs, inputs.dtype):
-                total, values = plan.batched(*inputs.values, step, term, trunc, done, start)
-            if store.components and maybe_any(done):
+        # what a failure would leave half-updated; with ``commit`` every holder (it may still refuse)
+        guarded = store.guarded if commit is None else [*store.components, *store.normalizers]
+        with store.transaction(guarded), evaluating(self.check_inputs, inputs.dtype):
+            total, values = plan.batched(*inputs.values, step, term, trunc, done, start)
+            if store.components and maybe_any(done):  # on a device: a where() per state array, no sync
                 store.end_episodes(done)
-        batch = inputs.batch
-        if batch is None:
-            values = [v if isinstance(v, (int, float)) else float(to_numpy(v)[0]) for v in values]
-            total = float(to_numpy(total)[0])
-        if store.training:
-            store.step = step + (batch or 1)
-        return RewardOutput(total, values, plan.names, batch, plan.collect_info())
+            batch = inputs.batch
+            if batch is None:
+                values = [v if isinstance(v, (int, float)) else float(to_numpy(v)[0]) for v in values]
+                total = float(to_numpy(total)[0])
+            out = RewardOutput(total, values, plan.names, batch, plan.collect_info())
+            new_step = step + (batch or 1) if store.training else None
+            if commit is not None:
+                commit((out, new_step))  # acall: the caller's loop keeps it (and sets the step) or drops it
+                return out
+        if new_step is not None:
+            store.step = new_step
+        return out
 
     async def acall(self, ctx: Mapping[str, Any], step: int | None = None, terminated: Any = None,
                     truncated: Any = None) -> RewardOutput:
         """``composer(ctx)`` for async code: asynchronous terms run on the caller's event loop.
 
-        The cheap terms are computed in a worker thread while the asynchronous ones are in flight
-        on this loop; concurrent ``acall`` of one composer run one after another. Without
-        asynchronous terms this is the plain call.
+        The cheap terms are computed in the composer's worker thread while the asynchronous ones
+        are in flight on this loop; calls of one composer (``acall`` or plain, from any thread)
+        run one after another and each is counted. Waiting for its turn holds no thread of the
+        loop's default executor. A cancelled ``acall`` changes nothing (step, statistics, state)
+        and its terms' requests are cancelled. Without asynchronous terms this is the plain call.
         """
         if not self.plan.asynchronous:
             return self(ctx, step, terminated, truncated)
-        start = on_loop(asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        call = AsyncCall(loop)
+        store = self.store
 
         def evaluate() -> RewardOutput:
-            with self._acall_lock:
-                return self._batched_call(ctx, step, terminated, truncated, start)
+            with store.lock:
+                if call.cancelled:  # cancelled while it waited for its turn: never runs
+                    raise CallCancelled("acall cancelled")
+                return self._batched_call(ctx, step, terminated, truncated, call.start, call.commit)
 
-        return await asyncio.to_thread(evaluate)
+        store.acall_loops[loop] = store.acall_loops.get(loop, 0) + 1
+        try:
+            work = asyncio.wrap_future(self._acall_worker.submit(evaluate))
+            try:
+                await asyncio.wait((call.ready, work), return_when=asyncio.FIRST_COMPLETED)
+                if not call.ready.done():
+                    work.result()  # the call failed before it was computed: its error
+                    raise RuntimeError("acall: the call ended without a result")  # pragma: no cover
+            except BaseException:
+                call.cancel()
+                if not work.done():
+                    work.add_done_callback(_ignore_outcome)
+                raise
+            out, new_step = call.ready.result()
+            if new_step is not None:  # the worker holds the lock and waits for this decision
+                store.step = new_step
+            call.keep()
+            work.add_done_callback(_ignore_outcome)
+            return out
+        finally:
+            left = store.acall_loops.get(loop, 1) - 1
+            if left:
+                store.acall_loops[loop] = left
+            else:
+                store.acall_loops.pop(loop, None)
 
+
+class _WeakCall:
+    """A method called through a weak reference to its object (no reference cycle through it).
+
+    A copy or a pickle of it does nothing: the copied composer registers its own."""
+
+    def __init__(self, method: Callable[..., Any] | None) -> None:
+        self._ref = None if method is None else weakref.WeakMethod(method)  # type: ignore[arg-type]
+
+    def __call__(self, *args: Any) -> Any:
+        bound = None if self._ref is None else self._ref()
+        if bound is None:
+            return None
+        return bound(*args)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return _WeakCall, (None,)
+
+
+def _ignore_outcome(future: "asyncio.Future[Any]") -> None:
+    """Retrieve a finished worker's outcome (a dropped call's error is not news)."""
+    if not future.cancelled():
+        future.exception()
+
+
+class _LazyWorker:
+    """The thread ``acall`` computes in: one, created at the first ``acall`` (calls take turns on
+    the state lock anyway), so waiting holds none of the event loop's default executor."""
+
+    def __init__(self) -> None:
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def submit(self, fn: Callable[[], RewardOutput]) -> "concurrent.futures.Future[RewardOutput]":
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rewardkit-acall")
+        return self._pool.submit(fn)
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _close_runtime(loop_thread: EventLoopThread, worker: _LazyWorker) -> None:
+    """End a composer's background loop and acall worker (``close()`` and its finalizer)."""
+    worker.close()
+    loop_thread.close()

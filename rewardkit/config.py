@@ -11,9 +11,11 @@ Schema (``version: 1``)::
         inputs: {local: ctx_key}  # optional remapping of input names to context keys
         normalize: running_zscore # optional: a name or {type: name, <param>: value, ...}
         transforms: [...]         # optional: [{scale: k}, {clip: [lo, hi]}, tanh]
+        applies_to: {key: value}  # optional (terms): a value only where the keys hold these values
     total:
       transforms: [...]
     expect: {...}                 # optional promises checked by `rewardkit check` (see expectations.py)
+    monitor: {...}                # optional: what the reward-hacking monitor reads (see monitor/spec.py)
 
 Every error is a :class:`~rewardkit.errors.ConfigError` naming the file, the key path and what
 was expected. YAML is parsed with a safe loader that also rejects duplicate keys.
@@ -26,13 +28,15 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import yaml
 
+from .applies import Conditions, conditions_to_spec, parse_applies_to
 from .base import BaseReward
 from .errors import ConfigError
 from .expectations import Expectations, parse_expectations
+from .monitor.spec import MonitorSettings, parse_monitor
 from .normalizers import Normalizer, make_normalizer
 from .params import describe
 from .registry import get_component_class
@@ -41,8 +45,8 @@ from .transforms import Transform, make_transforms
 
 SCHEMA_VERSION = 1
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*")  # matched whole (fullmatch)
-TOP_KEYS = {"version", "components", "total", "description", "expect"}
-TERM_KEYS = {"type", "params", "weight", "inputs", "normalize", "transforms", "description"}
+TOP_KEYS = {"version", "components", "total", "description", "expect", "monitor"}
+TERM_KEYS = {"type", "params", "weight", "inputs", "normalize", "transforms", "description", "applies_to"}
 GROUP_KEYS = {"type", "components", "weight", "normalize", "transforms", "description"}
 TOTAL_KEYS = {"transforms"}
 # top-level keys of an RLlama config: a rewardkit config given one points at `rewardkit migrate rllama`
@@ -71,6 +75,8 @@ class TermNode:
     normalizer: Normalizer | None = None
     transforms: list[Transform] = field(default_factory=list)
     description: str | None = None
+    #: ``applies_to``: context key -> values (as text) where the term gives a value (rewardkit.applies)
+    applies_to: Conditions | None = None
 
 
 @dataclass
@@ -93,6 +99,7 @@ class RewardSpec:
     total_transforms: list[Transform]
     description: str | None = None
     expect: Expectations | None = None
+    monitor: MonitorSettings | None = None
 
 
 # ---- the one YAML loader ---------------------------------------------------------------------
@@ -386,7 +393,7 @@ def parse_config(data: Any, *, source: str | None = None) -> RewardSpec:
         total_transforms = problems.attempt(
             None, lambda: make_transforms(total.get("transforms"), path="total.transforms", source=source), [])
     description = _description(data, "", problems)
-    n_nodes = sum(1 for _ in _walk(nodes))
+    n_nodes = sum(1 for _ in walk(nodes))
     if n_nodes > MAX_TERMS:
         problems.add(f"expected at most {MAX_TERMS} terms and groups, got {n_nodes}", "components")
     if not problems.errors:
@@ -394,23 +401,35 @@ def parse_config(data: Any, *, source: str | None = None) -> RewardSpec:
     expect = None
     if not problems.errors:
         expect = problems.attempt(None, lambda: parse_expectations(data.get("expect"), _context_keys(nodes), source=source), None)
+    monitor = None
+    if not problems.errors:
+        monitor = problems.attempt(None, lambda: parse_monitor(data.get("monitor"), [n.name for n in nodes],
+                                                               source=source), None)
     if problems.errors:
         raise ConfigError.combine(problems.errors)
-    return RewardSpec(nodes, total_transforms, description, expect)
+    return RewardSpec(nodes, total_transforms, description, expect, monitor)
 
 
-def _walk(nodes: list[TermNode | GroupNode]) -> Iterator[TermNode | GroupNode]:
-    stack = list(reversed(nodes))
+def walk(nodes: Iterable[TermNode | GroupNode], *, children_first: bool = False) -> Iterator[TermNode | GroupNode]:
+    """Every term and group of a config tree: in evaluation (pre-)order, or with ``children_first`` each
+    group after its children (the order normalizers update in). Iterative: no depth limit."""
+    stack: list[tuple[TermNode | GroupNode, bool]] = [(node, False) for node in reversed(list(nodes))]
     while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, GroupNode):
-            stack.extend(reversed(node.children))
+        node, expanded = stack.pop()
+        if not isinstance(node, GroupNode) or expanded:
+            yield node
+            continue
+        if children_first:
+            stack.append((node, True))
+        else:
+            yield node
+        stack.extend((child, False) for child in reversed(node.children))
 
 
 def _context_keys(nodes: list[TermNode | GroupNode]) -> set[str]:
     """Every context key the terms of ``nodes`` (groups included) read."""
-    return {key for node in _walk(nodes) if isinstance(node, TermNode) for key in node.component.input_keys.values()}
+    return {key for node in walk(nodes) if isinstance(node, TermNode)
+            for key in [*node.component.input_keys.values(), *(node.applies_to or ())]}
 
 
 def _refuse_rllama(data: Mapping, source: str | None) -> None:
@@ -480,6 +499,13 @@ def _parse_node(name: str, entry: Any, path: str, prefix: str, problems: _Proble
     transforms = problems.attempt(None, lambda: make_transforms(entry.get("transforms"), path=f"{path}.transforms",
                                                                 source=source), [])
     description = _description(entry, path, problems)
+    applies_to = None
+    if entry.get("applies_to") is not None and kind != "group":  # on a group: the unknown-key error above
+        if entry.get("normalize") is not None:
+            problems.add("expected no normalize on a term with applies_to (its statistics would count the "
+                         "samples it does not apply to); normalize a group holding it instead", f"{path}.normalize")
+        else:
+            applies_to = problems.attempt(None, lambda: parse_applies_to(entry["applies_to"], f"{path}.applies_to"))
     if kind == "group":
         children = _parse_components(entry.get("components", _MISSING), f"{path}.components", f"{full_name}/",
                                      problems, leaves)
@@ -504,7 +530,7 @@ def _parse_node(name: str, entry: Any, path: str, prefix: str, problems: _Proble
         return None
     if len(problems.errors) > n_before:
         return None
-    node = TermNode(full_name, component, weight, normalizer, transforms, description)
+    node = TermNode(full_name, component, weight, normalizer, transforms, description, applies_to)
     leaves.append((node, path))
     return node
 
@@ -565,6 +591,8 @@ def spec_to_dict(spec: RewardSpec) -> dict[str, Any]:
                                    "components": {c.name.rsplit("/", 1)[-1]: node_dict(c) for c in node.children}}
         else:
             out = node.component.to_dict()
+            if node.applies_to:
+                out["applies_to"] = conditions_to_spec(node.applies_to)
         out["weight"] = weight_spec(node.weight)
         if node.normalizer is not None:
             out["normalize"] = node.normalizer.to_spec()
@@ -582,4 +610,6 @@ def spec_to_dict(spec: RewardSpec) -> dict[str, Any]:
         result["description"] = spec.description
     if spec.expect is not None:
         result["expect"] = spec.expect.to_dict()
+    if spec.monitor is not None:
+        result["monitor"] = spec.monitor.to_dict()
     return result

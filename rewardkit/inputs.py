@@ -8,7 +8,8 @@ the context key and the terms that read it, before any state changes.
 
 Numbers: a float (one environment) or an array with a leading environment axis, in any array
 library. Text (inputs a component lists in ``text_inputs``): a ``str`` for one environment, a list
-(or 1-D NumPy string/object array) of ``str`` for a batch; anything else is an
+(or 1-D NumPy array) of ``str`` for a batch; numbers there are read as text (``72`` and ``72.0``
+as ``"72"``: a dataset's integer answer column feeds a text term); anything else is an
 ``InvalidInputError``. Text is read on the host as Python lists of ``str``.
 """
 
@@ -19,6 +20,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 
 import numpy as np
 
+from .applies import number_text
 from .backend import (all_finite, array_namespace, check_one_library, device_of, library_of, like, to_numpy,
                       wide_float)
 from .config import TermNode
@@ -37,6 +39,33 @@ class NotScalar(Exception):
 
 #: Marks an optional context key that is not in the context (the generated code tests ``is ABSENT``).
 ABSENT = object()
+_STR, _INT = frozenset({str}), frozenset({int})
+
+
+class IntegerColumn(list):
+    """A batch text input given as a column of Python integers, kept as the integers (a copy) for a
+    component that compares numbers: read only by components listing the input in
+    ``integer_text_inputs`` (every reader of the key), which would otherwise read ``str(i)``."""
+
+    __slots__ = ()
+
+    def texts(self) -> list[str]:
+        """The column as any other text input reads it: each integer's digits."""
+        return [*map(str, self)]
+
+
+class TokenIdColumn(list):
+    """A batch text input given as token-id sequences standing for their texts (each sequence's
+    ids written with ``str`` and joined by spaces, ``"12 7 7"``): read as those texts, or as the
+    sequences by components listing the input in ``token_id_inputs`` (every reader of the key)."""
+
+    __slots__ = ()
+
+    def texts(self) -> list[str]:
+        """The texts the sequences stand for."""
+        return [" ".join(map(str, ids)) for ids in self]
+
+
 #: Largest step accepted (the int64 range, as step counters elsewhere).
 MAX_STEP = 2**63 - 1
 
@@ -90,9 +119,14 @@ class InputReader:
         self.source = source
         self.allow_nonfinite = allow_nonfinite
         self.check_inputs = check_inputs
-        self.readers = self._collect_readers(list(leaves))
+        leaves = list(leaves)
+        self.readers = self._collect_readers(leaves)
         self.slots = [InputSlot(key, rs[0].ndim, all(r.optional for r in rs), rs[0].text, rs[0])
                       for key, rs in self.readers.items()]
+        #: text keys read as an :class:`IntegerColumn` when given a column of integers
+        self.integer_keys = self._keys_read_as(leaves, "integer_text_inputs")
+        #: text keys read as a :class:`TokenIdColumn`'s sequences when given one
+        self.token_id_keys = self._keys_read_as(leaves, "token_id_inputs")
         self._numeric_keys = [slot.key for slot in self.slots if not slot.text]
         self._false_flags: dict[Any, Any] = {}
 
@@ -108,25 +142,43 @@ class InputReader:
         """Context keys that must be present."""
         return {k for k, rs in self.readers.items() if any(not r.optional for r in rs)}
 
+    @staticmethod
+    def _keys_read_as(leaves: list[TermNode], attribute: str) -> set[str]:
+        """Text keys whose every reader (applies_to columns included) lists the input in its
+        component's ``attribute`` (``integer_text_inputs``, ``token_id_inputs``)."""
+        accepting: set[str] = set()
+        refusing: set[str] = set()
+        for node in leaves:
+            comp = node.component
+            listed = getattr(comp, attribute, frozenset())
+            for local, key in comp.input_keys.items():
+                (accepting if local in listed else refusing).add(key)
+            refusing.update(node.applies_to or ())
+        return accepting - refusing
+
     def _collect_readers(self, leaves: list[TermNode]) -> dict[str, list[Reader]]:
         readers: dict[str, list[Reader]] = {}
         for node in leaves:
             comp = node.component
-            for local, key in comp.input_keys.items():
-                here = Reader(node.name, local, comp.inputs[local], local in comp.optional_inputs,
-                              local in comp.text_inputs)
+            # a term's applies_to columns are read as its text inputs, named "applies_to.<key>"
+            read = [(local, key, Reader(node.name, local, comp.inputs[local], local in comp.optional_inputs,
+                                        local in comp.text_inputs)) for local, key in comp.input_keys.items()]
+            read += [(f"applies_to.{key}", key, Reader(node.name, f"applies_to.{key}", 0, False, True))
+                     for key in (node.applies_to or ())]
+            for local, key, here in read:
+                where = f"{config_path(node.name)}.{local if local.startswith('applies_to.') else 'inputs.' + local}"
                 for other in readers.get(key, []):
                     if other.text != here.text:
                         kinds = ("text", "numbers") if here.text else ("numbers", "text")
                         raise ConfigError(
                             f"context key {key!r} is read as {kinds[0]} here but as {kinds[1]} by {other.term} "
                             f"(input {other.local!r}); one key holds one kind of value",
-                            source=self.source, path=f"{config_path(node.name)}.inputs.{local}")
+                            source=self.source, path=where)
                     if other.ndim != here.ndim:
                         raise ConfigError(
                             f"context key {key!r} is read with {here.ndim} axes per environment here but with "
                             f"{other.ndim} by {other.term} (input {other.local!r}); one key has one shape",
-                            source=self.source, path=f"{config_path(node.name)}.inputs.{local}")
+                            source=self.source, path=where)
                 readers.setdefault(key, []).append(here)
         return readers
 
@@ -214,14 +266,16 @@ class InputReader:
         return arr.tolist()
 
     def scalar_text(self, value: Any, key: str) -> str:
-        """A one-environment text input (a ``str``); a list or array of them means a batch."""
+        """A one-environment text input (a ``str``, or a number read as text: see :func:`number_text`);
+        a list or array of them means a batch."""
         if isinstance(value, str):
-            return value
-        if isinstance(value, np.str_):
             return str(value)
-        if isinstance(value, (list, tuple, np.ndarray)):
+        if isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim > 0):
             raise NotScalar
-        raise self.bad_input(key, value, "text (a str, or a list of str for a batch)")
+        text = number_text(value)
+        if text is None:
+            raise self.bad_input(key, value, "text (a str or a number, or a list of them for a batch)")
+        return text
 
     # ---- a batch -----------------------------------------------------------------------------------
     def as_float_array(self, value: Any, key: str) -> Array:
@@ -247,23 +301,42 @@ class InputReader:
             return np.array(flat, dtype=np.float64).reshape(arr.shape)
         raise self.bad_input(key, value, f"real numbers, not an array of dtype {arr.dtype}")
 
-    def text_list(self, value: Any, key: str) -> list[str] | str:
-        """A batch of text as a list of ``str`` (one ``str`` stays one, broadcast later)."""
+    def text_list(self, value: Any, key: str, integers: bool = False) -> list[str] | str:
+        """A batch of text as a list of ``str`` (one ``str`` or number stays one, broadcast later);
+        with ``integers``, a column of Python integers as an :class:`IntegerColumn`."""
         if isinstance(value, str):
             return value
+        if value.__class__ is TokenIdColumn:
+            return value if key in self.token_id_keys else value.texts()
+        single = number_text(value)
+        if single is not None:
+            return single
         if isinstance(value, np.ndarray):
-            if value.ndim != 1 or value.dtype.kind not in "UO":
-                raise self.bad_input(key, value, "text: a 1-D array of str (dtype str or object)")
+            if value.ndim != 1 or value.dtype.kind not in "UOiuf":
+                raise self.bad_input(key, value, "text: a 1-D array of str or numbers")
+            if value.dtype.kind in "iu":  # integers: their digits
+                return [*map(str, value.tolist())]
             value = value.tolist()
         elif isinstance(value, tuple):
             value = list(value)
         elif not isinstance(value, list):
             raise self.bad_input(key, value, "text (a str, or a list of str for a batch)")
+        kinds = {*map(type, value)}  # one C pass: the common cases are all str or all int
+        if kinds == _STR:
+            return value
+        if kinds == _INT:  # an integer column (answers): its digits, or the integers for readers of numbers
+            return IntegerColumn(value) if integers else [*map(str, value)]
+        copied = None  # numbers are written as text into a copy, never into the caller's list
         for i, item in enumerate(value):
             if item.__class__ is not str and not isinstance(item, str):
-                raise InvalidInputError(f"context key {key!r} (read by {self.read_by(key)}): expected text (a str) "
-                                        f"at index {i}, got {type(item).__name__} {describe(item)}")
-        return value
+                text = number_text(item)
+                if text is None:
+                    raise InvalidInputError(f"context key {key!r} (read by {self.read_by(key)}): expected text (a "
+                                            f"str or a number) at index {i}, got {type(item).__name__} {describe(item)}")
+                if copied is None:
+                    copied = list(value)
+                copied[i] = text
+        return value if copied is None else copied
 
     def read_batch(self, ctx: Mapping[str, Any]) -> BatchInputs:
         """Each context key as a checked float array of the context's library with a leading
@@ -285,7 +358,7 @@ class InputReader:
                     self.raise_missing(ctx, KeyError(slot.key))
                 value = None
             elif slot.text:
-                value = self.text_list(value, slot.key)
+                value = self.text_list(value, slot.key, slot.key in self.integer_keys)
             elif value.__class__ is not np.ndarray or value.dtype is not F64:
                 all_f64 = False
             raw.append(value)

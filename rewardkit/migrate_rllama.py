@@ -30,7 +30,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from .config import RLLAMA_KEYS, SCHEMA_VERSION, parse_config, parse_yaml, require_path
+from .config import SCHEMA_VERSION, parse_config, parse_yaml, require_path
 from .errors import ConfigError
 from .params import describe, is_finite_number
 
@@ -83,11 +83,6 @@ def _load_with_lines(text: str, source: str) -> tuple[Any, dict[str, int]]:
 
     walk(root, "")
     return data, lines
-
-
-def looks_like_rllama(data: Any) -> bool:
-    """Whether a config mapping uses RLlama's top-level keys."""
-    return isinstance(data, Mapping) and bool(RLLAMA_KEYS & set(map(str, data)))
 
 
 def migrate_rllama_file(path: str | Path) -> Migration:

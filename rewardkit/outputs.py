@@ -9,22 +9,41 @@ import numpy as np
 from .backend import array_namespace, device_of
 
 
-class TermOutput:
-    """One term's ``raw``, ``normalized``, ``weight`` and ``contribution`` (floats or arrays), and
-    ``info``: extra numbers the component reported about the call (``last_call_info()``: a remote
-    term's latency, requests, failures...; empty for ordinary terms)."""
+class TermNames(tuple):
+    """The names of a config's terms in evaluation order; ``applies`` names the terms with
+    ``applies_to``, whose masks follow the four values per term in the flat output values."""
 
-    __slots__ = ("raw", "normalized", "weight", "contribution", "info")
+    applies: tuple[str, ...]
+
+    def __new__(cls, names: Any, applies: Any = ()) -> "TermNames":
+        self = super().__new__(cls, names)
+        self.applies = tuple(applies)
+        return self
+
+    def __reduce__(self) -> Any:
+        return (TermNames, (tuple(self), self.applies))
+
+
+class TermOutput:
+    """One term's ``raw``, ``normalized``, ``weight`` and ``contribution`` (floats or arrays),
+    ``info``: extra numbers the component reported about the call (``last_call_info()``: a remote
+    term's latency, requests, failures...; empty for ordinary terms), and ``applies``: for a term
+    with ``applies_to``, where it gave a value (a bool, or a boolean array over the batch; its
+    raw, normalized and contribution are 0 elsewhere), ``None`` for the other terms."""
+
+    __slots__ = ("raw", "normalized", "weight", "contribution", "info", "applies")
 
     def __init__(self, raw: Any, normalized: Any, weight: Any, contribution: Any,
-                 info: dict[str, float] | None = None) -> None:
+                 info: dict[str, float] | None = None, applies: Any = None) -> None:
         self.raw, self.normalized, self.weight, self.contribution = raw, normalized, weight, contribution
         self.info = {} if info is None else info
+        self.applies = applies
 
     def __repr__(self) -> str:
         info = f", info={self.info!r}" if self.info else ""
+        applies = f", applies={self.applies!r}" if self.applies is not None else ""
         return (f"TermOutput(raw={self.raw!r}, normalized={self.normalized!r}, "
-                f"weight={self.weight!r}, contribution={self.contribution!r}{info})")
+                f"weight={self.weight!r}, contribution={self.contribution!r}{info}{applies})")
 
 
 class RewardOutput:
@@ -65,10 +84,21 @@ class RewardOutput:
         if terms is None:
             v = self._values
             info = getattr(self, "_info", None) or {}
+            applies = self._applies()
             terms = self._terms = {name: TermOutput(v[4 * i], v[4 * i + 1], self._weight(i), v[4 * i + 3],
-                                                    info.get(name))
+                                                    info.get(name), applies.get(name))
                                    for i, name in enumerate(self._names)}
         return terms
+
+    def _applies(self) -> dict[str, Any]:
+        """The ``applies_to`` masks by term name (they follow the terms' four values each)."""
+        names = getattr(self._names, "applies", ())
+        if not names:
+            return {}
+        start = 4 * len(self._names)
+        masks = self._values[start:start + len(names)]
+        return {name: bool(m) if isinstance(m, (bool, int, float, np.bool_)) else m
+                for name, m in zip(names, masks, strict=True)}
 
     def as_dict(self) -> dict[str, Any]:
         """Flat mapping ``{"<term>/raw": ..., "<term>/contribution": ..., "total": ...}`` for logs."""
@@ -79,6 +109,8 @@ class RewardOutput:
             out[f"{name}/normalized"] = v[4 * i + 1]
             out[f"{name}/weight"] = self._weight(i)
             out[f"{name}/contribution"] = v[4 * i + 3]
+        for name, mask in self._applies().items():
+            out[f"{name}/applies"] = mask
         out["total"] = self.total
         return out
 

@@ -1,6 +1,6 @@
-"""Transforms applied to a term or to the total: ``scale``, ``clip`` and ``tanh``.
+"""Transforms applied to a term or to the total: ``scale``, ``shift``, ``clip`` and ``tanh``.
 
-Written in YAML as a list applied in order: ``transforms: [{scale: 0.5}, {clip: [-1, null]}, tanh]``.
+Written in YAML as a list applied in order: ``transforms: [{scale: 2}, {shift: -1}, {clip: [-1, null]}, tanh]``.
 Each works on floats and on NumPy arrays alike.
 """
 
@@ -43,6 +43,21 @@ class Scale(Transform):
         return {"scale": self.factor}
 
 
+class Shift(Transform):
+    """Add a finite constant (``{scale: 2}, {shift: -1}`` maps a 0/1 check to -1/+1)."""
+
+    name = "shift"
+
+    def __init__(self, offset: float) -> None:
+        self.offset = offset
+
+    def __call__(self, x: Any) -> Any:
+        return x + self.offset
+
+    def to_spec(self) -> Any:
+        return {"shift": self.offset}
+
+
 class Clip(Transform):
     """Clip to ``[low, high]``; either end may be null (unbounded), bounds may be asymmetric."""
 
@@ -74,11 +89,11 @@ class Tanh(Transform):
         return "tanh"
 
 
-TRANSFORMS = ("scale", "clip", "tanh")
+TRANSFORMS = ("scale", "shift", "clip", "tanh")
 
 
 def make_transform(spec: Any, *, path: str, source: str | None = None) -> Transform:
-    """Build one transform from ``"tanh"``, ``{scale: k}`` or ``{clip: [low, high]}``."""
+    """Build one transform from ``"tanh"``, ``{scale: k}``, ``{shift: c}`` or ``{clip: [low, high]}``."""
     if isinstance(spec, Transform):
         return spec
     if isinstance(spec, str):
@@ -88,7 +103,8 @@ def make_transform(spec: Any, *, path: str, source: str | None = None) -> Transf
         has_arg = True
     else:
         raise ConfigError(
-            f"expected 'tanh', {{scale: number}} or {{clip: [low, high]}}, got {describe(spec)}", source=source, path=path
+            f"expected 'tanh', {{scale: number}}, {{shift: number}} or {{clip: [low, high]}}, got {describe(spec)}",
+            source=source, path=path
         )
     if name == "tanh":
         if has_arg and arg is not None:
@@ -99,6 +115,11 @@ def make_transform(spec: Any, *, path: str, source: str | None = None) -> Transf
             return Scale(Param.number().check(arg))
         except ValueError:
             raise ConfigError(f"expected a finite number, got {describe(arg)}", source=source, path=f"{path}.scale") from None
+    if name == "shift":
+        try:
+            return Shift(Param.number().check(arg))
+        except ValueError:
+            raise ConfigError(f"expected a finite number, got {describe(arg)}", source=source, path=f"{path}.shift") from None
     if name == "clip":
         try:
             bounds = Param.bounds().check(arg)

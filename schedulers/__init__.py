@@ -5,8 +5,9 @@ Packages by floor, each importing only from the floors below it (``tests/test_ar
 - ``shared``: what both halves share (the workload of any env YAML, arrivals, the per-request
   reward, episode metrics, the engine client and its SSE and Prometheus readers); no Vidur, pandas
   or torch.
-- ``routing``: replica snapshot, observations, heuristics and the routing seam
-  (``routing.policy``: ``Policy``, ``make_policy``); NumPy only.
+- ``routing``: replica snapshot, observations and the routing seam (``routing.policy``: ``Policy``,
+  ``register_policy``, ``make_policy``), the built-in policies one module per family
+  (``routing.policies``); NumPy only.
 - side by side: the simulator half, ``sim`` (everything that touches Vidur) and ``rl`` (policy
   network, PPO, the PPO checkpoint as a policy); the serving half, ``live`` (the live cluster view,
   the live env, the decision log) and ``loadgen`` (``rewardkit loadgen``).
@@ -31,18 +32,17 @@ _LAZY = {
     "EpisodeMetrics": "schedulers.shared.episode_metrics",
     "FEATURE_NAMES": "schedulers.routing.observation",
     "build_observation": "schedulers.routing.observation",
-    "ObservationConfig": "schedulers.routing.observation",
+    "ObservationConfig": "schedulers.shared.observation_config",
     "EnvConfig": "schedulers.sim.env_config",
     "load_env_config": "schedulers.sim.env_config",
     "with_overrides": "schedulers.sim.env_config",
     "to_simulation_config": "schedulers.sim.simulation_config",
     "ReplicaSnapshot": "schedulers.routing.snapshot",
-    "HEURISTICS": "schedulers.routing.heuristics",
-    "HEURISTIC_NAMES": "schedulers.routing.heuristics",
     "Policy": "schedulers.routing.policy",
     "HeuristicPolicy": "schedulers.routing.policy",
     "make_policy": "schedulers.routing.policy",
     "register_policy": "schedulers.routing.policy",
+    "policy_names": "schedulers.routing.policy",
     "evaluate_policies": "schedulers.evaluate.paired",
     "VidurSetupError": "schedulers.sim.profiles",
 }

@@ -157,7 +157,7 @@ def test_the_layer_check_catches_the_serving_halfs_old_imports() -> None:
     assert bad("schedulers.loadgen.sources", "schedulers.sim.arrivals")
     assert bad("schedulers.serve.gateway", "schedulers.loadgen.runner")
     assert bad("schedulers.shared.workload", "schedulers.routing.observation")
-    assert not bad("schedulers.live.env", "schedulers.shared.engine_client")
+    assert not bad("schedulers.live.env", "schedulers.shared.engine_requests")
 
 
 @pytest.mark.parametrize(

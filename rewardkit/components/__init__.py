@@ -1,7 +1,8 @@
 """Built-in reward components; importing this package registers each under its name.
 
 One module a component: find ``logistic_latency`` in ``logistic_latency.py``. Text components
-(``regex_match``, ``length_penalty``, ``answer_match``, ``repetition_rate``) share ``_text.TextReward``.
+(``regex_match``, ``length_penalty``, ``length_target``, ``overlong_penalty``, ``answer_match``,
+``repetition_rate``) share ``_text.TextReward``; the length ones ``_length.LengthReward``.
 """
 
 from .answer_match import AnswerMatch
@@ -13,10 +14,12 @@ from .json_keys import JsonKeys
 from .judge import Judge
 from .keywords import Keywords
 from .length_penalty import LengthPenalty
+from .length_target import LengthTarget
 from .linear import Linear
 from .littles_law_latency import LittlesLawLatency
 from .load_imbalance import LoadImbalance
 from .logistic_latency import LogisticLatency
+from .overlong_penalty import OverlongPenalty
 from .potential_shaping import PotentialShaping
 from .regex_match import RegexMatch
 from .remote_score import RemoteScore
@@ -35,10 +38,12 @@ __all__ = [
     "Judge",
     "Keywords",
     "LengthPenalty",
+    "LengthTarget",
     "Linear",
     "LittlesLawLatency",
     "LoadImbalance",
     "LogisticLatency",
+    "OverlongPenalty",
     "PotentialShaping",
     "RegexMatch",
     "RemoteScore",

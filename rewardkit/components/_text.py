@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..backend import call_dtype
+from ..backend import call_dtype, quiet, saturate
 from ..base import Array, BaseReward
 
 
@@ -29,8 +29,12 @@ class TextReward(BaseReward):
     def compute(self, x: Mapping[str, Any], terminated: Array, truncated: Array) -> Array:
         columns = [x[name] for name in self.inputs]
         n = len(columns[0])
-        # float32 contexts stay float32 (the dtype policy); text alone computes in float64
-        return np.fromiter(map(self.score, *columns), dtype=call_dtype(np.float64), count=n)
+        values = np.fromiter(map(self.score, *columns), dtype=np.float64, count=n)
+        dtype = call_dtype(np.float64)  # float32 contexts stay float32 (the dtype policy); text alone: float64
+        if dtype != np.float64:  # beyond float32's range saturates at its largest finite value, never +-inf
+            with quiet():
+                values = saturate(values.astype(dtype))
+        return values
 
     def scalar_fn(self) -> Callable[..., float]:
         """The one-environment function: ``score`` on the environment's ``str`` inputs."""

@@ -13,7 +13,7 @@ from ..params import Param, describe
 from ..registry import register
 from ..remote.batching import Unscored
 from ..remote.judge_answers import LabelScale, TopLogprobs, chat_answer, completion_answers
-from ..remote.term_params import REMOTE_PARAMS, url_param
+from ..remote.term_params import REMOTE_PARAMS, redacted, url_param
 from ..remote.stats import CallStats
 from ..remote.term import RemoteTerm
 
@@ -97,7 +97,7 @@ class Judge(RemoteTerm):
             self.chat = False
         else:
             raise ConfigError(f"expected an OpenAI-compatible endpoint ending in /v1/chat/completions or "
-                              f"/v1/completions, got {describe(self.url)}", path="params.url")
+                              f"/v1/completions, got {describe(redacted(self.url))}", path="params.url")
         if self.chat and self.batch_size != 1:
             raise ConfigError(f"expected 1 for a chat endpoint (one conversation per request), got {self.batch_size}; "
                               "a /v1/completions url takes batches", path="params.batch_size")
@@ -127,9 +127,12 @@ class Judge(RemoteTerm):
         return body
 
     async def score_batch(self, keys: list[tuple[str, str]], stats: CallStats) -> Sequence[float | Unscored]:
-        read = (lambda body: [chat_answer(body)]) if self.chat else partial(completion_answers, n=len(keys))
-        answers = await self._client.post(self.request(keys), read, self._budget, stats)
-        return [self.verdict(text, top, stats) for text, top in answers]
+        answers = (lambda body: [chat_answer(body)]) if self.chat else partial(completion_answers, n=len(keys))
+
+        def read(body: Any) -> list[float | Unscored]:  # all of it inside the client: any error is a malformed answer
+            return [self.verdict(text, top, stats) for text, top in answers(body)]
+
+        return await self._client.post(self.request(keys), read, self._budget, stats)
 
     def verdict(self, text: str, top: TopLogprobs | None, stats: CallStats) -> float | Unscored:
         """The score of one answer (see the class doc); counts ``text_answers``."""

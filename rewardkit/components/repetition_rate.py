@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..backend import call_dtype
+from ..base import Array
+from ..inputs import TokenIdColumn
 from ..params import Param
 from ..registry import register
 from ._text import TextReward
+
+_INT = frozenset({int})
 
 
 @register("repetition_rate")
@@ -18,12 +27,29 @@ class RepetitionRate(TextReward):
 
     params = {"n": Param.integer(3, "length of the word n-grams compared", minimum=1)}
     output_range = (0.0, 1.0)
+    #: token ids (TRL's completion_ids) are counted as ids, not written as text and split again
+    token_id_inputs = frozenset({"completion"})
 
     def score(self, text: str) -> float:
-        words = text.split()
+        return self.of_words(text.split())
+
+    def of_words(self, words: list[Any]) -> float:
+        """The rate over a sequence of words (or of integer token ids: each id is one word, as in
+        the text ``" ".join(map(str, ids))``, since ``str`` writes distinct integers differently)."""
         total = len(words) - self.n + 1
         if total <= 1:
             return 0.0
         if self.n == 1:
             return (total - len(set(words))) / total
         return (total - len(set(zip(*(words[i:] for i in range(self.n)), strict=False)))) / total
+
+    def compute(self, x: Mapping[str, Any], terminated: Array, truncated: Array) -> Array:
+        texts = x["completion"]
+        if texts.__class__ is not TokenIdColumn:
+            return super().compute(x, terminated, truncated)
+        # ids that are all Python ints are the words of their text; anything else is read as that text
+        of_words, score = self.of_words, self.score
+        values = np.fromiter([of_words(ids) if {*map(type, ids)} <= _INT else score(" ".join(map(str, ids)))
+                              for ids in texts], dtype=np.float64, count=len(texts))
+        dtype = call_dtype(np.float64)  # float32 contexts stay float32, as TextReward.compute (values in [0, 1])
+        return values if dtype == np.float64 else values.astype(dtype)

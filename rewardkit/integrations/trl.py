@@ -5,9 +5,15 @@
 
 **The context.** Without a ``features`` function each completion's context holds ``prompt`` (the
 prompt's text: a plain prompt as is, a chat prompt's last user message), ``completion`` (the
-generated text: a plain completion as is, a chat completion's assistant messages joined) and the
-row's dataset columns (numbers become a float array, text stays a list of strings). Only the keys
-the composer reads are built. ``features(prompt, completion, **columns) -> {signal: number}``
+generated text: a plain completion as is; of a chat completion, its first assistant message by
+default, as TRL's own reward examples read ``completion[0]["content"]``: ``assistant_message="last"``
+or ``"all"``, joined by newlines, choose otherwise; a message whose ``content`` is missing or
+``None``, a tool-call turn, reads as ``""``), ``completion_tokens`` (the number of the
+completion's token ids, TRL's ``completion_ids``: what ``unit: tokens`` counts),
+``completion_ids`` (those ids as text, ``"12 7 7"``, so word-level terms such as
+``repetition_rate`` count tokens) and the row's dataset columns (numbers become a float array,
+text stays a list of strings; a text term reads numbers as text). Only the keys the composer reads
+are built. ``features(prompt, completion, **columns) -> {signal: number}``
 replaces that with numbers computed by hand (checked as the composer checks inputs: ``"12"`` or
 ``True`` is an ``InvalidInputError``).
 
@@ -36,6 +42,11 @@ compute meanwhile, and the batch's functions share that one evaluation.
 ``/contribution`` (batch means) and a remote term's diagnostics (``/latency_s``, ``/cache_hits``,
 ...); through ``log_extra``, each completion's contributions in TRL's completions table.
 
+**A term that does not apply** (``applies_to`` in the config) gives ``None`` for those samples from
+its function, which TRL leaves out of that function's share of the reward; the total function
+(``per_term=False``) sums the terms that apply. **An empty batch** (no completions) gives each
+function an empty list without calling the composer (nothing is counted).
+
 The composer runs once per batch whatever its size; the result is shared by the batch's functions
 only while the batch's contents are unchanged (a list edited in place is scored again). Each
 completion is a one-step episode (``terminated=True``). Importing this module needs neither torch
@@ -54,24 +65,40 @@ import numpy as np
 from ..composer import RewardComposer, RewardOutput
 from ..config import GroupNode, TermNode
 from ..errors import InvalidInputError
+from ..inputs import TokenIdColumn
 from ..params import describe
 
 FeatureFn = Callable[..., Mapping[str, Any]]
 # keyword arguments GRPOTrainer adds to the dataset columns; they are not per-sample values
-TRAINER_KWARGS = frozenset({"prompts", "completions", "trainer_state", "log_extra", "log_metric", "environments"})
+TRAINER_KWARGS = frozenset({"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric",
+                            "environments"})
 TOTAL_NAME = "rewardkit_total"
 CLOCKS = ("trainer", "completions")
+#: which assistant message of a chat completion is its text
+ASSISTANT_MESSAGES = ("first", "last", "all")
+#: context keys built from TRL's completion_ids: the count, and the ids as space-separated text
+TOKENS_KEY, IDS_KEY = "completion_tokens", "completion_ids"
 
 
 class TRLRewardFunctions:
-    """TRL reward functions computed by one composer, evaluated once per batch."""
+    """TRL reward functions computed by one composer, evaluated once per batch.
+
+    ``assistant_message`` says which message of a chat completion is the ``completion`` text:
+    ``"first"`` (the default, as TRL's reward examples read ``completion[0]["content"]``),
+    ``"last"`` (the final answer after tool calls) or ``"all"`` (the assistant messages joined by
+    newlines).
+    """
 
     def __init__(self, composer: RewardComposer, features: FeatureFn | None = None, *, per_term: bool = True,
-                 clock: str = "trainer") -> None:
+                 clock: str = "trainer", assistant_message: str = "first") -> None:
         if features is not None and not callable(features):
             raise TypeError(f"features must be callable or None, got {features!r}")
         if clock not in CLOCKS:
             raise ValueError(f"clock: expected one of {', '.join(CLOCKS)}, got {clock!r}")
+        if assistant_message not in ASSISTANT_MESSAGES:
+            raise ValueError(f"assistant_message: expected one of {', '.join(map(repr, ASSISTANT_MESSAGES))}, "
+                             f"got {assistant_message!r}")
+        self.assistant_message = assistant_message
         self.composer = composer
         self.features = features
         self.per_term = per_term
@@ -81,6 +108,7 @@ class TRLRewardFunctions:
             raise ValueError("the config transforms the total, so the weighted sum of its terms is not the reward; "
                              "use TRLRewardFunctions(..., per_term=False)")
         self.asynchronous = has_async_terms(composer)
+        self._text_keys = frozenset(slot.key for slot in composer.reader.slots if slot.text)
         self._trainer: Any = None
         self._key: tuple[Any, Any, bytes | None] | None = None  # (prompts, completions, fingerprint) of the cache
         self._out: RewardOutput | None = None
@@ -156,6 +184,8 @@ class TRLRewardFunctions:
         return self._finish(self._key, out, kwargs)
 
     def _batch_key(self, prompts: Any, completions: Any, kwargs: Mapping[str, Any]) -> tuple[Any, Any, bytes | None]:
+        if len(self.funcs) == 1:  # nothing to share a batch's result with: no fingerprint, never cached
+            return prompts, completions, None
         columns = {k: v for k, v in kwargs.items() if k not in TRAINER_KWARGS}
         return prompts, completions, _fingerprint(prompts, completions, columns, self._step(kwargs.get("trainer_state")))
 
@@ -184,7 +214,7 @@ class TRLRewardFunctions:
         if self.features is not None:
             ctx = self._features_context(prompts, completions, columns)
         else:
-            ctx = self._text_context(prompts, completions, columns)
+            ctx = self._text_context(prompts, completions, columns, kwargs.get(IDS_KEY))
         return ctx, self._step(trainer_state), n
 
     def _finish(self, key: Any, out: RewardOutput, kwargs: Mapping[str, Any]) -> RewardOutput:
@@ -208,19 +238,25 @@ class TRLRewardFunctions:
         return out
 
     # ---- contexts ---------------------------------------------------------------------------
-    def _text_context(self, prompts: list[Any], completions: list[Any], columns: dict[str, list]) -> dict[str, Any]:
-        """The context without ``features``: prompt and completion text and the dataset columns the
-        composer reads."""
+    def _text_context(self, prompts: list[Any], completions: list[Any], columns: dict[str, list],
+                      kwargs_ids: Any = None) -> dict[str, Any]:
+        """The context without ``features``: prompt and completion text, the completion's tokens
+        and the dataset columns the composer reads."""
         ctx: dict[str, Any] = {}
         for key in sorted(self.composer.context_keys()):
             if key == "prompt":
-                ctx[key] = [prompt_text(p) for p in prompts]
+                ctx[key] = list(prompts) if _all_str(prompts) else [prompt_text(p) for p in prompts]
             elif key == "completion":
-                ctx[key] = [completion_text(c) for c in completions]
-            elif key in columns:
-                ctx[key] = _column(columns[key])
+                ctx[key] = (list(completions) if _all_str(completions)
+                            else [completion_text(c, self.assistant_message) for c in completions])
+            elif key in (TOKENS_KEY, IDS_KEY) and key not in columns:
+                ids = token_ids(kwargs_ids, n=len(completions))
+                ctx[key] = (np.fromiter(map(len, ids), dtype=np.float64, count=len(ids)) if key == TOKENS_KEY
+                            else TokenIdColumn(ids))  # read as "12 7 7" texts, or as the ids where that is the same
+            elif key in columns:  # a column a text term reads stays as it is (numbers are read as text)
+                ctx[key] = list(columns[key]) if key in self._text_keys else _column(columns[key])
             elif key in self.composer.required_context_keys():
-                available = ", ".join(["prompt", "completion", *sorted(columns)])
+                available = ", ".join(["prompt", "completion", TOKENS_KEY, IDS_KEY, *sorted(columns)])
                 raise ValueError(f"the reward reads {key!r}, which is neither the prompt, the completion nor a "
                                  f"dataset column (available: {available}); add the column to the dataset or map "
                                  "the term's inputs to one of these")
@@ -250,15 +286,26 @@ class TRLRewardFunctions:
     def _function(self, name: str | None) -> Callable[..., Any]:
         """TRL's reward function for term ``name`` (None: the total); ``async`` when the composer
         has asynchronous terms."""
-        def pick(out: RewardOutput) -> list[float]:
-            values = out.total if name is None else out.terms[name].normalized
-            return np.asarray(_host(values), dtype=np.float64).tolist()
+        def pick(out: RewardOutput) -> list[float | None]:
+            if name is None:
+                return np.asarray(_host(out.total), dtype=np.float64).tolist()
+            term = out.terms[name]
+            values = np.asarray(_host(term.normalized), dtype=np.float64).tolist()
+            if term.applies is None:
+                return values
+            applies = np.asarray(_host(term.applies), dtype=bool).reshape(-1).tolist()
+            return [v if a else None for v, a in zip(values, applies, strict=True)]
 
         if self.asynchronous:
-            async def reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:
+            async def reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
+                if _empty(prompts, completions):
+                    return []
                 return pick(await self.aevaluate(prompts, completions, **kwargs))
         else:
-            def reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float]:  # type: ignore[misc]
+            def reward(prompts: list[Any], completions: list[Any],  # type: ignore[misc]
+                       **kwargs: Any) -> list[float | None]:
+                if _empty(prompts, completions):
+                    return []
                 return pick(self.evaluate(prompts, completions, **kwargs))
 
         reward.__name__ = reward.__qualname__ = name or TOTAL_NAME  # TRL names its logs after __name__
@@ -275,12 +322,41 @@ def prompt_text(prompt: Any) -> str:
     return _content(users[-1] if users else messages[-1])
 
 
-def completion_text(completion: Any) -> str:
-    """A completion's text: a string as is; a chat completion: its assistant messages' text, joined."""
+def completion_text(completion: Any, assistant_message: str = "first") -> str:
+    """A completion's text: a string as is; of a chat completion, its ``"first"`` assistant message,
+    its ``"last"``, or ``"all"`` of them joined by newlines (no assistant message: ``""``)."""
     if isinstance(completion, str):
         return completion
     messages = _messages(completion, "completion")
-    return "\n".join(_content(m) for m in messages if m.get("role", "assistant") == "assistant")
+    texts = [_content(m) for m in messages if m.get("role", "assistant") == "assistant"]
+    if not texts:
+        return ""
+    if assistant_message == "first":
+        return texts[0]
+    if assistant_message == "last":
+        return texts[-1]
+    return "\n".join(texts)
+
+
+def token_ids(ids: Any, n: int) -> list[Any]:
+    """TRL's ``completion_ids`` checked: one sequence of token ids per completion."""
+    if ids is None:
+        raise ValueError(f"the reward counts tokens ({TOKENS_KEY!r} or {IDS_KEY!r}) but the trainer passed no "
+                         "completion_ids (GRPOTrainer passes them; called by hand, pass completion_ids=[[ids...], ...])")
+    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__len__") or len(ids) != n:
+        raise ValueError(f"completion_ids: expected one sequence of token ids per completion ({n}), got "
+                         f"{type(ids).__name__} {describe(ids)}")
+    if all(seq.__class__ is list for seq in ids):  # what GRPOTrainer passes
+        return ids
+    out = []
+    for i, seq in enumerate(ids):
+        if hasattr(seq, "tolist"):
+            seq = seq.tolist()
+        if isinstance(seq, (str, bytes)) or not isinstance(seq, (list, tuple)):
+            raise InvalidInputError(f"completion_ids[{i}]: expected a sequence of token ids, got "
+                                    f"{type(seq).__name__} {describe(seq)}")
+        out.append(seq)
+    return out
 
 
 def _messages(value: Any, what: str) -> list[Mapping[str, Any]]:
@@ -292,7 +368,9 @@ def _messages(value: Any, what: str) -> list[Mapping[str, Any]]:
 
 def _content(message: Mapping[str, Any]) -> str:
     """A message's text; multimodal content (a list of parts) keeps its text parts."""
-    content = message.get("content", "")
+    content = message.get("content")
+    if content is None:  # no content key, or an explicit None (a tool-call turn): no text
+        return ""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -323,6 +401,19 @@ def _leaves(nodes: list[Any]) -> Iterator[TermNode]:
 
 
 # ---- helpers ----------------------------------------------------------------------------------
+_STR = frozenset({str})
+
+
+def _all_str(values: Any) -> bool:
+    return {*map(type, values)} <= _STR  # one C pass (an empty batch is all text)
+
+
+def _empty(prompts: Any, completions: Any) -> bool:
+    """Whether TRL handed over an empty batch (its functions then return an empty list)."""
+    return hasattr(completions, "__len__") and len(completions) == 0 and hasattr(prompts, "__len__") \
+        and len(prompts) == 0
+
+
 def _same_batch(a: tuple[Any, Any, bytes | None], b: tuple[Any, Any, bytes | None]) -> bool:
     """The same batch: the same list objects with the same contents (None: unpicklable, never cached)."""
     return a[0] is b[0] and a[1] is b[1] and a[2] is not None and a[2] == b[2]

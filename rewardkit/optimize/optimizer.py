@@ -55,10 +55,6 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 
-class OverBudget(Exception):
-    """A trial started by a concurrent worker after the study's total was already reached."""
-
-
 class WorkerError(RewardKitError):
     """A ``--workers`` process failed; the study is saved and the next run goes on."""
 

@@ -44,10 +44,6 @@ class StorageSpec:
     instance: optuna.storages.BaseStorage | None = None
 
     @property
-    def is_rdb(self) -> bool:
-        return self.url is not None
-
-    @property
     def shareable(self) -> bool:
         """Whether worker processes can share the study through it (not an in-process storage object)."""
         return self.instance is None

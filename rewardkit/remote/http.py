@@ -1,5 +1,10 @@
 """``RemoteClient``: POST JSON to one URL, at most N requests in flight, a timeout per request,
-retries with exponential backoff on transient failures.
+retries with exponential backoff on transient failures, answers read up to a size limit.
+
+Whatever a scorer answers cannot escape the term's failure policy: an answer larger than
+``max_answer_bytes`` (read as a stream, stopped at the limit), a body that is not JSON (nested
+too deeply included) or one the term cannot read (any exception its reader raises) is a failed
+request, and messages show the URL with its credentials as ``***``.
 
 httpx is imported lazily (the ``remote`` extra), so ``import rewardkit`` works without it. The
 httpx client and the in-flight limit belong to one event loop; a client used from another loop
@@ -11,6 +16,7 @@ which closes the small async generator that owns it), so no connection outlives 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import weakref
 from types import ModuleType
@@ -19,6 +25,7 @@ from typing import Any, AsyncIterator, Callable, Mapping, TypeVar
 from ..params import describe
 from .budget import RequestBudget
 from .stats import CallStats
+from .term_params import DEFAULT_MAX_ANSWER_BYTES, secrets_of
 
 T = TypeVar("T")
 #: HTTP statuses worth another try: the scorer is overloaded or briefly down, not refusing the request.
@@ -58,8 +65,11 @@ class RemoteClient:
     """
 
     def __init__(self, url: str, *, max_concurrency: int, timeout_s: float, retries: int, backoff_s: float,
-                 api_key_env: str | None = None, component: str = "remote term") -> None:
+                 api_key_env: str | None = None, component: str = "remote term",
+                 max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> None:
         self.url = url
+        self.max_answer_bytes = max_answer_bytes
+        self._secrets = secrets_of(url)
         self.max_concurrency = max_concurrency
         self.timeout_s = timeout_s
         self.retries = retries
@@ -118,23 +128,52 @@ class RemoteClient:
     async def _send_once(self, client: Any, payload: Mapping[str, Any], read: Callable[[Any], T]) -> T:
         httpx = import_httpx(self.component)
         try:
-            response = await asyncio.wait_for(client.post(self.url, json=payload), self.timeout_s)
+            status, content = await asyncio.wait_for(self._exchange(client, payload), self.timeout_s)
         except (asyncio.TimeoutError, httpx.TimeoutException):
             raise RequestFailed(f"no answer within timeout_s={self.timeout_s:g} s", transient=True) from None
         except httpx.TransportError as exc:
-            detail = str(exc) or "no detail"
+            detail = self.hide_secrets(str(exc)) or "no detail"
             raise RequestFailed(f"connection failed ({type(exc).__name__}: {detail})", transient=True) from None
-        if not response.is_success:
-            transient = response.status_code >= 500 or response.status_code in TRANSIENT_STATUSES
-            raise RequestFailed(f"HTTP {response.status_code} {describe(response.text)}", transient)
+        text = content.decode("utf-8", errors="replace")
+        if not 200 <= status < 300:
+            transient = status >= 500 or status in TRANSIENT_STATUSES
+            raise RequestFailed(f"HTTP {status} {describe(self.hide_secrets(text))}", transient)
         try:
-            body = response.json()
+            body = json.loads(text)
         except ValueError:
-            raise RequestFailed(f"malformed answer: not JSON: {describe(response.text)}") from None
+            raise RequestFailed(f"malformed answer: not JSON: {describe(text[:200])}") from None
+        except RecursionError:
+            raise RequestFailed("malformed answer: JSON nested too deeply") from None
         try:
             return read(body)
         except MalformedAnswer as exc:
             raise RequestFailed(f"malformed answer: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - whatever the answer holds, it is the scorer's fault
+            detail = str(exc)[:200] if not isinstance(exc, RecursionError) else "nested too deeply"
+            raise RequestFailed(f"malformed answer: {type(exc).__name__}: {detail}") from None
+
+    async def _exchange(self, client: Any, payload: Mapping[str, Any]) -> tuple[int, bytes]:
+        """POST ``payload``; (status, body) with the body read up to ``max_answer_bytes``."""
+        limit = self.max_answer_bytes
+        too_large = f"answer larger than max_answer_bytes={limit}"
+        async with client.stream("POST", self.url, json=payload) as response:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > limit:
+                raise RequestFailed(f"{too_large} ({declared} bytes declared)")
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > limit:
+                    raise RequestFailed(too_large)
+                chunks.append(chunk)
+            return response.status_code, b"".join(chunks)
+
+    def hide_secrets(self, text: str) -> str:
+        """``text`` with the URL's credentials written as ``***``."""
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
 
     async def aclose(self) -> None:
         """Close the httpx client of the running loop (its connections); a later post opens a new one."""

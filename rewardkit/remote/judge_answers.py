@@ -63,12 +63,20 @@ def chat_answer(body: Any) -> tuple[str, TopLogprobs | None]:
     if not isinstance(text, str):
         raise MalformedAnswer(f"expected text in choices[0].message.content, got {describe(text)}")
     top = None
-    content = (choice.get("logprobs") or {}).get("content") if isinstance(choice, dict) else None
+    logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
+    if logprobs is not None and not isinstance(logprobs, dict):
+        raise MalformedAnswer(f"expected an object or null in choices[0].logprobs, got {describe(logprobs)}")
+    content = (logprobs or {}).get("content")
     if content:
-        first = content[0] if isinstance(content, list) else None
-        alternatives = first.get("top_logprobs") if isinstance(first, dict) else None
-        top = _pairs([(a.get("token"), a.get("logprob")) for a in alternatives if isinstance(a, dict)]
-                     if isinstance(alternatives, list) else [])
+        if not isinstance(content, list) or not isinstance(content[0], dict):
+            raise MalformedAnswer(f"expected a list of token objects in choices[0].logprobs.content, got "
+                                  f"{describe(content)}")
+        alternatives = content[0].get("top_logprobs")
+        if alternatives is not None and not (isinstance(alternatives, list)
+                                             and all(isinstance(a, dict) for a in alternatives)):
+            raise MalformedAnswer(f"expected a list of {{token, logprob}} objects in top_logprobs, got "
+                                  f"{describe(alternatives)}")
+        top = _pairs([(a.get("token"), a.get("logprob")) for a in alternatives or []])
     return text, top
 
 
@@ -84,16 +92,29 @@ def completion_answers(body: Any, n: int) -> list[tuple[str, TopLogprobs | None]
         if not isinstance(text, str):
             raise MalformedAnswer(f"expected text in choices[].text, got {describe(text)}")
         logprobs = choice.get("logprobs")
-        first = None
-        if isinstance(logprobs, dict) and isinstance(logprobs.get("top_logprobs"), list) and logprobs["top_logprobs"]:
-            first = logprobs["top_logprobs"][0]
-        out.append((text, _pairs(list(first.items())) if isinstance(first, dict) else None))
+        if logprobs is not None and not isinstance(logprobs, dict):
+            raise MalformedAnswer(f"expected an object or null in choices[].logprobs, got {describe(logprobs)}")
+        tops = (logprobs or {}).get("top_logprobs")
+        first = tops[0] if isinstance(tops, list) and tops else None
+        if first is not None and not isinstance(first, dict):
+            raise MalformedAnswer(f"expected a {{token: logprob}} object in logprobs.top_logprobs, got {describe(first)}")
+        out.append((text, _pairs(list(first.items())) if first else None))
     return out
 
 
+#: a log-probability this far above 0 is a rounding error (read as 0); further is malformed
+_LOGPROB_SLACK = 1e-3
+
+
 def _pairs(items: list[tuple[Any, Any]]) -> TopLogprobs | None:
-    """Well-formed (token, finite logprob) pairs; ``None`` when there are none."""
-    pairs = [(token, float(lp)) for token, lp in items
-             if isinstance(token, str) and isinstance(lp, (int, float)) and not isinstance(lp, bool)
-             and lp == lp and lp != math.inf]
+    """(token, log-probability) pairs, ``None`` when there are none; :class:`MalformedAnswer` for a
+    token that is not text or a log-probability that is not a number <= 0 (``-inf`` is p = 0)."""
+    pairs = []
+    for token, lp in items:
+        if not isinstance(token, str):
+            raise MalformedAnswer(f"expected a token string in top_logprobs, got {describe(token)}")
+        if isinstance(lp, bool) or not isinstance(lp, (int, float)) or not lp <= _LOGPROB_SLACK:
+            raise MalformedAnswer(f"expected a log-probability (a number <= 0) for token {describe(token)}, "
+                                  f"got {describe(lp)}")
+        pairs.append((token, min(float(lp), 0.0)))
     return pairs or None

@@ -25,6 +25,7 @@ from .budget import RequestBudget
 from .cache import ScoreCache
 from .http import RemoteClient, import_httpx
 from .stats import CallStats
+from .term_params import TRANSPORT_PARAMS, redacted
 
 
 class RemoteTerm(BaseReward):
@@ -35,6 +36,8 @@ class RemoteTerm(BaseReward):
     """
 
     asynchronous = True
+    #: left out of the composer's state fingerprint: where the scorer lives and how it is reached
+    transport_params = TRANSPORT_PARAMS
     inputs = {"completion": 0, "prompt": 0}
     optional_inputs = frozenset({"prompt"})
     text_inputs = frozenset({"completion", "prompt"})
@@ -53,7 +56,10 @@ class RemoteTerm(BaseReward):
                               path="params.api_key_env")
         self._client = RemoteClient(self.url, max_concurrency=self.max_concurrency, timeout_s=self.timeout_s,
                                     retries=self.retries, backoff_s=self.backoff_s, api_key_env=self.api_key_env,
-                                    component=self.type_name or type(self).__name__)
+                                    component=self.type_name or type(self).__name__,
+                                    max_answer_bytes=self.max_answer_bytes)
+        #: the URL as messages show it (credentials as ***)
+        self.shown_url = redacted(self.url)
         self._cache = ScoreCache(self.cache_size)
         self._budget = RequestBudget(self.max_requests)
         self._last = CallStats()
@@ -82,8 +88,9 @@ class RemoteTerm(BaseReward):
         missing = sum(value is None for value in outcome.values)
         if missing:
             if self.on_failure == "raise":
-                raise RemoteScoreError(f"{self.name}: {self.url}: {missing} of {len(keys)} item(s) not scored: "
-                                       f"{outcome.reason}")
+                reason = self._client.hide_secrets(str(outcome.reason))
+                raise RemoteScoreError(f"{self.name}: {self.shown_url}: {missing} of {len(keys)} item(s) not scored: "
+                                       f"{reason}")
             stats.defaults_used = missing
         return np.array([self.default if v is None else v for v in outcome.values], dtype=np.float64)
 
@@ -121,8 +128,15 @@ class RemoteTerm(BaseReward):
 
     @property
     def spent_requests(self) -> int:
-        """Requests sent over the term's life (what ``max_requests`` limits)."""
+        """Requests sent over the term's life (what ``max_requests`` limits); saved in the
+        composer's ``state_dict`` (``spent_requests``), so a restored run keeps to its budget."""
         return self._budget.spent
+
+    def load_spent_requests(self, spent: Any) -> None:
+        """Restore :attr:`spent_requests` (a non-negative integer, else ``ValueError``)."""
+        if isinstance(spent, bool) or not isinstance(spent, int) or spent < 0:
+            raise ValueError(f"expected a non-negative integer (requests sent), got {describe(spent)}")
+        self._budget.spent = spent
 
     async def aclose(self) -> None:
         """Close this loop's HTTP connections (a later call opens new ones)."""

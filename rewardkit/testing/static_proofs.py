@@ -27,7 +27,7 @@ from ..composer import RewardComposer
 from ..config import GroupNode, TermNode
 from ..normalizers import Normalizer, ReturnStd, RunningMinMax, RunningZScore
 from ..schedules import Constant, Cosine, Exponential, Linear, Piecewise, Schedule, Step
-from ..transforms import Clip, Scale, Tanh, Transform
+from ..transforms import Clip, Scale, Shift, Tanh, Transform
 from .strategies import Bounds, context_keys
 
 Interval = tuple[float, float]
@@ -126,7 +126,7 @@ def _through(direction: int, normalizer: Normalizer | None, transforms: list[Tra
     for t in transforms:
         if isinstance(t, Scale):
             direction = direction * (1 if t.factor > 0 else (-1 if t.factor < 0 else 0))
-        elif not isinstance(t, (Clip, Tanh)):
+        elif not isinstance(t, (Clip, Shift, Tanh)):
             raise _Unknown(f"{where}: transform {type(t).__name__} has no known direction")
     return direction
 
@@ -254,6 +254,8 @@ def _through_interval(x: Interval, normalizer: Normalizer | None, transforms: li
     for t in transforms:
         if isinstance(t, Scale):
             x = _mul(x, (t.factor, t.factor))
+        elif isinstance(t, Shift):
+            x = (x[0] + t.offset, x[1] + t.offset)
         elif isinstance(t, Clip):
             x = (min(t.high, max(t.low, x[0])), min(t.high, max(t.low, x[1])))
         elif isinstance(t, Tanh):  # one ulp outward: NumPy's tanh may differ from libm's
@@ -272,6 +274,8 @@ def _node_interval(node: TermNode | GroupNode, ranges: Mapping[str, Bounds]) -> 
         for p in parts[1:]:
             raw = _add(raw, p)
     shaped = _through_interval(raw, node.normalizer, node.transforms)
+    if getattr(node, "applies_to", None):  # 0 where the term does not apply
+        shaped = (min(shaped[0], 0.0), max(shaped[1], 0.0))
     weight = schedule_interval(node.weight)
     return _mul(weight if weight is not None else UNBOUNDED, shaped)
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from ..base import BaseReward
 from ..composer import RewardComposer
-from ..config import GroupNode, TermNode
+from ..config import GroupNode, TermNode, walk
 from ..params import Param
 from ..schedules import Schedule
 
@@ -156,14 +156,12 @@ class ContextKey:
     bounds: Bounds
     optional: bool
     text: bool = False
+    #: values a term's ``applies_to`` names for this key (drawn half of the time)
+    choices: tuple[str, ...] = ()
 
 
 def _leaves(nodes: Iterable[TermNode | GroupNode]) -> Iterable[TermNode]:
-    for node in nodes:
-        if isinstance(node, GroupNode):
-            yield from _leaves(node.children)
-        else:
-            yield node
+    return (node for node in walk(nodes) if isinstance(node, TermNode))
 
 
 def context_keys(composer: RewardComposer, ranges: Mapping[str, Bounds] | None = None) -> list[ContextKey]:
@@ -177,6 +175,11 @@ def context_keys(composer: RewardComposer, ranges: Mapping[str, Bounds] | None =
             low, high = input_bounds(comp, local)
             entry["low"], entry["high"] = max(entry["low"], low), min(entry["high"], high)
             entry["optional"] &= local in comp.optional_inputs
+        for key, values in (leaf.applies_to or {}).items():  # applies_to columns: text, drawn among their values
+            entry = found.setdefault(key, {"ndim": 0, "low": -math.inf, "high": math.inf, "optional": False,
+                                           "text": True})
+            entry["optional"] = False
+            entry["choices"] = tuple(sorted(set(entry.get("choices", ())) | values))
     keys = []
     for name in sorted(found):
         entry = found[name]
@@ -185,7 +188,7 @@ def context_keys(composer: RewardComposer, ranges: Mapping[str, Bounds] | None =
             bounds = ranges[name]
         if not bounds[0] <= bounds[1]:
             raise ValueError(f"context key {name!r}: the domains of the components reading it do not overlap")
-        keys.append(ContextKey(name, entry["ndim"], bounds, entry["optional"], entry["text"]))
+        keys.append(ContextKey(name, entry["ndim"], bounds, entry["optional"], entry["text"], entry.get("choices", ())))
     return keys
 
 
@@ -210,7 +213,8 @@ def contexts(composer: RewardComposer, *, ranges: Mapping[str, Bounds] | None = 
             if key.optional and draw(st.booleans()):
                 continue
             if key.text:  # a str for one environment, a list of them for a batch
-                drawn = draw(st.lists(texts(), min_size=n_envs or 1, max_size=n_envs or 1))
+                text = st.one_of(st.sampled_from(key.choices), texts()) if key.choices else texts()
+                drawn = draw(st.lists(text, min_size=n_envs or 1, max_size=n_envs or 1))
                 ctx[key.name] = drawn[0] if n_envs is None else drawn
                 continue
             per_env = 1 if key.ndim == 0 else n_replicas
@@ -245,16 +249,7 @@ def schedule_breakpoints(schedule: Schedule) -> set[int]:
 
 def weight_schedules(composer: RewardComposer) -> list[tuple[str, Schedule]]:
     """(term name, weight schedule) of every term and group of ``composer``."""
-    out = []
-
-    def walk(nodes: Iterable[TermNode | GroupNode]) -> None:
-        for node in nodes:
-            out.append((node.name, node.weight))
-            if isinstance(node, GroupNode):
-                walk(node.children)
-
-    walk(composer.spec.nodes)
-    return out
+    return [(node.name, node.weight) for node in walk(composer.spec.nodes)]
 
 
 def steps(composer: RewardComposer, within: tuple[int, int] | None = None) -> st.SearchStrategy[int]:

@@ -49,16 +49,6 @@ def engine_python(venv: Path = ENGINE_VENV) -> Path:
     return python
 
 
-def ensure_engine_env(venv: Path = ENGINE_VENV, quiet: bool = False) -> Path:
-    """Build the engine environment if needed (idempotent; minutes the first time) and return its Python."""
-    env = dict(os.environ, VLLM_VENV=str(venv))
-    out = subprocess.DEVNULL if quiet else None
-    result = subprocess.run(["bash", str(INSTALL_SCRIPT)], env=env, stdout=out, stderr=subprocess.STDOUT if quiet else None)
-    if result.returncode != 0:
-        raise EngineError(f"bash {INSTALL_SCRIPT} failed with exit code {result.returncode}")
-    return engine_python(venv)
-
-
 def ensure_model(variant: str = "fast", cache: Path = MODEL_CACHE, venv: Path = ENGINE_VENV) -> Path:
     """The tiny model folder of ``variant`` (``.cache/tiny-llama`` or ``.cache/tiny-llama-slow``), made if missing."""
     out = Path(cache) / ("tiny-llama" if variant == "fast" else f"tiny-llama-{variant}")

@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..routing.policy import HeuristicPolicy, Policy, make_policy
+from ..routing.policy import Policy, is_heuristic, make_policy
 from ..environments import AnyEnvConfig, load_any_env_config, make_env, policy_action
 from .evaluation_results import EvaluationResults
 
@@ -35,8 +35,8 @@ def evaluate_policies(
     """Run every router on every seed (same arrivals per seed) and summarise; see the module doc.
 
     ``routers`` maps display names to routers. The ``baseline`` heuristic is added when missing.
-    A router counts as a heuristic for "best heuristic" when it is a
-    :class:`~schedulers.routing.policy.HeuristicPolicy` other than ``oracle``. With ``compute_reward=True`` the episode return
+    A router counts as a heuristic for "best heuristic" when it is not learned and runs without the
+    true speeds (:func:`~schedulers.routing.policy.is_heuristic`). With ``compute_reward=True`` the episode return
     under ``reward_composer`` (default: the env config's reward) is recorded too. Progress lines go
     to ``log`` (stderr by default); with ``out_dir`` the CSV/JSON/PNG files are written there.
     """
@@ -55,7 +55,7 @@ def evaluate_policies(
     cfg = env_config if not isinstance(env_config, (str, Path)) else load_any_env_config(env_config)
     env = make_env(cfg, reward_composer, evaluate=True, compute_reward=compute_reward)
     # the oracle knows hidden speeds: a reference ceiling, never the "best heuristic" to beat
-    heuristics = [name for name, r in routers.items() if isinstance(r, HeuristicPolicy) and r.name != "oracle"]
+    heuristics = [name for name, r in routers.items() if is_heuristic(r)]
     results = EvaluationResults(cfg.name, [int(s) for s in seeds], list(routers), heuristics, baseline)
     pooled: dict[str, dict[str, list]] = {name: {"e2e": [], "ttft": []} for name in routers}
     total, done = len(routers) * len(seeds), 0

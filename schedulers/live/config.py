@@ -32,7 +32,8 @@ from rewardkit.errors import ConfigError
 from rewardkit.params import Param, describe, validate_schema
 
 from ..bounds import MAX_LENGTH_SCALE, MAX_REPLICAS, MAX_SPEED, MIN_LENGTH_SCALE, MIN_SPEED
-from ..shared.workload import ObservationConfig, Workload, workload_from_dict, workload_with_overrides
+from ..shared.observation_config import ObservationConfig
+from ..shared.workload import Workload, workload_from_dict, workload_with_overrides
 
 LIVE_SECTION = "live"
 

@@ -45,8 +45,8 @@ from gymnasium import spaces
 from rewardkit.errors import ConfigError
 
 from ..routing.observation import build_observation, feature_names, observation_bounds
-from ..shared.engine_client import RequestRecord, engine_http_client, request_body, send_request
-from ..shared.engine_http import EngineClient
+from ..shared.engine_client import EngineClient
+from ..shared.engine_requests import RequestRecord, engine_http_client, request_body, send_request
 from ..shared.episode_metrics import EpisodeMetrics
 from ..shared.request_reward import credit_requests, load_reward_composer, reads_request_keys_only, request_context
 from ..shared.requests import RequestSpec, build_requests, lengths_from_workload

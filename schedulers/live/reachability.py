@@ -11,7 +11,7 @@ from typing import Sequence
 
 import httpx
 
-from ..shared.engine_client import base_url
+from ..shared.engine_requests import base_url
 
 
 def unreachable_backends(backends: Sequence[str], timeout_s: float = 3.0) -> dict[str, str]:

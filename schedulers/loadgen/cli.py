@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,9 @@ def add_loadgen_command(subparsers: Any) -> None:
                    help="prompts as token ids (exact lengths; vLLM accepts them) or as words (completions API)")
     p.add_argument("--vocab-size", type=int, default=2000, help="token ids are drawn below this")
     p.add_argument("--model", default=None, help="model name (default: the first of GET /v1/models)")
+    p.add_argument("--api-key", default=None,
+                   help="sent as 'Authorization: Bearer KEY' with every request, for a gateway started with --api-key "
+                        "(default: $REWARDKIT_GATEWAY_API_KEY, the variable the gateway reads)")
     p.add_argument("--no-stream", action="store_true", help="plain responses (no TTFT or ITL)")
     p.add_argument("--no-ignore-eos", action="store_true", help="do not send ignore_eos")
     p.add_argument("--out", default=None, help="JSON file for the summary and per-request records")
@@ -55,15 +59,16 @@ def add_loadgen_command(subparsers: Any) -> None:
     p.set_defaults(func=loadgen_command)
 
 
-def discover_model(url: str, timeout_s: float = 10.0) -> tuple[str, int | None]:
+def discover_model(url: str, timeout_s: float = 10.0, api_key: str | None = None) -> tuple[str, int | None]:
     """The first model id ``GET /v1/models`` lists, and its ``max_model_len`` when the engine says (vLLM does)."""
     import asyncio
 
-    from ..shared.engine_http import EngineClient, EngineError
+    from ..shared.engine_client import EngineClient, EngineError
+    from ..shared.engine_requests import auth_headers
 
     async def models() -> dict:
         async with EngineClient(timeout_s) as client:
-            resp = await client.request("GET", url + "/v1/models")
+            resp = await client.request("GET", url + "/v1/models", headers=auth_headers(api_key))
         if resp.status != 200:
             raise ValueError(f"HTTP {resp.status}")
         return resp.json()
@@ -115,7 +120,7 @@ def build_workload(args: argparse.Namespace) -> list:
 def loadgen_command(args: argparse.Namespace) -> int:
     """Run the load generator from parsed arguments; return an exit code."""
     try:
-        from ..shared.engine_client import base_url
+        from ..shared.engine_requests import GATEWAY_KEY_ENV, auth_headers, base_url
         from .runner import format_summary, replay, summarize
         if not args.no_progress:
             import tqdm  # noqa: F401  (checked before the run, not after its first request)
@@ -128,8 +133,10 @@ def loadgen_command(args: argparse.Namespace) -> int:
     try:
         check_options(args)
         url = base_url(args.url)
+        api_key = args.api_key if args.api_key is not None else os.environ.get(GATEWAY_KEY_ENV) or None
+        auth_headers(api_key)  # checked before the run
         specs = build_workload(args)
-        model, engine_len = discover_model(url) if args.model is None else (args.model, None)
+        model, engine_len = discover_model(url, api_key=api_key) if args.model is None else (args.model, None)
         if args.max_model_len is None and engine_len is not None:
             args.max_model_len = engine_len  # prompts the engine would refuse are fitted instead
             print(f"max model length {engine_len} (from {url}/v1/models; --max-model-len overrides)", file=sys.stderr)
@@ -157,7 +164,7 @@ def loadgen_command(args: argparse.Namespace) -> int:
         records, wall = asyncio.run(replay(
             url, specs, model=model, api=args.api, prompt_format=args.prompt_format, stream=not args.no_stream,
             ignore_eos=not args.no_ignore_eos, timeout_s=args.timeout, duration_s=args.duration,
-            on_done=(lambda _r: bar.update(1)) if bar is not None else None))
+            on_done=(lambda _r: bar.update(1)) if bar is not None else None, api_key=api_key))
     except KeyboardInterrupt:
         interrupted, records, wall = True, [], 0.0
     finally:
@@ -171,7 +178,8 @@ def loadgen_command(args: argparse.Namespace) -> int:
     if args.out:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        payload = {"url": url, "model": model, "options": {k: v for k, v in vars(args).items() if k != "func"},
+        payload = {"url": url, "model": model,
+                   "options": {k: v for k, v in vars(args).items() if k not in ("func", "api_key")},
                    "workload": workload, "summary": summary, "requests": [r.to_dict() for r in records]}
         out.write_text(json.dumps(payload, indent=1))
         print(f"results in {out}")

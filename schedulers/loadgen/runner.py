@@ -1,7 +1,7 @@
 """Replay a workload against an OpenAI-compatible endpoint (open loop) and measure every request.
 
 Each request is sent at its arrival time whatever the state of earlier ones (like vLLM's serving
-benchmark), streamed, and timed by :func:`schedulers.shared.engine_client.send_request`: TTFT
+benchmark), streamed, and timed by :func:`schedulers.shared.engine_requests.send_request`: TTFT
 (first event carrying a token), inter-token latencies, end-to-end latency. Output lengths follow
 the workload (``max_tokens`` with ``ignore_eos``, a vLLM extension other servers ignore). The run
 is bounded by the number of requests and by ``duration_s`` (no request is sent after it;
@@ -11,14 +11,13 @@ unfinished ones are cancelled at ``duration_s + timeout_s``).
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..shared.engine_client import (Event, RequestRecord, base_url, engine_http_client, no_events, request_body,
-                                    send_request)
+from ..shared.engine_requests import (JSON_HEADERS, Event, RequestRecord, auth_headers, base_url, engine_http_client,
+                                      no_events, request_body, send_request)
 from ..shared.requests import RequestSpec
 
 #: client-side routing: the base URL for a request, a label recorded as its replica, and its event hook.
@@ -37,11 +36,14 @@ async def replay(
     duration_s: float | None = None,
     on_done: Callable[[RequestRecord], None] | None = None,
     dispatch: Dispatch | None = None,
+    api_key: str | None = None,
 ) -> tuple[list[RequestRecord], float]:
     """Send every request of ``specs`` at its arrival time; return the records and the run's wall time (s).
 
-    ``dispatch`` routes in the client instead of at ``url`` (called at each request's send time).
+    ``dispatch`` routes in the client instead of at ``url`` (called at each request's send time);
+    ``api_key`` goes with every request as ``Authorization: Bearer`` (a gateway started with ``--api-key``).
     """
+    headers = {**JSON_HEADERS, **auth_headers(api_key)}
     if api not in ("completions", "chat"):
         raise ValueError(f"--api: expected completions or chat, got {api!r}")
     endpoint = base_url(url) + ("/v1/chat/completions" if api == "chat" else "/v1/completions")
@@ -60,7 +62,7 @@ async def replay(
                 target = base_url(backend) + endpoint[len(base_url(url)):]
             body = request_body(spec, model, api, prompt_format, stream, ignore_eos)
             try:
-                await asyncio.wait_for(send_request(client, target, body, record, start, event), timeout_s)
+                await asyncio.wait_for(send_request(client, target, body, record, start, event, headers), timeout_s)
             except asyncio.TimeoutError:
                 record.error = f"timeout after {timeout_s:g} s"
             if on_done is not None:
@@ -141,19 +143,3 @@ def format_summary(summary: dict[str, Any], title: str = "") -> str:
     if summary["errors"]:
         lines.append("errors: " + "; ".join(summary["errors"]))
     return "\n".join(lines)
-
-
-def progress_bar(total: int, enabled: bool) -> Callable[[RequestRecord], None] | None:
-    """A tqdm bar on stderr advanced by each finished request (None when disabled)."""
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    bar = tqdm(total=total, unit="req", file=sys.stderr, dynamic_ncols=True, leave=False)
-
-    def done(record: RequestRecord) -> None:
-        bar.update(1)
-        if bar.n >= total:
-            bar.close()
-
-    return done

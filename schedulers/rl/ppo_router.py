@@ -4,7 +4,7 @@ Loads ``policy.pt``, ``bc_policy.pt`` or any training checkpoint written by
 :mod:`schedulers.train`; ``decide(snapshot, prompt_tokens, rows=...)`` picks a replica from the
 observation rows (built with ``observation``, the settings the checkpoint was trained with),
 ``reset(seed)`` reseeds the sampler so that stochastic evaluation is reproducible per evaluation
-seed. Importing this module registers ``make_policy("ppo", checkpoint=path, deterministic=True)``.
+seed. ``make_policy("ppo", checkpoint=path)`` builds one (:class:`~schedulers.routing.policies.learned.PPOPolicy`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from rewardkit.params import Param, validate_schema
 from .checkpoint_file import CheckpointError, one_line, read_checkpoint
 from .scorer_network import ReplicaScorerPolicy
 from ..bounds import MIN_OBSERVATION_SCALE
-from ..routing.observation import FEATURE_NAMES, PREFIX_FEATURES, ObservationConfig
-from ..routing.policy import Policy, register_policy
+from ..routing.observation import FEATURE_NAMES, PREFIX_FEATURES
+from ..routing.policies.learned import PPOPolicy
 from ..routing.snapshot import ReplicaSnapshot
+from ..shared.observation_config import ObservationConfig
 
 
 def observation_config_from_checkpoint(data: dict[str, Any]) -> ObservationConfig:
@@ -61,7 +62,7 @@ def parse_observation_config(saved: dict[str, Any], strict: bool = True) -> Obse
                                                path="observation"))
 
 
-class PPORouter(Policy):
+class PPORouter(PPOPolicy):
     """Routes with a trained policy: arg-max when ``deterministic``, else a seeded sample."""
 
     name = "ppo"
@@ -123,5 +124,3 @@ def make_ppo_router(checkpoint: str | os.PathLike, deterministic: bool = True, t
         torch.set_num_threads(int(threads))
     return PPORouter.from_checkpoint(checkpoint, deterministic=deterministic, temperature=temperature)
 
-
-register_policy("ppo", make_ppo_router)

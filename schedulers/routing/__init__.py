@@ -1,1 +1,2 @@
-"""Routing without a simulator: the replica snapshot, observations, heuristics and the ``Router`` protocol (NumPy only)."""
+"""Routing without a simulator: the replica snapshot, observations, the ``Policy`` seam and its registry,
+and the built-in policies (NumPy only)."""

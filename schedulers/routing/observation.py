@@ -11,10 +11,10 @@ import math
 
 import numpy as np
 
-from ..shared.workload import ObservationConfig  # the env YAML's observation section
+from ..shared.observation_config import ObservationConfig
 from .snapshot import ReplicaSnapshot
 
-__all__ = ["ObservationConfig", "FEATURE_NAMES", "PREFIX_FEATURES", "build_observation", "feature_names",
+__all__ = ["FEATURE_NAMES", "PREFIX_FEATURES", "build_observation", "feature_names",
            "observation_bounds"]
 
 

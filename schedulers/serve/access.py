@@ -4,8 +4,8 @@ Clients: with an API key set (``--api-key`` or ``REWARDKIT_GATEWAY_API_KEY``) ev
 ``/health`` wants ``Authorization: Bearer KEY`` (or ``x-api-key``), else a 401 in OpenAI's shape.
 Backends: ``--backend-api-key`` and ``--backend-header`` go with every request to an engine (vLLM
 started with ``--api-key`` wants the bearer token); no client header is forwarded. Logs: a client's
-``x-request-id`` is kept only when short and plain, and a password in a backend URL is written as
-``***`` (the decision log is a file meant to be shared).
+``x-request-id`` is kept only when short and plain, and a password in a backend URL (or a token given
+as its user part alone) is written as ``***`` (the decision log is a file meant to be shared).
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from urllib.parse import unquote, urlsplit
 
 from starlette.types import Receive, Scope, Send
 
+from ..shared.engine_requests import GATEWAY_KEY_ENV
 from .attempt import openai_error
 
 #: environment variables read when the flags are not given (a flag's value is visible to ``ps``)
-CLIENT_KEY_ENV = "REWARDKIT_GATEWAY_API_KEY"
+CLIENT_KEY_ENV = GATEWAY_KEY_ENV
 BACKEND_KEY_ENV = "REWARDKIT_BACKEND_API_KEY"
 #: a client's request id is kept when it matches this, else replaced by a fresh one
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
@@ -39,16 +40,18 @@ def request_id(header: str | None) -> str:
 
 
 def redact_url(url: str) -> str:
-    """``url`` with any password written as ``***``."""
+    """``url`` with its secret written as ``***``: the password of ``user:password@``, or the whole user
+    part when it comes alone (``http://TOKEN@host``: a token passed as the user name)."""
     try:
         parts = urlsplit(url)
-        password = parts.password
+        username, password = parts.username, parts.password
     except ValueError:
         return "<unparseable URL>"
-    if not password:
+    if "@" not in parts.netloc:
         return url
     host = parts.netloc.rsplit("@", 1)[-1]
-    return parts._replace(netloc=f"{parts.username}:***@{host}").geturl()
+    shown = f"{username}:***" if password and username else "***"
+    return parts._replace(netloc=f"{shown}@{host}").geturl()
 
 
 def split_credentials(url: str) -> tuple[str, dict[str, str]]:

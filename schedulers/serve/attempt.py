@@ -3,8 +3,10 @@
 Every way an attempt can end closes it exactly once (the replica's in-flight count returns, the
 decision is logged): an answer, a retry elsewhere, a backend that fails or stalls after its
 headers, a deadline, the drain, a client that goes away, and a stream response the server never
-started. A phantom in-flight request (issue 31) made load-aware routers avoid a recovered replica for
-good. Failures become OpenAI-shaped errors: a JSON 502/503/504 for a plain request, an error event
+started. A phantom in-flight request made load-aware routers avoid a recovered replica for good. An
+attempt works against a :class:`~schedulers.serve.ledger.Ledger` (the live view, the per-replica
+metrics, the open attempts, the reward and the decision log), never the gateway. Failures become
+OpenAI-shaped errors: a JSON 502/503/504 for a plain request, an error event
 then ``[DONE]`` in a stream (whose 200 is already sent).
 """
 
@@ -19,10 +21,11 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from ..live.decision_log import Decision
-from ..shared.engine_http import (UNBOUNDED, EngineClient, EngineConnectError, EngineError, EngineResponse,
+from ..shared.engine_client import (UNBOUNDED, EngineClient, EngineConnectError, EngineError, EngineResponse,
                                   EngineTimeout)
 from ..shared.sse import EventTooLarge, SSEStream
 from .deadlines import DeadlineExceeded, RequestClock
+from .ledger import Ledger
 
 #: the answer a deadline gives: (HTTP status, error type)
 DEADLINE_ERRORS = {"first_byte": (504, "gateway_timeout"), "total": (504, "gateway_timeout"),
@@ -74,21 +77,20 @@ def failure(exc: BaseException, replica: int) -> tuple[int, str, str]:
 class Attempt:
     """One request on one replica: its bookkeeping from send to close, and its answer's relay.
 
-    ``gw`` is the :class:`~schedulers.serve.gateway.Gateway` (its view, metrics, log and open attempts);
-    ``decision`` is None when nothing reads it (no decision log, no reward config).
+    ``ledger`` is what it reads and writes (:class:`~schedulers.serve.ledger.Ledger`); ``key`` is the
+    request's key in the ledger's view; ``decision`` is None when nothing reads it (no decision log, no
+    reward config).
     """
 
-    def __init__(self, gw: Any, replica: int, decision: Decision | None, key: int, clock: RequestClock) -> None:
-        self.gw, self.replica, self.decision, self.key, self.clock = gw, replica, decision, key, clock
+    def __init__(self, ledger: Ledger, replica: int, decision: Decision | None, key: int, clock: RequestClock) -> None:
+        self.ledger, self.replica, self.decision, self.key, self.clock = ledger, replica, decision, key, clock
         self.sent_at = time.monotonic()
         self.first: float | None = None
         self.response: EngineResponse | None = None
         self._upstream: Any = None  # the engine client's stream context, entered
         self._chunks: AsyncIterator[bytes] | None = None
         self.closed = False
-        gw._routed[replica].inc()
-        gw._in_flight[replica].inc()
-        gw.open_attempts.add(self)
+        ledger.opened(self, replica)
 
     # ---- sending ---------------------------------------------------------------------------------
     async def send(self, engine: EngineClient, url: str, body: bytes, headers: dict[str, str]) -> EngineResponse:
@@ -152,15 +154,11 @@ class Attempt:
         if self.closed:
             return
         self.closed = True
-        gw, d = self.gw, self.decision
-        gw.open_attempts.discard(self)
+        ledger, d = self.ledger, self.decision
         e2e = time.monotonic() - self.sent_at
         if status == "ok" and self.first is None and output_tokens:
-            gw.view.token(self.key, output_tokens)  # a plain response: its tokens arrive at once
-        gw.view.finished(self.key, completed=status == "ok")
-        gw._in_flight[self.replica].dec()
-        if status != "retried":
-            gw._e2e[self.replica].observe(e2e)
+            ledger.tokens(self.key, output_tokens)  # a plain response: its tokens arrive at once
+        ledger.closed(self, self.replica, self.key, status == "ok", None if status == "retried" else e2e)
         if d is None:
             return
         d.status, d.output_tokens, d.error = status, output_tokens, error
@@ -168,8 +166,8 @@ class Attempt:
             d.e2e_s = e2e
         d.ttft_s = None if self.first is None else self.first - self.sent_at
         if status == "ok":
-            d.reward, d.reward_terms = gw.request_reward(d.ttft_s, e2e, d.prompt_tokens, output_tokens)
-        gw.record(d)
+            d.reward, d.reward_terms = ledger.reward(d.ttft_s, e2e, d.prompt_tokens, output_tokens)
+        ledger.record(d)
 
     # ---- streaming -------------------------------------------------------------------------------
     async def relay(self, client_wants_usage: bool = True) -> AsyncIterator[bytes]:
@@ -194,8 +192,8 @@ class Attempt:
                 if counter.counted > before:
                     if self.first is None:
                         self.first = time.monotonic()
-                        self.gw._ttft[self.replica].observe(self.first - self.sent_at)
-                    self.gw.view.token(self.key, counter.counted - before)
+                        self.ledger.first_token(self.replica, self.first - self.sent_at)
+                    self.ledger.tokens(self.key, counter.counted - before)
                 done = done or any(event.done for event in events)
                 out = b"".join(event.raw for event in events if client_wants_usage or not event.usage_only)
                 if out:

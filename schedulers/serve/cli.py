@@ -70,7 +70,8 @@ def gateway_command(args: argparse.Namespace) -> int:
     """Check the flags, then serve until SIGTERM; bad flags are one line and exit 2."""
     try:
         from .access import BACKEND_KEY_ENV, CLIENT_KEY_ENV, backend_headers, is_loopback
-        from .gateway import MAX_BODY_BYTES, GatewaySettings, create_app
+        from .app import create_app
+        from .settings import MAX_BODY_BYTES, GatewaySettings
         from .server import serve
         from .settings import MAX_CONNECTIONS_LIMIT, integer, seconds
     except ImportError as exc:

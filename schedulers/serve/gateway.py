@@ -1,6 +1,9 @@
 """The gateway: an OpenAI-compatible proxy that routes each request to one of N engines with any router.
 
-Any policy of :func:`schedulers.routing.policy.make_policy` (a heuristic or a PPO checkpoint) decides on the
+This module holds its routing state, :class:`Gateway`; the HTTP handlers that hold it by composition
+are :mod:`schedulers.serve.app`.
+
+Any registered policy (:func:`schedulers.routing.policy.make_policy`: a heuristic, a PPO checkpoint, a plug-in) decides on the
 :class:`~schedulers.live.view.LiveClusterView` snapshot (the simulator's ``ReplicaSnapshot``),
 restricted to the healthy replicas. Streaming responses pass through chunk by chunk; each request's
 TTFT, e2e, tokens and decision (observation rows, action, router) are recorded in Prometheus
@@ -13,49 +16,36 @@ an error event (:mod:`schedulers.serve.attempt`, which closes every attempt on e
 healthy backend is a 503; a malformed body a 400, an oversized one a 413
 (:mod:`schedulers.serve.request_body`), always in OpenAI's error shape; a client that disconnects
 cancels its upstream request, plain or streamed. Access and redaction: :mod:`schedulers.serve.access`.
-Upstream calls go through the one :class:`~schedulers.shared.engine_http.EngineClient`; the routed
-endpoints are served by raw ASGI (:class:`GatewayASGI`), the rest by Starlette.
+Upstream calls go through the one :class:`~schedulers.shared.engine_client.EngineClient`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import json
 import sys
 import time
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import numpy as np
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ..live.decision_log import Decision, DecisionLogWriter
 from ..live.view import LiveClusterView, restrict
-from ..routing.observation import ObservationConfig, build_observation, feature_names
-from ..routing.heuristics import HEURISTIC_NAMES
+from ..routing.observation import build_observation, feature_names
 from ..routing.policy import make_policy
-from ..shared.engine_client import REPLICA_HEADER
-from ..shared.engine_http import EngineClient, EngineError
+from ..shared.engine_client import EngineClient, EngineError
 from ..shared.prometheus import kv_capacity_tokens, parse_metrics
 from ..shared.request_reward import reads_request_keys_only, request_context
-from .access import allowed, redact_url, refuse, request_id, split_credentials
-from .attempt import Attempt, BackendFailed, BackendUnreachable, RelayResponse, failure, openai_error
-from .deadlines import DeadlineExceeded, Deadlines, Drain, RequestClock
-from .request_body import BadRequest, Payload, parse_payload, read_body, upstream_body
-from .settings import MAX_BODY_BYTES, GatewaySettings
+from ..shared.observation_config import ObservationConfig
+from .access import redact_url, split_credentials
+from .deadlines import Deadlines, Drain
+from .ledger import Ledger
+from .settings import GatewaySettings
 
-__all__ = ["Gateway", "GatewayApp", "GatewayASGI", "GatewaySettings", "MAX_BODY_BYTES", "create_app", "openai_error"]
+__all__ = ["Gateway", "GatewaySettings"]
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
-
-
-class ClientGone(Exception):
-    """The client closed its connection before its answer was ready."""
 
 
 class Gateway:
@@ -71,13 +61,9 @@ class Gateway:
         self.shown_urls = [redact_url(u.rstrip("/")) for u in settings.backends]
         #: headers of every call to backend i (its credentials, then --backend-api-key/--backend-header)
         self.backend_headers = [{**auth, **settings.extra_headers} for _, auth in split]
-        self._post_headers = [{"content-type": "application/json", **h} for h in self.backend_headers]
-        self.view = LiveClusterView(n, settings.declared_speeds, kv_capacity=settings.kv_capacity_blocks)
-        self.policy = _policy(settings)
-        #: the rows every decision logs: the policy's own settings, else the defaults
-        self.obs_config = self.policy.observation or ObservationConfig()
-        self.composer = _request_reward_composer(settings.reward)
-        self._check_policy()
+        #: headers of every routed request to backend i
+        self.post_headers = [{"content-type": "application/json", **h} for h in self.backend_headers]
+        view = LiveClusterView(n, settings.declared_speeds, kv_capacity=settings.kv_capacity_blocks)
         self.registry = CollectorRegistry()
         labels = ["replica"]
         self.routed = Counter("rewardkit_gateway_routed", "requests routed per replica", labels, registry=self.registry)
@@ -98,6 +84,18 @@ class Gateway:
                                        buckets=(1e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 5e-3, 0.01), registry=self.registry)
         for i in range(n):
             self.healthy_gauge.labels(str(i)).set(1)
+        # each replica's labelled metrics, looked up once (a label lookup per request is measurable)
+        labels = [str(i) for i in range(n)]
+        #: what each attempt reads and writes: the view, the per-replica metrics, the open attempts
+        self.ledger = Ledger(view, routed=[self.routed.labels(x) for x in labels],
+                             in_flight=[self.in_flight.labels(x) for x in labels],
+                             ttft=[self.ttft.labels(x) for x in labels], e2e=[self.e2e.labels(x) for x in labels],
+                             reward=self.request_reward, record=self.record)
+        self.policy = _policy(settings)
+        #: the rows every decision logs: the policy's own settings, else the defaults
+        self.obs_config = self.policy.observation or ObservationConfig()
+        self.composer = _request_reward_composer(settings.reward)
+        self._check_policy()
         self.log = None
         if settings.decision_log:
             try:
@@ -110,21 +108,21 @@ class Gateway:
                                  f"({exc.strerror or type(exc).__name__})") from None
         #: the one engine client (health checks, scrapes, /v1/models and every routed request)
         self.engine: EngineClient | None = None
-        # each replica's labelled metrics, looked up once (a label lookup per request is measurable)
-        labels = [str(i) for i in range(n)]
-        self._routed = [self.routed.labels(x) for x in labels]
-        self._in_flight = [self.in_flight.labels(x) for x in labels]
-        self._e2e = [self.e2e.labels(x) for x in labels]
-        self._ttft = [self.ttft.labels(x) for x in labels]
-        self._replica_header = [(REPLICA_HEADER.encode(), x.encode()) for x in labels]
         self._health_task: asyncio.Task | None = None
         self._scrape_task: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        #: attempts not yet closed (each closes itself; shutdown closes any left as cancelled)
-        self.open_attempts: set[Attempt] = set()
         self.drain = Drain()
         self.deadlines = Deadlines(settings.connect_timeout_s, settings.first_byte_timeout_s,
                                    settings.request_timeout_s)
+
+    @property
+    def view(self) -> LiveClusterView:
+        """The live cluster view the gateway routes on (the ledger's)."""
+        return self.ledger.view
+
+    @view.setter
+    def view(self, view: LiveClusterView) -> None:
+        self.ledger.view = view
 
     # ---- lifecycle -------------------------------------------------------------------------------
     async def startup(self) -> None:
@@ -145,7 +143,7 @@ class Gateway:
         for task in (self._health_task, self._scrape_task):
             if task is not None:
                 task.cancel()
-        for attempt in list(self.open_attempts):  # none after a drain; a forced stop leaves no phantom
+        for attempt in list(self.ledger.open_attempts):  # none after a drain; a forced stop leaves no phantom
             await attempt.end("cancelled", 0, "the gateway stopped")
         if self.engine is not None:
             await self.engine.aclose()
@@ -223,13 +221,14 @@ class Gateway:
         """The replica for a request (None: no healthy replica) and the observation rows of all replicas
         (built when ``with_rows`` or the policy reads them; else None)."""
         start = time.perf_counter()
-        keep = self.view.healthy
+        view = self.ledger.view
+        keep = view.healthy
         if exclude:
             keep = keep.copy()
             keep[list(exclude)] = False
         if not keep.any():
             return None
-        snap = self.view.snapshot(self.view.prefix_match(prompt_ids) if prompt_ids else None)
+        snap = view.snapshot(view.prefix_match(prompt_ids) if prompt_ids else None)
         rows = None
         if with_rows or self.policy.observation is not None:
             rows = build_observation(snap, prompt_tokens, self.obs_config)
@@ -266,10 +265,9 @@ class Gateway:
 
 def _policy(settings: GatewaySettings) -> Any:
     """The router, or a one-line error naming the flag (a checkpoint that cannot be used, whatever fails)."""
-    learned = settings.router not in HEURISTIC_NAMES
-    options = {"threads": settings.torch_threads} if settings.checkpoint and learned else {}
     try:
-        return make_policy(settings.router, settings.checkpoint, seed=settings.seed, simulated=False, **options)
+        return make_policy(settings.router, settings.checkpoint, seed=settings.seed, simulated=False,
+                           threads=settings.torch_threads)
     except ValueError as exc:  # CheckpointError too: a one-line message naming the flag
         raise ValueError(f"--router {settings.router}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - a checkpoint torch or the policy cannot build on: one line, no traceback
@@ -296,220 +294,3 @@ def _request_reward_composer(path: str | None) -> Any:
     return composer
 
 
-class GatewayApp(Gateway):
-    """The HTTP side of the gateway: its handlers (routes in :func:`create_app`).
-
-    The two routed endpoints are served by raw ASGI (:meth:`handle`): the request path is the
-    gateway's cost per request, and a framework's request and response objects were most of it.
-    """
-
-    async def health(self, request: Request) -> Response:
-        ok = bool(self.view.healthy.any()) and not self.drain.begun
-        return JSONResponse({"healthy_backends": int(self.view.healthy.sum()), "backends": len(self.urls)},
-                            status_code=200 if ok else 503)
-
-    async def metrics(self, request: Request) -> Response:
-        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
-
-    async def models(self, request: Request) -> Response:
-        for i in np.flatnonzero(self.view.healthy):
-            try:
-                resp = await self.engine.request("GET", self.urls[i] + "/v1/models", headers=self.backend_headers[i])
-                return Response(resp.body, status_code=resp.status, media_type="application/json")
-            except EngineError:
-                self.set_healthy(int(i), False)
-        return openai_error(503, "no healthy backend", "service_unavailable")
-
-    async def handle(self, scope: dict[str, Any], receive: Any, send: Any, chat: bool) -> None:
-        """``POST /v1/completions`` and ``/v1/chat/completions``: read, route, forward, answer."""
-        headers = dict(scope["headers"])
-        clock = RequestClock(self.deadlines, self.drain)
-        try:
-            answer = await self.proxy(headers, receive, chat, clock)
-            if isinstance(answer, tuple):  # a whole answer: sent as it is
-                status, content_type, replica, content = answer
-                await send({"type": "http.response.start", "status": status,
-                            "headers": [(b"content-type", content_type),
-                                        (b"content-length", str(len(content)).encode()), self._replica_header[replica]]})
-                await send({"type": "http.response.body", "body": content})
-            else:
-                await answer(scope, receive, send)
-        finally:
-            clock.close()
-
-    async def proxy(self, headers: dict[bytes, bytes], receive: Any, chat: bool,
-                    clock: RequestClock) -> tuple[int, bytes, int, bytes] | Response:
-        """Read and check the body, then forward it while the client stays (a client that leaves cancels
-        it); the answer: ``(status, content type, replica, body)`` when whole, else a response to run."""
-        try:
-            async with clock.bound("total"):
-                body = await read_body(receive, headers, self.settings.max_body_bytes)
-            payload = parse_payload(body, chat)
-            body = upstream_body(body, payload)
-        except BadRequest as exc:
-            return openai_error(exc.status, str(exc))
-        except DeadlineExceeded as exc:
-            return openai_error(408, f"the request body did not arrive in time ({exc})")
-        if self.drain.begun:
-            return openai_error(503, "the gateway is shutting down", "service_unavailable")
-        keep_record = self.log is not None or self.composer is not None
-        rid = request_id(headers.get(b"x-request-id", b"").decode("latin-1") or None) if keep_record else ""
-        path = "/v1/chat/completions" if chat else "/v1/completions"
-        work = self.forward(path, body, payload, rid, clock, keep_record)
-        if payload.stream:  # once its answer starts, the stream response notices a client that leaves
-            return await work
-        try:
-            return await until_client_leaves(receive, work)
-        except ClientGone:
-            return Response(status_code=499)
-
-    async def forward(self, path: str, body: bytes, payload: Payload, rid: str, clock: RequestClock,
-                      keep_record: bool) -> tuple[int, bytes, int, bytes] | Response:
-        """Route and send; move the request once when its replica is down or its first byte late; relay
-        the answer. Every attempt is closed on every path (:class:`~schedulers.serve.attempt.Attempt`)."""
-        tried: set[int] = set()
-        last: tuple[int, str, str] = (503, "no healthy backend", "service_unavailable")
-        while len(tried) < 2:
-            decided = self.decide(payload.prompt_tokens, payload.prompt_ids, tried, with_rows=self.log is not None)
-            if decided is None:
-                break
-            replica, rows = decided
-            tried.add(replica)
-            decision = None
-            if keep_record:
-                decision = Decision(rid, self.settings.router, replica,
-                                    [] if rows is None else rows.round(6).tolist(), payload.prompt_tokens)
-            attempt = Attempt(self, replica, decision,
-                              self.view.sent(replica, payload.prompt_tokens, payload.prompt_ids), clock)
-            async with attempt:
-                # without a first-byte deadline, one scope of the whole request's covers sending and the answer
-                one_scope = clock.deadlines.first_byte_s is None
-                try:
-                    async with clock.bound("total") if one_scope else contextlib.nullcontext():
-                        resp = await attempt.send(self.engine, self.urls[replica] + path, body,
-                                                  self._post_headers[replica])
-                        if payload.stream and resp.status == 200:
-                            return RelayResponse(attempt, payload.client_wants_usage,
-                                                 resp.headers.get("content-type", "text/event-stream"),
-                                                 {REPLICA_HEADER: str(replica)})
-                        content = await attempt.read(bounded=not one_scope)
-                except (BackendUnreachable, BackendFailed, DeadlineExceeded) as exc:
-                    last = failure(exc, replica)
-                    if isinstance(exc, BackendUnreachable):
-                        last = (503, f"backend {replica} is unreachable ({exc})", "service_unavailable")
-                    if isinstance(exc, BackendUnreachable) or (isinstance(exc, BackendFailed) and not exc.answered):
-                        self.set_healthy(replica, False)  # down or crashed: health checks bring it back
-                    movable = not isinstance(exc, DeadlineExceeded) or exc.which == "first_byte"
-                    if movable and len(tried) < 2 and clock.remaining() > 0 and self.any_healthy(tried):
-                        self.retried.labels(str(replica)).inc()
-                        await attempt.end("retried", 0, last[1])
-                        continue
-                    await attempt.end("error", 0, last[1])
-                    return openai_error(last[0], last[1], last[2])
-                ok = resp.status == 200
-                await attempt.end("ok" if ok else "error", _usage(content) if ok else 0,
-                                  None if ok else f"the backend answered HTTP {resp.status}")
-                return resp.status, resp.headers.get("content-type", "application/json").encode(), replica, content
-        status, message, kind = last
-        if status == 503:
-            message = f"no healthy backend answered ({len(tried)} tried; last error: {message})"
-        return openai_error(status, message, kind)
-
-
-#: seconds a plain request runs before its disconnect watch starts: most answers are back sooner and
-#: cost no watcher task; a client that leaves is noticed at most this late
-WATCH_AFTER_S = 0.02
-
-
-class _DisconnectWatch:
-    """Cancels ``task`` when the client closes its connection; the watcher task starts only after
-    :data:`WATCH_AFTER_S` (a timer until then)."""
-
-    __slots__ = ("task", "receive", "watcher", "gone", "over")
-
-    def __init__(self, task: asyncio.Task, receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
-        self.task, self.receive = task, receive
-        self.watcher: asyncio.Task | None = None
-        self.gone = self.over = False
-
-    def start(self) -> None:
-        if not self.over:
-            self.watcher = asyncio.ensure_future(_disconnected(self.receive))
-            self.watcher.add_done_callback(self.client_left)
-
-    def client_left(self, watcher: asyncio.Task) -> None:
-        if not watcher.cancelled() and not self.over:
-            self.gone = True
-            self.task.cancel()
-
-
-async def until_client_leaves(receive: Callable[[], Awaitable[dict[str, Any]]], work: Awaitable[Any]) -> Any:
-    """``work``'s result, run in this task, or :class:`ClientGone` when the client closes its connection
-    first (``work`` is cancelled, and with it the upstream request)."""
-    task = asyncio.current_task()
-    watch = _DisconnectWatch(task, receive)
-    timer = asyncio.get_running_loop().call_later(WATCH_AFTER_S, watch.start)
-    try:
-        return await work
-    except asyncio.CancelledError:
-        if watch.gone and task.uncancel() == 0:
-            raise ClientGone from None
-        raise
-    finally:
-        watch.over = True
-        timer.cancel()
-        if watch.watcher is not None:
-            watch.watcher.cancel()
-
-
-async def _disconnected(receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
-    """Return when the client has closed its connection (the body has been read already)."""
-    while (await receive())["type"] != "http.disconnect":
-        pass
-
-
-class GatewayASGI:
-    """The gateway's ASGI entry: the API key checked (when set), the routed endpoints straight to
-    :meth:`GatewayApp.handle`, the rest (health, metrics, models, lifespan) through Starlette."""
-
-    ROUTED = {"/v1/completions": False, "/v1/chat/completions": True}
-
-    def __init__(self, gateway: GatewayApp, app: Starlette, api_key: str | None = None) -> None:
-        self.gateway, self.app, self.state = gateway, app, app.state
-        self._key = api_key.encode() if api_key else None
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and self._key is not None and not allowed(scope, self._key):
-            await refuse(scope, receive, send)
-            return
-        chat = self.ROUTED.get(scope.get("path", "")) if scope["type"] == "http" else None
-        if chat is not None and scope["method"] == "POST":
-            await self.gateway.handle(scope, receive, send, chat)
-        else:
-            await self.app(scope, receive, send)
-
-
-def create_app(settings: GatewaySettings) -> GatewayASGI:
-    """The gateway as an ASGI app (``uvicorn`` serves it in ``rewardkit gateway``)."""
-    gw = GatewayApp(settings)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await gw.startup()
-        try:
-            yield
-        finally:
-            await gw.shutdown()
-
-    routes = [Route("/health", gw.health), Route("/metrics", gw.metrics), Route("/v1/models", gw.models)]
-    app = Starlette(routes=routes, lifespan=lifespan)
-    app.state.gateway = gw
-    return GatewayASGI(gw, app, settings.api_key)
-
-
-def _usage(content: bytes) -> int:
-    """``usage.completion_tokens`` of a non-streamed response (0 when absent)."""
-    try:
-        return int(json.loads(content).get("usage", {}).get("completion_tokens", 0))
-    except (ValueError, AttributeError, TypeError, RecursionError):
-        return 0

@@ -2,8 +2,8 @@
 
 Which requests arrive and how they are judged: the trace (``trace_file``), the Poisson rate
 (``qps``), the requests per episode, the length bounds (``max_tokens``, ``length_scale``), the
-observation settings (``observation``: :class:`ObservationConfig`) and the per-request reward
-(``reward_config``). :func:`load_workload` reads these keys from any env YAML and leaves the rest
+observation settings (``observation``: :class:`~schedulers.shared.observation_config.ObservationConfig`)
+and the per-request reward (``reward_config``). :func:`load_workload` reads these keys from any env YAML and leaves the rest
 (a simulated cluster, a ``live`` section) to the code that owns it; the simulator's ``EnvConfig``
 checks the same keys with the same :data:`WORKLOAD_CHECKS`. Errors name the file, the key path and
 what was expected (``env.yaml: qps: expected a number from 0.001 to 100000, got -1``).
@@ -22,25 +22,9 @@ from rewardkit.errors import ConfigError
 from rewardkit.params import Param, describe, validate_schema
 
 from ..bounds import (MAX_LENGTH_SCALE, MAX_PREFIX_GROUPS, MAX_PREFIX_SESSIONS, MAX_PREFIX_TOKENS, MAX_QPS,
-                      MIN_LENGTH_SCALE, MIN_OBSERVATION_SCALE, MIN_QPS)
+                      MIN_LENGTH_SCALE, MIN_QPS)
+from .observation_config import OBSERVATION_CHECKS, ObservationConfig
 from .requests import SharedPrefix
-
-
-@dataclass(frozen=True)
-class ObservationConfig:
-    """How replica and request features are normalized (:mod:`schedulers.routing.observation`)."""
-
-    #: window (simulated seconds) for "recent completions" and the recent throughput/latency.
-    recent_window_s: float = 10.0
-    #: request counts are divided by this.
-    count_scale: float = 16.0
-    #: token counts are divided by this.
-    token_scale: float = 4096.0
-    #: time constant (s of batch work) of the online speed estimate (``measured_speed``).
-    speed_tau_s: float = 2.0
-    #: opt-in: add ``PREFIX_FEATURES`` (the prefix-cache match) to every row. Off by default, so
-    #: observations, and the checkpoints trained on them, keep ``len(FEATURE_NAMES)`` columns.
-    prefix_match: bool = False
 
 
 @dataclass(frozen=True)
@@ -105,18 +89,6 @@ WORKLOAD_CHECKS = {
     "shared_prefix": Param(None, "shared-prefix workload", "a mapping {groups: G, prefix_tokens: T, sessions: S} or null",
                            _check_shared_prefix),
 }
-#: the checks of the ``observation`` section.
-OBSERVATION_CHECKS = {
-    "speed_tau_s": Param.between(MIN_OBSERVATION_SCALE, float("inf"),
-                                 doc="time constant (s) of the measured-speed moving average"),
-    "recent_window_s": Param.between(MIN_OBSERVATION_SCALE, float("inf"),
-                                     doc="window (s) of recent completions and throughput"),
-    "count_scale": Param.between(MIN_OBSERVATION_SCALE, float("inf"), doc="request counts are divided by this"),
-    "token_scale": Param.between(MIN_OBSERVATION_SCALE, float("inf"), doc="token counts are divided by this"),
-    "prefix_match": Param.boolean(doc="add the prefix-cache match feature (0 in Vidur, which caches no prefixes)"),
-}
-
-
 def section_schema(checks: Mapping[str, Param], base: Any) -> dict[str, Param]:
     """``checks`` with the defaults taken from ``base`` (a dataclass instance)."""
     return {k: dataclasses.replace(p, default=getattr(base, k)) for k, p in checks.items()}

@@ -29,8 +29,8 @@ from ..bounds import (MAX_CV_SPLITS, MAX_FOREST_DEPTH, MAX_FOREST_TREES, MAX_GRI
                       MIN_SLOWDOWN_DURATION_S, MIN_SLOWDOWN_INTERVAL_S,
                       MIN_SPEED)
 from ..shared.requests import SharedPrefix
-from ..shared.workload import (OBSERVATION_CHECKS, WORKLOAD_CHECKS, ObservationConfig, Workload, section_schema,
-                               shared_prefix_fit_errors)
+from ..shared.observation_config import OBSERVATION_CHECKS, ObservationConfig
+from ..shared.workload import WORKLOAD_CHECKS, Workload, section_schema, shared_prefix_fit_errors
 from .slowdowns import SlowdownConfig, SlowdownEvent
 
 REPLICA_SCHEDULERS = ("sarathi", "vllm", "orca")

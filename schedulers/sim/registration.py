@@ -1,17 +1,20 @@
-"""Our global schedulers inside Vidur: registered from outside the package, plus cluster tracking.
+"""Every registered routing policy as a Vidur global scheduler, plus cluster tracking.
 
-Importing this module registers ``jsq``, ``least_kv``, ``least_tokens``, ``least_prefill``,
-``power_of_two``, the speed-aware ``cap_jsq``, ``cap_least_tokens``, ``cap_least_prefill``,
-``adaptive``, ``oracle`` and ``ppo`` with Vidur (a ``BaseIntEnum`` of new values, one
-``BaseGlobalSchedulerConfig`` dataclass per scheduler, ``GlobalSchedulerRegistry.register``), so
-that Vidur's own CLI accepts ``--global_scheduler_config_type jsq`` once this module is imported
-before it parses its arguments. Vidur's ``round_robin``, ``random`` and ``lor`` are untouched (and
-run every replica at speed 1). Every registered scheduler takes ``--<name>_global_scheduler_config_cluster``:
-an env YAML path (or JSON) whose ``replicas`` groups and ``slowdowns`` set each replica's speed.
-The replica state they route on comes from :class:`schedulers.sim.tracker.ClusterTracker`.
+Importing this module registers every policy of :func:`schedulers.routing.policy.registered_policies`
+(built-ins and entry-point plug-ins; Vidur's own ``round_robin``, ``random`` and ``lor`` stay
+Vidur's, and run every replica at speed 1) with Vidur: a ``BaseIntEnum`` of new values, one
+``BaseGlobalSchedulerConfig`` dataclass and one scheduler class per policy, made in one loop from
+what the policy class declares, and ``GlobalSchedulerRegistry.register``. Vidur's own CLI then
+accepts ``--global_scheduler_config_type jsq`` once this module is imported before it parses its
+arguments. Every scheduler takes ``--<name>_global_scheduler_config_cluster``: an env YAML path (or
+JSON) whose ``replicas`` groups and ``slowdowns`` set each replica's speed; one whose policy needs a
+checkpoint takes ``--<name>_global_scheduler_config_checkpoint``, and one with parameters takes each
+(``--cache_aware_global_scheduler_config_cache_threshold 0.5``). The replica state they route on
+comes from :class:`schedulers.sim.tracker.ClusterTracker`.
 """
 
 # No ``from __future__ import annotations``: Vidur's flat CLI reads dataclass field types.
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Tuple
 
@@ -29,7 +32,7 @@ from vidur.scheduler.replica_scheduler.replica_scheduler_registry import Replica
 from vidur.types import BaseIntEnum, ReplicaId
 
 from ..routing.observation import build_observation
-from ..routing.policy import Policy, make_policy
+from ..routing.policy import Policy, make_policy, registered_policies
 from ..routing.snapshot import ReplicaSnapshot
 from .env_config import replica_setup_from_spec
 from .profiles import configure_offline_environment
@@ -38,26 +41,12 @@ from .speed_scaling import BatchLog, install_replica_speeds
 from .tracker import DEFAULT_RECENT_WINDOW_S, DEFAULT_SPEED_TAU_S, ClusterTracker
 
 # ---- Vidur global schedulers ----------------------------------------------------------------------
-class RewardkitGlobalSchedulerType(BaseIntEnum):
-    """Vidur scheduler types added by rewardkit (values far from Vidur's 1-3)."""
-
-    JSQ = 101
-    LEAST_KV = 102
-    LEAST_TOKENS = 103
-    LEAST_PREFILL = 104
-    POWER_OF_TWO = 105
-    PPO = 106
-    CAP_JSQ = 107
-    CAP_LEAST_TOKENS = 108
-    CAP_LEAST_PREFILL = 109
-    ADAPTIVE = 110
-    ORACLE = 111
-
-
 _CLUSTER_HELP = (
     "Replica speeds and slowdowns: an env YAML path (its replicas and slowdowns sections) or their JSON; "
     "empty: every replica at speed 1, never slowed."
 )
+#: the first value of our scheduler types (far from Vidur's 1-3)
+FIRST_TYPE_VALUE = 101
 
 
 @dataclass
@@ -65,68 +54,6 @@ class ClusterOption:
     """The option every rewardkit scheduler takes inside Vidur (a mixin: Vidur lists every config subclass)."""
 
     cluster: str = field(default="", metadata={"help": _CLUSTER_HELP})
-
-
-@dataclass
-class JsqGlobalSchedulerConfig(BaseGlobalSchedulerConfig, ClusterOption):
-    @staticmethod
-    def get_type():
-        return RewardkitGlobalSchedulerType.JSQ
-
-
-@dataclass
-class LeastKvGlobalSchedulerConfig(BaseGlobalSchedulerConfig, ClusterOption):
-    @staticmethod
-    def get_type():
-        return RewardkitGlobalSchedulerType.LEAST_KV
-
-
-@dataclass
-class LeastTokensGlobalSchedulerConfig(BaseGlobalSchedulerConfig, ClusterOption):
-    @staticmethod
-    def get_type():
-        return RewardkitGlobalSchedulerType.LEAST_TOKENS
-
-
-@dataclass
-class LeastPrefillGlobalSchedulerConfig(BaseGlobalSchedulerConfig, ClusterOption):
-    @staticmethod
-    def get_type():
-        return RewardkitGlobalSchedulerType.LEAST_PREFILL
-
-
-@dataclass
-class PowerOfTwoGlobalSchedulerConfig(BaseGlobalSchedulerConfig, ClusterOption):
-    @staticmethod
-    def get_type():
-        return RewardkitGlobalSchedulerType.POWER_OF_TWO
-
-
-@dataclass
-class PpoGlobalSchedulerConfig(BaseGlobalSchedulerConfig, ClusterOption):
-    checkpoint: str = field(default="", metadata={"help": "PPO router checkpoint to load."})
-
-    @staticmethod
-    def get_type():
-        return RewardkitGlobalSchedulerType.PPO
-
-
-def _speed_config(name: str, type_: RewardkitGlobalSchedulerType) -> type:
-    """A config dataclass for a speed-aware heuristic (same options as the others)."""
-    cls = dataclass(type(name, (BaseGlobalSchedulerConfig, ClusterOption), {"get_type": staticmethod(lambda: type_)}))
-    cls.__module__ = __name__
-    return cls
-
-
-CapJsqGlobalSchedulerConfig = _speed_config("CapJsqGlobalSchedulerConfig", RewardkitGlobalSchedulerType.CAP_JSQ)
-CapLeastTokensGlobalSchedulerConfig = _speed_config(
-    "CapLeastTokensGlobalSchedulerConfig", RewardkitGlobalSchedulerType.CAP_LEAST_TOKENS
-)
-CapLeastPrefillGlobalSchedulerConfig = _speed_config(
-    "CapLeastPrefillGlobalSchedulerConfig", RewardkitGlobalSchedulerType.CAP_LEAST_PREFILL
-)
-AdaptiveGlobalSchedulerConfig = _speed_config("AdaptiveGlobalSchedulerConfig", RewardkitGlobalSchedulerType.ADAPTIVE)
-OracleGlobalSchedulerConfig = _speed_config("OracleGlobalSchedulerConfig", RewardkitGlobalSchedulerType.ORACLE)
 
 
 def _init_replica_schedulers(
@@ -226,11 +153,27 @@ class RoutingGlobalScheduler(BaseGlobalScheduler):
 
 
 class PolicyGlobalScheduler(RoutingGlobalScheduler):
-    """Routes with a :class:`~schedulers.routing.policy.Policy`, reset with the simulation's seed: it gets
-    the snapshot, the request's prompt length, the observation rows when it reads them and the true
-    speeds when it is the oracle."""
+    """Routes with the policy registered as ``policy_name`` (a class attribute), reset with the simulation's
+    seed: it gets the snapshot, the request's prompt length, the observation rows when it reads them and
+    the true speeds when it declares ``needs_true_speed``. The checkpoint and parameters come from the
+    scheduler config; a policy that reads observation rows sets the tracker's window and speed time
+    constant to its own."""
 
+    policy_name = ""
     policy: Policy
+
+    def __init__(self, config: SimulationConfig, replicas: Dict[ReplicaId, Replica], predictor: Any = None, **kw: Any) -> None:
+        name = self.policy_name
+        gs_config = config.cluster_config.global_scheduler_config
+        checkpoint = getattr(gs_config, "checkpoint", "") or None
+        if registered_policies()[name].needs_checkpoint and not checkpoint:
+            raise ValueError(f"the {name} global scheduler needs --{name}_global_scheduler_config_checkpoint PATH")
+        params = {f: getattr(gs_config, f) for f in _param_fields(registered_policies()[name]) if hasattr(gs_config, f)}
+        self.policy = make_policy(name, checkpoint, seed=config.seed, **params)
+        if self.policy.observation is not None:
+            kw.setdefault("recent_window_s", self.policy.observation.recent_window_s)
+            kw.setdefault("speed_tau_s", self.policy.observation.speed_tau_s)
+        super().__init__(config, replicas, predictor, **kw)
 
     def route(self, snapshot: ReplicaSnapshot, request: Request) -> int:
         policy = self.policy
@@ -240,71 +183,6 @@ class PolicyGlobalScheduler(RoutingGlobalScheduler):
         return policy.decide(snapshot, request.num_prefill_tokens, rows=rows, true_speed=true_speed)
 
 
-class HeuristicGlobalScheduler(PolicyGlobalScheduler):
-    """Routes with the heuristic named by the ``heuristic`` class attribute."""
-
-    heuristic = ""
-
-    def __init__(self, config: SimulationConfig, replicas: Dict[ReplicaId, Replica], predictor: Any = None, **kw: Any) -> None:
-        super().__init__(config, replicas, predictor, **kw)
-        self.policy = make_policy(self.heuristic, seed=config.seed)
-
-
-class JsqGlobalScheduler(HeuristicGlobalScheduler):
-    heuristic = "jsq"
-
-
-class LeastKvGlobalScheduler(HeuristicGlobalScheduler):
-    heuristic = "least_kv"
-
-
-class LeastTokensGlobalScheduler(HeuristicGlobalScheduler):
-    heuristic = "least_tokens"
-
-
-class LeastPrefillGlobalScheduler(HeuristicGlobalScheduler):
-    heuristic = "least_prefill"
-
-
-class PowerOfTwoGlobalScheduler(HeuristicGlobalScheduler):
-    heuristic = "power_of_two"
-
-
-class CapJsqGlobalScheduler(HeuristicGlobalScheduler):
-    heuristic = "cap_jsq"
-
-
-class CapLeastTokensGlobalScheduler(HeuristicGlobalScheduler):
-    heuristic = "cap_least_tokens"
-
-
-class CapLeastPrefillGlobalScheduler(HeuristicGlobalScheduler):
-    heuristic = "cap_least_prefill"
-
-
-class AdaptiveGlobalScheduler(HeuristicGlobalScheduler):
-    heuristic = "adaptive"
-
-
-class OracleGlobalScheduler(HeuristicGlobalScheduler):
-    heuristic = "oracle"
-
-
-class PpoGlobalScheduler(PolicyGlobalScheduler):
-    """Routes with ``make_policy("ppo", checkpoint)``: observation rows built with the checkpoint's own
-    settings, whose window and speed time constant the tracker takes too."""
-
-    def __init__(self, config: SimulationConfig, replicas: Dict[ReplicaId, Replica], predictor: Any = None, **kw: Any) -> None:
-        gs_config = config.cluster_config.global_scheduler_config
-        checkpoint = getattr(gs_config, "checkpoint", "")
-        if not checkpoint:
-            raise ValueError("the ppo global scheduler needs --ppo_global_scheduler_config_checkpoint PATH")
-        self.policy = make_policy("ppo", checkpoint, seed=config.seed)
-        kw.setdefault("recent_window_s", self.policy.observation.recent_window_s)
-        kw.setdefault("speed_tau_s", self.policy.observation.speed_tau_s)
-        super().__init__(config, replicas, predictor, **kw)
-
-
 class EnvGlobalScheduler(RoutingGlobalScheduler):
     """Holds the replica schedulers for :class:`schedulers.sim.env.VidurRoutingEnv`, which routes itself."""
 
@@ -312,45 +190,48 @@ class EnvGlobalScheduler(RoutingGlobalScheduler):
         raise RuntimeError("VidurRoutingEnv routes requests through env.step(); schedule() is not used")
 
 
-#: our scheduler name -> (type, config class, scheduler class).
-REGISTERED: Dict[str, Tuple[RewardkitGlobalSchedulerType, type, type]] = {
-    "jsq": (RewardkitGlobalSchedulerType.JSQ, JsqGlobalSchedulerConfig, JsqGlobalScheduler),
-    "least_kv": (RewardkitGlobalSchedulerType.LEAST_KV, LeastKvGlobalSchedulerConfig, LeastKvGlobalScheduler),
-    "least_tokens": (
-        RewardkitGlobalSchedulerType.LEAST_TOKENS,
-        LeastTokensGlobalSchedulerConfig,
-        LeastTokensGlobalScheduler,
-    ),
-    "least_prefill": (
-        RewardkitGlobalSchedulerType.LEAST_PREFILL,
-        LeastPrefillGlobalSchedulerConfig,
-        LeastPrefillGlobalScheduler,
-    ),
-    "power_of_two": (
-        RewardkitGlobalSchedulerType.POWER_OF_TWO,
-        PowerOfTwoGlobalSchedulerConfig,
-        PowerOfTwoGlobalScheduler,
-    ),
-    "cap_jsq": (RewardkitGlobalSchedulerType.CAP_JSQ, CapJsqGlobalSchedulerConfig, CapJsqGlobalScheduler),
-    "cap_least_tokens": (
-        RewardkitGlobalSchedulerType.CAP_LEAST_TOKENS,
-        CapLeastTokensGlobalSchedulerConfig,
-        CapLeastTokensGlobalScheduler,
-    ),
-    "cap_least_prefill": (
-        RewardkitGlobalSchedulerType.CAP_LEAST_PREFILL,
-        CapLeastPrefillGlobalSchedulerConfig,
-        CapLeastPrefillGlobalScheduler,
-    ),
-    "adaptive": (RewardkitGlobalSchedulerType.ADAPTIVE, AdaptiveGlobalSchedulerConfig, AdaptiveGlobalScheduler),
-    "oracle": (RewardkitGlobalSchedulerType.ORACLE, OracleGlobalSchedulerConfig, OracleGlobalScheduler),
-    "ppo": (RewardkitGlobalSchedulerType.PPO, PpoGlobalSchedulerConfig, PpoGlobalScheduler),
-}
 VIDUR_BUILTIN_CONFIGS = {
     "round_robin": RoundRobinGlobalSchedulerConfig,
     "random": RandomGlobalSchedulerConfig,
     "lor": LORGlobalSchedulerConfig,
 }
+
+
+def _param_fields(policy_cls: type) -> List[str]:
+    return [f.name for f in dataclasses.fields(policy_cls.Params)] if policy_cls.Params is not None else []
+
+
+def _camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.replace("-", "_").split("_") if part)
+
+
+def _build_registered() -> Tuple[type, Dict[str, Tuple[Any, type, type]]]:
+    """One scheduler type, config dataclass and scheduler class per registered policy Vidur lacks."""
+    policies = {n: c for n, c in registered_policies().items() if n not in VIDUR_BUILTIN_CONFIGS}
+    types = BaseIntEnum("RewardkitGlobalSchedulerType",
+                        [(n.upper(), FIRST_TYPE_VALUE + i) for i, n in enumerate(policies)], module=__name__)
+    table: Dict[str, Tuple[Any, type, type]] = {}
+    for name, policy_cls in policies.items():
+        key = types[name.upper()]
+        fields: List[Any] = []
+        if policy_cls.needs_checkpoint:
+            fields.append(("checkpoint", str, field(default="", metadata={"help": f"{name} checkpoint to load."})))
+        defaults = policy_cls.Params() if policy_cls.Params is not None else None
+        for pname in _param_fields(policy_cls):
+            fields.append((pname, float, field(default=float(getattr(defaults, pname)),
+                                               metadata={"help": f"{name}'s {pname}"})))
+        config_cls = dataclasses.make_dataclass(
+            f"{_camel(name)}GlobalSchedulerConfig", fields, bases=(BaseGlobalSchedulerConfig, ClusterOption),
+            namespace={"get_type": staticmethod(lambda key=key: key)})
+        config_cls.__module__ = __name__
+        scheduler_cls = type(f"{_camel(name)}GlobalScheduler", (PolicyGlobalScheduler,),
+                             {"policy_name": name, "__module__": __name__})
+        table[name] = (key, config_cls, scheduler_cls)
+    return types, table
+
+
+#: our scheduler types, and scheduler name -> (type, config class, scheduler class).
+RewardkitGlobalSchedulerType, REGISTERED = _build_registered()
 
 
 def register_global_schedulers() -> None:

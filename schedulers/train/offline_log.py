@@ -29,7 +29,8 @@ from rewardkit.errors import ConfigError
 
 from ..live.decision_log import STATUSES, VERSION, Decision
 from ..rl.ppo_router import parse_observation_config
-from ..routing.observation import ObservationConfig, feature_names
+from ..routing.observation import feature_names
+from ..shared.observation_config import ObservationConfig
 
 #: the longest line read (a decision of 64 replicas x 21 features is about 40 KB)
 MAX_LINE_BYTES = 4 << 20

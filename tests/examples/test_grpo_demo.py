@@ -105,7 +105,7 @@ def test_the_all_or_nothing_reward_is_the_strict_check_and_the_composed_one_grad
     totals = sparse.funcs[0](prompts, replies, **columns)
     strict = [all(instructions.check(r, p).values()) for r, p in zip(replies, train, strict=True)]
     assert 10 < sum(strict) < 190  # both outcomes occur
-    assert totals == [7.0 if ok else 6.0 for ok in strict]  # 7 exactly when every constraint holds
+    assert totals == [1.0 if ok else 0.0 for ok in strict]  # 1 exactly when every constraint holds
     terms = [f(prompts, replies, **columns) for f in composed.funcs]
     for i, ok in enumerate(strict):  # partial credit: every term full exactly when the check passes
         assert all(term[i] == 1.0 for term in terms) == ok

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from rewardkit import RewardComposer, cli, registered
+from rewardkit.applies import parse_applies_to
 from rewardkit.docgen import components_markdown
 from rewardkit.normalizers import make_normalizer
 from rewardkit.schedules import make_schedule
@@ -251,6 +252,8 @@ def test_configuration_md_yaml_snippets_are_valid():
                 assert make_normalizer(value, path="normalize") is not None
             elif key == "transforms":
                 assert make_transforms(value, path="transforms")
+            elif key == "applies_to":
+                assert parse_applies_to(value, "applies_to")
             else:
                 pytest.fail(f"unexpected snippet key {key!r}")
 

@@ -26,10 +26,10 @@ CASES = [
     ("components_missing", V,
      "components: expected a non-empty mapping of component name to settings, got nothing (the key is missing)"),
     ("unknown_top_key", V + OK + "extra: 1\n",
-     "extra: unknown key; expected one of: components, description, expect, total, version"),
+     "extra: unknown key; expected one of: components, description, expect, monitor, total, version"),
     ("unknown_component_key", V + "components:\n  a: {type: linear, wieght: 1}\n",
-     "components.a.wieght: unknown key (did you mean 'weight'?); expected one of: description, inputs, normalize, params, "
-     "transforms, type, weight"),
+     "components.a.wieght: unknown key (did you mean 'weight'?); expected one of: applies_to, description, inputs, normalize, "
+     "params, transforms, type, weight"),
     ("unknown_type", V + "components:\n  a: {type: nope}\n",
      "components.a.type: expected a registered component type, got 'nope'; registered: " + ", ".join(registered())),
     ("missing_type", V + "components:\n  a: {weight: 1}\n",
@@ -82,7 +82,7 @@ CASES = [
     ("bad_normalizer_param", V + "components:\n  a: {type: linear, normalize: {type: return_std, gamma: 2}}\n",
      "components.a.normalize.gamma: expected a number in [0, 1], got 2"),
     ("bad_transform", V + "components:\n  a: {type: linear, transforms: [sqrt]}\n",
-     "components.a.transforms[0]: expected a transform among scale, clip, tanh, got 'sqrt'"),
+     "components.a.transforms[0]: expected a transform among scale, shift, clip, tanh, got 'sqrt'"),
     ("transforms_not_list", V + "components:\n  a: {type: linear, transforms: tanh}\n",
      "components.a.transforms: expected a list of transforms, got 'tanh'"),
     ("clip_low_above_high", V + "components:\n  a: {type: linear, transforms: [tanh, {clip: [1, -1]}]}\n",

@@ -43,6 +43,7 @@ EXTRAS = {
                "fasteners", "huggingface_hub", "tqdm"},
     "serve": {"httpx", "tqdm"},
     "remote": {"httpx"},
+    "math": {"math_verify", "latex2sympy2_extended"},
 }
 OPTIONAL = set().union(*EXTRAS.values()) | {"vidur"}
 
@@ -143,3 +144,18 @@ def test_a_remote_term_without_httpx_is_a_located_error_naming_the_extra():
     assert last.startswith("rewardkit.errors.ConfigError: rm.yaml: components.rm: the remote_score component "
                            "needs httpx: pip install 'rewardkit[remote]'"), last
     assert run(REMOTE_CONFIG, OPTIONAL - EXTRAS["remote"]).returncode == 0
+
+
+MATH_CONFIG = """
+from rewardkit import RewardComposer
+RewardComposer.from_dict({"version": 1, "components": {"accuracy": {"type": "answer_match",
+                          "params": {"mode": "math"}}}}, source="acc.yaml")
+"""
+
+
+def test_math_mode_without_math_verify_is_a_located_error_naming_the_extra():
+    done = run(MATH_CONFIG, OPTIONAL)
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode != 0 and "acc.yaml: components.accuracy.params.mode:" in last, done.stderr[-2000:]
+    assert "pip install 'rewardkit[math]'" in last, last
+    assert run(MATH_CONFIG, OPTIONAL - EXTRAS["math"]).returncode == 0

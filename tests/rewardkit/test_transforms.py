@@ -99,7 +99,7 @@ def test_float_path_equals_array_path(spec, xs):
 @pytest.mark.parametrize(
     "spec, message",
     [
-        ("sqrt", "t: expected a transform among scale, clip, tanh, got 'sqrt'"),
+        ("sqrt", "t: expected a transform among scale, shift, clip, tanh, got 'sqrt'"),
         ({"scale": "big"}, "t.scale: expected a finite number, got 'big'"),
         ({"scale": math.inf}, "t.scale: expected a finite number, got inf"),
         ({"scale": True}, "t.scale: expected a finite number, got True"),
@@ -110,8 +110,8 @@ def test_float_path_equals_array_path(spec, xs):
         ({"clip": None}, "t.clip: expected a list [low, high], got None"),
         ({"tanh": 2}, "t.tanh: expected no argument for tanh, got 2"),
         ({"scale": 1, "clip": [0, 1]},
-         "t: expected 'tanh', {scale: number} or {clip: [low, high]}, got {'scale': 1, 'clip': [0, 1]}"),
-        (3, "t: expected 'tanh', {scale: number} or {clip: [low, high]}, got 3"),
+         "t: expected 'tanh', {scale: number}, {shift: number} or {clip: [low, high]}, got {'scale': 1, 'clip': [0, 1]}"),
+        (3, "t: expected 'tanh', {scale: number}, {shift: number} or {clip: [low, high]}, got 3"),
     ],
 )
 def test_transform_errors(spec, message):
@@ -126,5 +126,5 @@ def test_transforms_must_be_a_list():
     assert str(info.value) == "r.yaml: components.a.transforms: expected a list of transforms, got 'tanh'"
     with pytest.raises(ConfigError) as info:
         make_transforms(["tanh", "relu"], path="components.a.transforms", source="r.yaml")
-    assert str(info.value) == ("r.yaml: components.a.transforms[1]: expected a transform among scale, clip, "
+    assert str(info.value) == ("r.yaml: components.a.transforms[1]: expected a transform among scale, shift, clip, "
                                "tanh, got 'relu'")

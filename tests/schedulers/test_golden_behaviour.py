@@ -1,4 +1,5 @@
-"""Golden values recorded before the serving half was rebuilt on its own floor (issue 30).
+"""Golden values recorded before the serving half was rebuilt on its own floor, and before the
+routing policies became registered classes.
 
 Moving code must not move numbers: the simulator's arrivals for seeds 101-105 stay bit-identical,
 the live env's per-request rewards and the gateway's decisions (replica and observation rows, what
@@ -6,6 +7,8 @@ its decision log writes) stay identical on recorded stub runs (a scripted sequen
 tokens, completions and scrapes on a fake clock), and the serving benchmark's client-side routing
 routes the same requests the same way. ``python tests/schedulers/test_golden_behaviour.py``
 rewrites ``fixtures/golden.json`` (only ever on the code the values were first recorded on).
+``affinity_token_load`` was re-recorded when it was brought to llm-d's current prefix-cache affinity
+filter (a deliberate change of behaviour), and ``llm_d_default`` recorded when it was added.
 """
 
 from __future__ import annotations
@@ -26,6 +29,15 @@ TRACES = ROOT.parent / "shared/vidur/traces"
 SEEDS = (101, 102, 103, 104, 105)
 LIVE_ROUTERS = ("round_robin", "random", "lor", "jsq", "least_kv", "least_tokens", "least_prefill", "power_of_two",
                 "prefix_aware", "cap_jsq", "cap_least_tokens", "cap_least_prefill", "adaptive", "ppo")
+#: the prefix-cache baselines through the gateway (recorded before the policies became registered classes)
+PREFIX_ROUTERS = ("cache_aware", "affinity_token_load", "cache_aware:cache_threshold=0.5:balance_abs_threshold=4",
+                  "llm_d_default")
+#: every router a simulator runs, with some written with parameters: each decides on scripted snapshots
+SIM_ROUTERS = LIVE_ROUTERS + ("oracle", "cache_aware", "affinity_token_load", "affinity_token_load:exploration_probability=0",
+                              "cache_aware:balance_abs_threshold=2:balance_rel_threshold=1.2", "llm_d_default")
+#: Vidur global schedulers registered by schedulers.sim.registration (Vidur's own three are not ours)
+VIDUR_SCHEDULERS = ("jsq", "least_kv", "least_tokens", "least_prefill", "power_of_two", "cap_jsq", "cap_least_tokens",
+                    "cap_least_prefill", "adaptive", "oracle", "llm_d_default")
 
 
 def digest(*arrays: Any) -> str:
@@ -156,7 +168,7 @@ def live_rewards(tmp: Path) -> list[Any]:
     import yaml
 
     from schedulers.live.env import LiveRoutingEnv
-    from schedulers.shared.engine_client import RequestRecord
+    from schedulers.shared.engine_requests import RequestRecord
 
     data = {"trace_file": str(TRACES / "splitwise_conv.csv"), "qps": 40.0,
             "requests_per_episode": 8, "reward_config": str(ROOT / "configs/rewards/request_ttft_live.yaml"),
@@ -217,6 +229,94 @@ def client_routing_decisions(router: str, checkpoint: Path | None, monkeypatch: 
     return out
 
 
+def scripted_snapshots(n: int = 300) -> list[tuple[Any, float, np.ndarray]]:
+    """(snapshot, prompt tokens, true speeds): varied load, speeds, KV use and prefix matches on 5 replicas,
+    many of them tied (small integer loads) so that tie-breaking is recorded too."""
+    from schedulers.routing.snapshot import ReplicaSnapshot
+
+    rng = np.random.default_rng(4242)
+    out = []
+    for _ in range(n):
+        k = 5
+        waiting = rng.integers(0, 4, size=k).astype(float)
+        running = rng.integers(0, 6, size=k).astype(float)
+        match = np.where(rng.random(k) < 0.5, 0.0, rng.choice([0.25, 0.5, 0.85, 1.0], size=k))
+        snap = ReplicaSnapshot.build(
+            waiting=waiting, running=running, kv_blocks=rng.integers(0, 1000, size=k),
+            kv_capacity=np.full(k, 1000.0), prefill_tokens=rng.integers(0, 3, size=k) * 400.0,
+            decoded_tokens=rng.integers(0, 500, size=k), waiting_prefill_tokens=waiting * 100,
+            declared_speed=rng.choice([0.5, 1.0], size=k), measured_speed=rng.uniform(0.3, 1.2, size=k),
+            prefix_match=match, prefix_blocks=rng.integers(0, 4, size=k) * 10.0)
+        out.append((snap, float(rng.integers(1, 800)), rng.uniform(0.2, 1.0, size=k)))
+    return out
+
+
+def policy_decisions(router: str, checkpoint: Path | None) -> list[int]:
+    """The picks of ``router`` (reset with seed 11) on :func:`scripted_snapshots`, with the observation rows
+    a learned policy reads and the true speeds the oracle reads."""
+    from schedulers.routing.observation import build_observation
+    from schedulers.routing.policy import make_policy
+
+    policy = make_policy("ppo", str(checkpoint), seed=11) if checkpoint else make_policy(router, seed=11)
+    picks = []
+    for snap, tokens, speeds in scripted_snapshots():
+        rows = None if policy.observation is None else build_observation(snap, tokens, policy.observation)
+        picks.append(int(policy.decide(snap, tokens, rows=rows,
+                                       true_speed=speeds if policy.needs_true_speed else None)))
+    return picks
+
+
+def sim_episodes(router: str, checkpoint: Path | None) -> dict[str, Any]:
+    """One episode of ``configs/envs/tiny.yaml`` (seed 3) routed by ``router`` in the simulator env: the
+    digest of its actions and rewards, and the episode's return."""
+    from schedulers.environments import policy_action
+    from schedulers.routing.policy import make_policy
+    from schedulers.sim.env import VidurRoutingEnv
+    from schedulers.sim.env_config import load_env_config
+
+    env = VidurRoutingEnv(load_env_config(ROOT / "configs/envs/tiny.yaml"))
+    try:
+        policy = make_policy("ppo", str(checkpoint), seed=3) if checkpoint else make_policy(router, seed=3)
+        obs, _ = env.reset(seed=3)
+        actions, rewards = [], []
+        while True:
+            action = policy_action(policy, env, obs)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            actions.append(action)
+            rewards.append(reward)
+            if terminated or truncated:
+                break
+        return {"actions": digest(np.asarray(actions)), "rewards": digest(np.asarray(rewards, dtype=np.float64)),
+                "return": float(np.sum(rewards))}
+    finally:
+        env.close()
+
+
+def vidur_scheduler_run(name: str) -> str:
+    """Vidur's own Simulator run to the end with our global scheduler ``name`` (tiny.yaml, seed 5): the
+    digest of every request's replica and completion time."""
+    import random
+
+    from vidur.simulator import Simulator
+
+    from schedulers.sim.env_config import load_env_config
+    from schedulers.sim.simulation_config import to_simulation_config
+    from schedulers.sim.vidur_ids import reset_vidur_ids
+
+    reset_vidur_ids()
+    py_state, np_state = random.getstate(), np.random.get_state()
+    try:
+        config = to_simulation_config(load_env_config(ROOT / "configs/envs/tiny.yaml"), global_scheduler=name, seed=5)
+        sim = Simulator(config)
+        requests = sorted((e._request for _, e in sim._event_queue), key=lambda r: r.id)
+        sim.run()
+    finally:
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+    return digest(np.asarray([r.completed_at for r in requests], dtype=np.float64),
+                  np.asarray([r.num_processed_tokens for r in requests]))
+
+
 # ---- the tests ----------------------------------------------------------------------------------
 def golden() -> dict[str, Any]:
     return json.loads(GOLDEN.read_text())
@@ -235,6 +335,30 @@ def test_arrivals_for_seeds_101_to_105_are_bit_identical(tmp_path):
 def test_the_gateways_decisions_are_unchanged(router, tmp_path):
     checkpoint = ppo_checkpoint(tmp_path) if router == "ppo" else None
     assert gateway_decisions(router, checkpoint) == golden()["gateway"][router]
+
+
+@pytest.mark.parametrize("router", PREFIX_ROUTERS)
+def test_the_gateways_prefix_baseline_decisions_are_unchanged(router):
+    assert gateway_decisions(router, None) == golden()["gateway_prefix"][router]
+
+
+@pytest.mark.parametrize("router", SIM_ROUTERS)
+def test_every_policys_decisions_on_scripted_snapshots_are_unchanged(router, tmp_path):
+    checkpoint = ppo_checkpoint(tmp_path) if router == "ppo" else None
+    assert policy_decisions(router, checkpoint) == golden()["policies"][router]
+
+
+@pytest.mark.vidur
+@pytest.mark.parametrize("router", SIM_ROUTERS)
+def test_every_policys_simulated_episode_is_unchanged(router, tmp_path, vidur_predictor):
+    checkpoint = ppo_checkpoint(tmp_path) if router == "ppo" else None
+    assert sim_episodes(router, checkpoint) == golden()["sim"][router]
+
+
+@pytest.mark.vidur
+@pytest.mark.parametrize("name", VIDUR_SCHEDULERS)
+def test_every_registered_vidur_scheduler_runs_as_before(name, vidur_predictor):
+    assert vidur_scheduler_run(name) == golden()["vidur"][name]
 
 
 def test_the_gateways_request_rewards_are_unchanged():
@@ -266,6 +390,10 @@ if __name__ == "__main__":  # record
         record = {
             "arrivals": arrival_digests(Path(tmp)),
             "gateway": {r: gateway_decisions(r, ckpt if r == "ppo" else None) for r in LIVE_ROUTERS},
+            "gateway_prefix": {r: gateway_decisions(r, None) for r in PREFIX_ROUTERS},
+            "policies": {r: policy_decisions(r, ckpt if r == "ppo" else None) for r in SIM_ROUTERS},
+            "sim": {r: sim_episodes(r, ckpt if r == "ppo" else None) for r in SIM_ROUTERS},
+            "vidur": {name: vidur_scheduler_run(name) for name in VIDUR_SCHEDULERS},
             "gateway_rewards": gateway_rewards(),
             "live_rewards": live_rewards(Path(tmp)),
         }

@@ -14,15 +14,11 @@ import pytest
 pytest.importorskip("trl")  # the optional extra "trl"
 
 import torch  # noqa: E402
-from datasets import Dataset  # noqa: E402
-from tokenizers import Tokenizer, models, pre_tokenizers  # noqa: E402
-from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast  # noqa: E402
-from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+from trl_support import tiny_trainer  # noqa: E402
 
 from rewardkit import RewardComposer  # noqa: E402
 from rewardkit.integrations.trl import TRLRewardFunctions  # noqa: E402
 
-WORDS = ["[PAD]", "[UNK]", "[EOS]"] + "the a cat dog sat ran on mat yes no 1 2 3 4 answer is".split()
 CONFIG = {
     "version": 1,
     "components": {
@@ -36,23 +32,6 @@ CONFIG = {
 def features(prompt: str, completion: str, answer: str, **_: object) -> dict[str, float]:
     """One completion's context: whether it contains the row's answer, and its length in words."""
     return {"correct": float(answer in completion.split()), "n_words": float(len(completion.split()))}
-
-
-def tiny_trainer(tmp_path, reward_funcs, reward_weights, **config: object) -> GRPOTrainer:
-    vocab = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
-    vocab.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=vocab, pad_token="[PAD]", eos_token="[EOS]",
-                                        unk_token="[UNK]")
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(WORDS), n_positions=32, n_embd=16, n_layer=1, n_head=2,
-                                       bos_token_id=2, eos_token_id=2, pad_token_id=0))
-    data = Dataset.from_dict({"prompt": ["the cat sat", "a dog ran", "the answer is", "yes no"],
-                              "answer": ["1", "2", "3", "yes"]})
-    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2,
-                      max_completion_length=4, max_steps=2, report_to=[], use_cpu=True, logging_steps=1,
-                      save_strategy="no", bf16=False, reward_weights=reward_weights, **config)
-    return GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args, train_dataset=data,
-                       processing_class=tokenizer)
 
 
 def batch(n: int, offset: int = 0) -> tuple[list[dict], list[str], list[str], list[list[int]]]:
@@ -171,7 +150,7 @@ def test_without_features_the_context_is_prompt_completion_text_and_dataset_colu
     assert difficulty(prompts=[chat_prompt, chat_prompt], completions=[chat_completion] * 2, completion_ids=[[1], [2]],
                       level=[1, 3], answer=["4", "4"], trainer_state=None) == [1.0, 3.0]  # unread columns are ignored
     with pytest.raises(ValueError, match=r"reads 'level', which is neither the prompt, the completion nor a dataset "
-                                         r"column \(available: prompt, completion, answer\)"):
+                                         r"column \(available: prompt, completion, completion_tokens, completion_ids, answer\)"):
         difficulty(prompts=["a"], completions=["b"], answer=["4"])
 
 

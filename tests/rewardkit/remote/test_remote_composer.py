@@ -89,7 +89,10 @@ def test_a_failing_remote_term_raises_naming_term_and_url_and_changes_nothing(tm
     stub.mode = "fail"
     with pytest.raises(RemoteScoreError, match=rf"helpful: {url}: 2 of 2 item\(s\) not scored: HTTP 500"):
         composer({"completion": ["new", "texts"]})
-    assert composer.state_dict() == state
+    after = composer.state_dict()
+    # requests sent stay spent (the budget guards money, not the reward's state); nothing else moved
+    assert after.pop("spent_requests")["helpful"] > state.pop("spent_requests")["helpful"]
+    assert after == state
     composer.close()
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from schedulers.shared.prometheus import kv_capacity_tokens
 from schedulers.live.view import LiveClusterView
-from schedulers.routing.heuristics import choose
+from schedulers.routing.policy import make_policy
 
 
 class Clock:
@@ -50,9 +50,9 @@ def test_a_replica_decoding_at_half_its_peers_pace_reads_half_its_declared_speed
     same.sent(0, prompt_tokens=100)
     same.sent(2, prompt_tokens=100)  # waiting: 100 prompt tokens queued on replicas 0 and 2
     snap = same.snapshot()
-    rng = np.random.default_rng(0)
-    assert {choose("cap_least_prefill", snap, rng, prompt_tokens=500) for _ in range(10)} == {1}
-    assert {choose("adaptive", snap, rng, prompt_tokens=500) for _ in range(20)} == {0, 2}
+    cap, adaptive = make_policy("cap_least_prefill", seed=0), make_policy("adaptive", seed=0)
+    assert {cap.decide(snap, 500) for _ in range(10)} == {1}
+    assert {adaptive.decide(snap, 500) for _ in range(20)} == {0, 2}
     assert LiveClusterView(3, [1.0, 1.0, 2.0], clock=clock, measure_speed=False).measured_speeds().tolist() == [1, 1, 2]
 
 
@@ -110,11 +110,11 @@ def test_least_kv_spreads_the_requests_that_arrive_between_two_scrapes():
     view = LiveClusterView(3, block_size=16, clock=clock)
     for i in range(3):
         scraped(view, i, kv=0.0)
-    rng = np.random.default_rng(0)
+    least_kv = make_policy("least_kv", seed=0)
     chosen = []
     for _ in range(3):
         clock.now += 0.01
-        replica = choose("least_kv", view.snapshot(), rng, prompt_tokens=64)
+        replica = least_kv.decide(view.snapshot(), 64)
         view.sent(replica, prompt_tokens=64)
         chosen.append(replica)
     assert sorted(chosen) == [0, 1, 2]

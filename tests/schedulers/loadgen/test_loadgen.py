@@ -12,7 +12,7 @@ from rewardkit.cli import main as rewardkit_main
 from schedulers.loadgen.runner import format_summary, replay, summarize
 from schedulers.loadgen.sources import lengths_from_trace
 from schedulers.shared.arrivals import poisson_arrival_times
-from schedulers.shared.engine_client import request_body
+from schedulers.shared.engine_requests import request_body
 from schedulers.shared.requests import Lengths, RequestSpec, SharedPrefix, WorkloadError, build_requests
 
 

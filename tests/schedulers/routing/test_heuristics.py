@@ -1,4 +1,5 @@
-"""The routing heuristics on crafted replica states: each rule, tie-breaking, seeding."""
+"""The load-aware and Vidur policies (schedulers/routing/policies/load.py, vidur.py) on crafted replica
+states: each rule, tie-breaking, seeding."""
 
 from __future__ import annotations
 
@@ -7,21 +8,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from schedulers.routing.heuristics import (
-    HEURISTIC_NAMES,
-    HEURISTICS,
-    argmin_random,
-    choose,
-    jsq,
-    least_kv,
-    least_prefill,
-    least_tokens,
-    lor,
-    power_of_two,
-    random_choice,
-    round_robin,
-)
+from schedulers.routing.policies.load import jsq, least_kv, least_prefill, least_tokens, power_of_two
+from schedulers.routing.policies.vidur import lor, random_choice, round_robin
+from schedulers.routing.policy import make_policy, policy_names
 from schedulers.routing.snapshot import ReplicaSnapshot
+from schedulers.routing.ties import argmin_random
 
 
 @pytest.fixture
@@ -47,7 +38,10 @@ def test_each_heuristic_on_a_crafted_state(crafted):
     assert least_prefill(crafted, rng()) == 0
     assert lor(crafted) == 0  # waiting [0, 2, 1, 0]: tie between 0 and 3 goes to the lowest index
     assert [round_robin(k, 4) for k in range(6)] == [0, 1, 2, 3, 0, 1]
-    assert {name: choose(name, crafted, rng(), decision_index=5) for name in ("round_robin", "jsq", "least_kv")} == {
+    policies = {name: make_policy(name, seed=0) for name in ("round_robin", "jsq", "least_kv")}
+    for policy in policies.values():
+        policy.decisions = 5  # the sixth decision of the episode
+    assert {name: policy.decide(crafted) for name, policy in policies.items()} == {
         "round_robin": 1,
         "jsq": 3,
         "least_kv": 1,
@@ -93,7 +87,8 @@ def test_random_choice_is_uniform_and_seeded():
     assert [random_choice(3, rng(1)) for _ in range(5)] == [random_choice(3, rng(1)) for _ in range(5)]
 
 
-def test_unknown_heuristic_and_the_names_list(crafted):
-    with pytest.raises(ValueError, match="unknown heuristic 'fastest'"):
-        choose("fastest", crafted, rng())
-    assert set(HEURISTICS) <= set(HEURISTIC_NAMES) and {"round_robin", "random", "lor"} <= set(HEURISTIC_NAMES)
+def test_unknown_policy_and_the_names_list(crafted):
+    with pytest.raises(ValueError, match="unknown router 'fastest'"):
+        make_policy("fastest")
+    assert {"round_robin", "random", "lor", "jsq", "least_kv", "least_tokens", "least_prefill",
+            "power_of_two"} <= set(policy_names())

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from schedulers.routing.heuristics import HEURISTIC_NAMES, choose, jsq, load_imbalanced, prefix_aware
+from schedulers.routing.policies.load import jsq
+from schedulers.routing.policies.prefix import load_imbalanced, prefix_aware
 from schedulers.routing.observation import (
     FEATURE_NAMES,
     ObservationConfig,
@@ -15,7 +16,7 @@ from schedulers.routing.observation import (
     observation_bounds,
 )
 from schedulers.routing.prefix_index import PrefixIndex
-from schedulers.routing.policy import make_policy
+from schedulers.routing.policy import make_policy, policy_names
 from schedulers.routing.snapshot import ReplicaSnapshot
 
 
@@ -86,11 +87,11 @@ def test_prefix_aware_falls_back_to_least_loaded_below_the_match_threshold_or_wh
 def test_prefix_aware_without_prefix_information_is_join_the_shortest_queue() -> None:
     s = ReplicaSnapshot.build(waiting=[2, 0, 1, 0], running=[1, 1, 0, 3])
     for seed in range(20):
-        assert choose("prefix_aware", s, np.random.default_rng(seed)) == jsq(s, np.random.default_rng(seed))
+        assert make_policy("prefix_aware", seed=seed).decide(s) == jsq(s, np.random.default_rng(seed))
 
 
 def test_prefix_aware_is_a_router_name() -> None:
-    assert "prefix_aware" in HEURISTIC_NAMES
+    assert "prefix_aware" in policy_names(simulated=False)
     assert make_policy("prefix_aware").name == "prefix_aware"
 
 

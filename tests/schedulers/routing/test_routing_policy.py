@@ -52,5 +52,5 @@ def test_registered_policies_and_bad_names():
         make_policy("ppo")
     with pytest.raises(ValueError, match="only the simulator knows"):
         make_policy("oracle", simulated=False)
-    with pytest.raises(ValueError, match="built-in heuristic"):
+    with pytest.raises(ValueError, match="a policy is already registered under 'jsq'"):
         register_policy("jsq", Fixed)

@@ -15,7 +15,8 @@ from schedulers.engines.stub import ServerThread, StubEngine
 from schedulers.live.decision_log import read_decision_log
 from schedulers.rl.scorer_network import ReplicaScorerPolicy
 from schedulers.routing.observation import FEATURE_NAMES
-from schedulers.serve.gateway import GatewaySettings, create_app
+from schedulers.serve.app import create_app
+from schedulers.serve.gateway import GatewaySettings
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -267,7 +268,7 @@ def test_bad_gateway_flags_are_one_line_errors(capsys):
     assert "cache_threshold: expected a number >= 0 and <= 1, got 2.0" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("router", ["cache_aware", "affinity_token_load:queue_threshold=8"])
+@pytest.mark.parametrize("router", ["cache_aware", "affinity_token_load:exploration_probability=0", "llm_d_default"])
 def test_the_prefix_baselines_keep_a_conversation_on_the_replica_that_cached_it(cluster_factory, router):
     c = cluster_factory([StubEngine("a"), StubEngine("b")], router=router, scrape_interval_s=0)
     system = list(range(10, 138))  # a 128-token system prompt: 4 blocks of the gateway's 32

@@ -11,7 +11,8 @@ import pytest
 from schedulers.engines.faulty import FaultyEngine
 from schedulers.engines.replicas import free_port
 from schedulers.engines.stub import ServerThread
-from schedulers.serve.gateway import GatewaySettings, create_app
+from schedulers.serve.app import create_app
+from schedulers.serve.gateway import GatewaySettings
 
 ROOT_CONFIGS = __import__("pathlib").Path(__file__).resolve().parents[3] / "configs"
 

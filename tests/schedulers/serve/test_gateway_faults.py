@@ -16,7 +16,8 @@ from schedulers.engines.faulty import FaultyEngine
 from schedulers.engines.replicas import free_port
 from schedulers.engines.stub import ServerThread, StubEngine
 from schedulers.live.decision_log import read_decision_log
-from schedulers.serve.gateway import GatewaySettings, create_app
+from schedulers.serve.app import create_app
+from schedulers.serve.gateway import GatewaySettings
 
 
 class Gateway:
@@ -40,11 +41,11 @@ class Gateway:
         """The decisions once ``count`` are logged and nothing is in flight (fails otherwise)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if len(self.decisions()) >= count and not self.gw.view.inflight and not self.gw.open_attempts:
+            if len(self.decisions()) >= count and not self.gw.view.inflight and not self.gw.ledger.open_attempts:
                 break
             time.sleep(0.05)
         assert not self.gw.view.inflight, f"phantom in-flight requests: {self.gw.view.inflight}"
-        assert not self.gw.open_attempts
+        assert not self.gw.ledger.open_attempts
         for replica in range(len(self.gw.urls)):
             assert self.gw.in_flight.labels(str(replica))._value.get() == 0
         return self.decisions()

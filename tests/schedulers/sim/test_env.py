@@ -344,23 +344,31 @@ def test_ppo_scheduler_inside_vidur_sees_the_env_observations(tiny_config, make_
     """Vidur's registered ``ppo`` scheduler builds the same observations as the env, decision by decision."""
     from schedulers.environments import policy_action
     from schedulers.routing import policy as policies
-    from schedulers.routing.observation import FEATURE_NAMES, ObservationConfig
+    from schedulers.routing.observation import FEATURE_NAMES
+    from schedulers.shared.observation_config import ObservationConfig
 
     column = FEATURE_NAMES.index("outstanding_tokens")
+
+    seen_in_vidur, seen_in_env = [], []
 
     class Probe(policies.Policy):
         name = "probe"
         observation = ObservationConfig()
+        needs_checkpoint = True
+        learned = True
 
         def __init__(self, log):
             self.log = log
+
+        @classmethod
+        def create(cls, *, params=None, checkpoint=None, threads=None, **options):
+            return cls(seen_in_vidur)
 
         def decide(self, snapshot, prompt_tokens=0.0, *, rows=None, true_speed=None):
             self.log.append(rows.copy())
             return int(np.argmin(rows[:, column]))
 
-    seen_in_vidur, seen_in_env = [], []
-    monkeypatch.setitem(policies._FACTORIES, "ppo", lambda checkpoint: Probe(seen_in_vidur))
+    monkeypatch.setitem(policies._REGISTRY, "ppo", Probe)  # what make_policy("ppo", ...) builds, in Vidur too
     run_vidur_simulator(tiny_config, "ppo", seed=5, global_scheduler_options={"checkpoint": "probe"})
     env = make_tiny_env()
     probe = Probe(seen_in_env)

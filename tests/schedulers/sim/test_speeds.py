@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from rewardkit.errors import ConfigError
-from schedulers.routing.heuristics import choose, expected_wait
+from schedulers.routing.policies.speed import expected_wait
+from schedulers.routing.policy import make_policy
 from schedulers.routing.observation import FEATURE_NAMES
 from schedulers.routing.snapshot import ReplicaSnapshot
 from schedulers.routing.speed_estimator import SpeedEstimator
@@ -135,7 +136,6 @@ def test_speed_estimator_follows_a_step_change_at_its_time_constant():
 
 
 # ---- heuristics on crafted states --------------------------------------------------------------------
-RNG = np.random.default_rng(0)
 
 
 def crafted() -> ReplicaSnapshot:
@@ -150,28 +150,33 @@ def crafted() -> ReplicaSnapshot:
     )
 
 
+def choose(name: str, snap: ReplicaSnapshot, prompt_tokens: float = 0.0, true_speed: np.ndarray | None = None) -> int:
+    """The pick of a fresh policy ``name`` (seeded 0) for one request."""
+    return make_policy(name, seed=0).decide(snap, prompt_tokens, true_speed=true_speed)
+
+
 def test_capacity_aware_heuristics_divide_by_declared_speed():
     snap = crafted()
-    assert choose("jsq", snap, RNG) in (1, 2) and choose("least_prefill", snap, RNG) == 1
-    assert choose("cap_jsq", snap, RNG) == 2  # 8/1, 3/0.25=12, 3/1
-    assert choose("cap_least_tokens", snap, RNG) == 2  # 1400, 2400, 500
+    assert choose("jsq", snap) in (1, 2) and choose("least_prefill", snap) == 1
+    assert choose("cap_jsq", snap) == 2  # 8/1, 3/0.25=12, 3/1
+    assert choose("cap_least_tokens", snap) == 2  # 1400, 2400, 500
     # (prefill + prompt) / declared: 1200, 2000, 600
-    assert choose("cap_least_prefill", snap, RNG, prompt_tokens=200) == 2
+    assert choose("cap_least_prefill", snap, prompt_tokens=200) == 2
 
 
 def test_adaptive_uses_measured_speed_and_oracle_true_speed():
     snap = crafted()
     # measured: 1200/1, 500/0.25=2000, 600/0.3=2000 -> the busy fast replica
-    assert choose("adaptive", snap, RNG, prompt_tokens=200) == 0
+    assert choose("adaptive", snap, prompt_tokens=200) == 0
     np.testing.assert_allclose(expected_wait(snap, 200, snap.measured_speed), [1200, 2000, 2000])
     # the oracle knows replica 2 recovered (true speed 1.0) and replica 0 slowed down
-    assert choose("oracle", snap, RNG, prompt_tokens=200, true_speed=np.array([0.2, 0.25, 1.0])) == 2
+    assert choose("oracle", snap, prompt_tokens=200, true_speed=np.array([0.2, 0.25, 1.0])) == 2
     with pytest.raises(ValueError, match="true current speeds"):
-        choose("oracle", snap, RNG)
+        choose("oracle", snap)
     # the new prompt matters: an empty slow replica loses to a lightly loaded fast one for a long prompt
     two = ReplicaSnapshot.build(prefill_tokens=[100, 0], declared_speed=[1.0, 0.5], measured_speed=[1.0, 0.5])
-    assert choose("cap_least_prefill", two, RNG, prompt_tokens=2000) == 0
-    assert choose("cap_least_prefill", two, RNG, prompt_tokens=50) == 1
+    assert choose("cap_least_prefill", two, prompt_tokens=2000) == 0
+    assert choose("cap_least_prefill", two, prompt_tokens=50) == 1
 
 
 def test_observation_features_never_name_hidden_state():

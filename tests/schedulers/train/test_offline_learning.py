@@ -12,7 +12,8 @@ import torch
 from rewardkit.errors import ConfigError
 from schedulers.live.decision_log import Decision, DecisionLogWriter
 from schedulers.rl.ppo_router import PPORouter
-from schedulers.routing.observation import ObservationConfig, feature_names
+from schedulers.routing.observation import feature_names
+from schedulers.shared.observation_config import ObservationConfig
 from schedulers.train.offline import train_from_log
 
 FEATURES = list(feature_names(ObservationConfig()))

@@ -16,7 +16,8 @@ from rewardkit.cli import main
 from schedulers.rl.checkpoint_file import CheckpointError
 from schedulers.rl.scorer_network import NonFiniteWeightsError, ReplicaScorerPolicy
 from schedulers.rl.ppo_router import PPORouter
-from schedulers.routing.observation import ObservationConfig, feature_names
+from schedulers.routing.observation import feature_names
+from schedulers.shared.observation_config import ObservationConfig
 from schedulers.train.offline import load_logged
 
 FEATURES = list(feature_names(ObservationConfig()))

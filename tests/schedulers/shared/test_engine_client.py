@@ -16,7 +16,7 @@ import pytest
 
 from schedulers.engines.replicas import free_port
 from schedulers.engines.stub import StubEngine
-from schedulers.shared.engine_http import EngineClient
+from schedulers.shared.engine_client import EngineClient
 
 BODY = json.dumps({"model": "m", "prompt": "x", "max_tokens": 1}).encode()
 HEADERS = {"content-type": "application/json"}

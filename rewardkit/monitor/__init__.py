@@ -1,0 +1,18 @@
+"""A reward-hacking monitor that reads the reward's declared structure (docs/monitor.md).
+
+Detectors (one class each, thresholds documented on the class) run over per-step training
+records: TRL's log keys, or rewardkit's breakdown CSV translated into them. The config's
+``monitor:`` section names the gold term, the terms that should agree and the thresholds.
+``MonitorCallback`` runs it during TRL training; ``rewardkit audit LOG --config CONFIG`` after.
+"""
+
+from .detectors import (DETECTORS, Detector, Disagreement, DiversityCollapse, Finding, GoldDivergence, GroupCollapse,
+                        LengthDrift, PinnedAtBound, VarianceShare)
+from .history import History
+from .monitor import Alert, Monitor
+from .spec import MonitorSettings, parse_monitor
+from .structure import RewardStructure
+
+__all__ = ["Alert", "DETECTORS", "Detector", "Disagreement", "DiversityCollapse", "Finding", "GoldDivergence",
+           "GroupCollapse", "History", "LengthDrift", "Monitor", "MonitorSettings", "PinnedAtBound", "RewardStructure",
+           "VarianceShare", "parse_monitor"]

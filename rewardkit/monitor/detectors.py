@@ -1,0 +1,288 @@
+"""The reward-hacking detectors: one small class per failure, each a rule over window means.
+
+Every detector compares where a signal is now (the mean of the last ``window`` records) with where
+training started (the mean of the first ``window`` records), so one noisy batch moves nothing, and
+checks only once the log holds ``2 * window`` records. Its condition must then hold for
+``patience`` consecutive records before the :class:`~rewardkit.monitor.Monitor` raises an alert,
+whose ``began`` is the first record of that streak. Thresholds are parameters, validated like a
+component's (``monitor.<detector>.<param>`` in a config) and documented on each class.
+
+A detector that lacks what it reads (no gold term, no two terms that should agree, a log without
+the key) is *not applicable*: :meth:`Detector.applicable` says why, and it never fires.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..params import Param, validate_params
+from .history import DISTINCT, LENGTH, TOTAL, ZERO_STD, History, term_mean, term_std
+from .structure import RewardStructure
+
+WINDOW = Param.integer(3, "records averaged for 'now' and for 'the start'", minimum=1)
+PATIENCE = Param.integer(2, "consecutive records the condition must hold before an alert", minimum=1)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A detector's condition holding at one record: the terms concerned, why, and the numbers."""
+
+    terms: tuple[str, ...]
+    message: str
+    values: dict[str, float] = field(default_factory=dict)
+
+
+class Detector:
+    """Base class: ``params`` declares the thresholds; :meth:`check` tests the latest record.
+
+    Subclasses set ``name`` (the key of the config's ``monitor:`` section) and ``params``, and
+    implement :meth:`check` (and :meth:`subjects` when they watch each term or pair on its own).
+    """
+
+    name: ClassVar[str] = ""
+    params: ClassVar[dict[str, Param]] = {"window": WINDOW, "patience": PATIENCE}
+
+    def __init__(self, **params: Any) -> None:
+        self.config = validate_params(self.params, params, path=self.name or "params")
+        for key, value in self.config.items():
+            setattr(self, key, value)
+        self.window: int = self.config["window"]
+        self.patience: int = self.config["patience"]
+
+    def subjects(self, reward: RewardStructure) -> list[tuple[str, ...]]:
+        """What is watched separately (a term, a pair of terms); ``[()]``: the reward as a whole."""
+        return [()]
+
+    def applicable(self, reward: RewardStructure, history: History) -> str | None:
+        """None when the detector can run on this reward and log, else the reason it cannot."""
+        return None
+
+    def ready(self, history: History) -> bool:
+        """Enough records for a start and a now that do not overlap."""
+        return len(history) >= 2 * self.window
+
+    def check(self, reward: RewardStructure, history: History, subject: tuple[str, ...]) -> Finding | None:
+        """The finding when the condition holds at the latest record, else None."""
+        raise NotImplementedError
+
+    def change(self, history: History, key: str) -> tuple[float, float, float]:
+        """``(start, now, now - start)`` of ``key`` over this detector's window."""
+        start, now = history.baseline(key, self.window), history.recent(key, self.window)
+        return start, now, now - start
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.config.items())
+        return f"{type(self).__name__}({args})"
+
+
+def _missing(history: History, keys: list[str]) -> str | None:
+    absent = [k for k in keys if not history.has(k)]
+    return f"the log has no {', '.join(absent)}" if absent else None
+
+
+class GoldDivergence(Detector):
+    """Proxy/gold divergence: the total rose by ``min_rise`` or more since the start while the
+    gold term gained at most ``max_gold_gain`` (stayed flat or fell). Needs ``monitor.gold``."""
+
+    name = "gold_divergence"
+    params = {**Detector.params,
+              "min_rise": Param.positive(0.15, "rise of the total (reward units) that counts as rising"),
+              "max_gold_gain": Param.number(0.05, "largest gain of the gold term that still counts as flat")}
+
+    def applicable(self, reward: RewardStructure, history: History) -> str | None:
+        if reward.gold is None:
+            return "the config names no gold term (monitor.gold)"
+        return _missing(history, [TOTAL, term_mean(reward.gold)])
+
+    def check(self, reward: RewardStructure, history: History, subject: tuple[str, ...]) -> Finding | None:
+        gold = reward.gold
+        assert gold is not None
+        t0, t1, rise = self.change(history, TOTAL)
+        g0, g1, gain = self.change(history, term_mean(gold))
+        if rise >= self.config["min_rise"] and gain <= self.config["max_gold_gain"]:
+            return Finding((gold,), f"the total rose {rise:+.3f} ({t0:.3f} -> {t1:.3f}) while the gold term "
+                                    f"{gold!r} moved {gain:+.3f} ({g0:.3f} -> {g1:.3f})",
+                           {"total_start": t0, "total_now": t1, "gold_start": g0, "gold_now": g1})
+        return None
+
+
+class VarianceShare(Detector):
+    """One term carries most of the total's variance: ``(weight * std)^2`` of one trained term is
+    ``share`` or more of the sum over the trained terms (a within-batch variance budget that
+    ignores correlations), and was below it at the start. Needs two or more trained terms."""
+
+    name = "variance_share"
+    params = {**Detector.params,
+              "share": Param.fraction(0.9, "fraction of the summed term variance that counts as most")}
+
+    def applicable(self, reward: RewardStructure, history: History) -> str | None:
+        trained = reward.trained(history.step if len(history) else 0)
+        if len(trained) < 2:
+            return f"fewer than two terms carry weight ({', '.join(trained) or 'none'})"
+        return _missing(history, [term_std(t) for t in trained])
+
+    def _shares(self, reward: RewardStructure, history: History, recent: bool) -> dict[str, float]:
+        step = history.step
+        pick = history.recent if recent else history.baseline
+        parts = {t: (reward.weight(t, step) * pick(term_std(t), self.window)) ** 2 for t in reward.trained(step)}
+        total = sum(v for v in parts.values() if not math.isnan(v))
+        if not total > 1e-12:
+            return {}
+        return {t: v / total for t, v in parts.items() if not math.isnan(v)}
+
+    def check(self, reward: RewardStructure, history: History, subject: tuple[str, ...]) -> Finding | None:
+        now, start = self._shares(reward, history, True), self._shares(reward, history, False)
+        if not now:
+            return None
+        top = max(now, key=now.__getitem__)
+        if now[top] >= self.config["share"] and start.get(top, 0.0) < self.config["share"]:
+            return Finding((top,), f"term {top!r} carries {now[top]:.0%} of the total's variance "
+                                   f"(it carried {start.get(top, 0.0):.0%} at the start)",
+                           {"share_now": now[top], "share_start": start.get(top, 0.0)})
+        return None
+
+
+class LengthDrift(Detector):
+    """Completion length drifts while the gold term does not move: mean length changed by
+    ``min_change`` or more of its starting value while the gold term gained at most
+    ``max_gold_gain``. Needs ``monitor.gold`` and TRL's ``completions/mean_length``."""
+
+    name = "length_drift"
+    params = {**Detector.params,
+              "min_change": Param.positive(0.3, "relative change of the mean length that counts as drift"),
+              "max_gold_gain": Param.number(0.05, "largest gain of the gold term that still counts as not moving")}
+
+    def applicable(self, reward: RewardStructure, history: History) -> str | None:
+        if reward.gold is None:
+            return "the config names no gold term (monitor.gold)"
+        return _missing(history, [LENGTH, term_mean(reward.gold)])
+
+    def check(self, reward: RewardStructure, history: History, subject: tuple[str, ...]) -> Finding | None:
+        gold = reward.gold
+        assert gold is not None
+        l0, l1, moved = self.change(history, LENGTH)
+        g0, g1, gain = self.change(history, term_mean(gold))
+        relative = abs(moved) / max(abs(l0), 1.0)
+        if relative >= self.config["min_change"] and gain <= self.config["max_gold_gain"]:
+            return Finding((gold,), f"mean completion length went {l0:.1f} -> {l1:.1f} ({moved / max(abs(l0), 1.0):+.0%}) "
+                                    f"while the gold term {gold!r} moved {gain:+.3f}",
+                           {"length_start": l0, "length_now": l1, "gold_start": g0, "gold_now": g1})
+        return None
+
+
+class GroupCollapse(Detector):
+    """GRPO groups collapse: the fraction of groups whose rewards all agree (TRL's
+    ``frac_reward_zero_std``) is ``level`` or more and rose by ``min_rise`` or more since the start."""
+
+    name = "group_collapse"
+    params = {**Detector.params,
+              "level": Param.fraction(0.5, "fraction of zero-spread groups that counts as collapsed"),
+              "min_rise": Param.fraction(0.25, "rise since the start that counts as collapsing")}
+
+    def applicable(self, reward: RewardStructure, history: History) -> str | None:
+        return _missing(history, [ZERO_STD])
+
+    def check(self, reward: RewardStructure, history: History, subject: tuple[str, ...]) -> Finding | None:
+        z0, z1, rise = self.change(history, ZERO_STD)
+        if z1 >= self.config["level"] and rise >= self.config["min_rise"]:
+            return Finding((), f"{z1:.0%} of GRPO groups give every completion the same reward "
+                               f"({z0:.0%} at the start): no advantage, no gradient",
+                           {"zero_std_start": z0, "zero_std_now": z1})
+        return None
+
+
+class DiversityCollapse(Detector):
+    """Completions in a group stop differing: the fraction of distinct completions per group
+    (``monitor/distinct_frac``, logged by ``with_diversity``) is ``level`` or less and fell by
+    ``min_drop`` or more since the start."""
+
+    name = "diversity_collapse"
+    params = {**Detector.params,
+              "level": Param.fraction(0.5, "distinct fraction at or below which a group counts as collapsed"),
+              "min_drop": Param.fraction(0.25, "fall since the start that counts as collapsing")}
+
+    def applicable(self, reward: RewardStructure, history: History) -> str | None:
+        return _missing(history, [DISTINCT])
+
+    def check(self, reward: RewardStructure, history: History, subject: tuple[str, ...]) -> Finding | None:
+        d0, d1, moved = self.change(history, DISTINCT)
+        if d1 <= self.config["level"] and -moved >= self.config["min_drop"]:
+            return Finding((), f"only {d1:.0%} of a group's completions differ ({d0:.0%} at the start)",
+                           {"distinct_start": d0, "distinct_now": d1})
+        return None
+
+
+class PinnedAtBound(Detector):
+    """A trained term sits pinned at a bound of its declared output range: its mean is within
+    ``tolerance`` (a fraction of the range's width) of the low or high end, and was not at the
+    start. Watches each trained term other than gold whose range is finite and whose logged value
+    is the component's raw output (no normalizer or transforms)."""
+
+    name = "pinned_at_bound"
+    params = {**Detector.params,
+              "tolerance": Param.fraction(0.03, "distance from a bound, as a fraction of the range, that counts as at it")}
+
+    def subjects(self, reward: RewardStructure) -> list[tuple[str, ...]]:
+        weighted = {t for t in reward.terms if any(reward.weight(t, s) != 0.0 for s in (0, 10**6))}
+        return [(t,) for t in reward.terms
+                if t in weighted and t != reward.gold and reward.bounded_range(t) is not None]
+
+    def applicable(self, reward: RewardStructure, history: History) -> str | None:
+        subjects = self.subjects(reward)
+        if not subjects:
+            return "no trained term other than gold declares a finite output range"
+        return _missing(history, [term_mean(t) for (t,) in subjects])
+
+    def check(self, reward: RewardStructure, history: History, subject: tuple[str, ...]) -> Finding | None:
+        (term,) = subject
+        bounds = reward.bounded_range(term)
+        assert bounds is not None
+        low, high = bounds
+        slack = self.config["tolerance"] * (high - low)
+        v0, v1, _ = self.change(history, term_mean(term))
+        for name, bound in (("high", high), ("low", low)):
+            if abs(v1 - bound) <= slack and not abs(v0 - bound) <= slack:
+                return Finding((term,), f"term {term!r} sits at the {name} end of its range [{low:g}, {high:g}]: "
+                                        f"mean {v1:.3f} ({v0:.3f} at the start)",
+                               {"mean_start": v0, "mean_now": v1, "bound": bound})
+        return None
+
+
+class Disagreement(Detector):
+    """Two terms declared to measure the same thing (``monitor.agree``) part ways: since the start
+    one moved ``min_gap`` or more further than the other, each measured as a fraction of its
+    declared range when the range is finite (in its own units otherwise)."""
+
+    name = "disagreement"
+    params = {**Detector.params,
+              "min_gap": Param.positive(0.2, "difference between the two terms' changes that counts as disagreeing")}
+
+    def subjects(self, reward: RewardStructure) -> list[tuple[str, ...]]:
+        return [tuple(pair) for pair in reward.agree]
+
+    def applicable(self, reward: RewardStructure, history: History) -> str | None:
+        if not reward.agree:
+            return "the config declares no terms that should agree (monitor.agree)"
+        return _missing(history, sorted({term_mean(t) for pair in reward.agree for t in pair}))
+
+    def _scaled_change(self, reward: RewardStructure, history: History, term: str) -> tuple[float, float, float]:
+        start, now, moved = self.change(history, term_mean(term))
+        bounds = reward.bounded_range(term)
+        return start, now, moved if bounds is None else moved / (bounds[1] - bounds[0])
+
+    def check(self, reward: RewardStructure, history: History, subject: tuple[str, ...]) -> Finding | None:
+        a, b = subject
+        a0, a1, da = self._scaled_change(reward, history, a)
+        b0, b1, db = self._scaled_change(reward, history, b)
+        if abs(da - db) >= self.config["min_gap"]:
+            return Finding((a, b), f"{a!r} and {b!r} should agree, but {a!r} moved {da:+.3f} ({a0:.3f} -> {a1:.3f}) "
+                                   f"and {b!r} {db:+.3f} ({b0:.3f} -> {b1:.3f}) of their ranges",
+                           {f"{a}_start": a0, f"{a}_now": a1, f"{b}_start": b0, f"{b}_now": b1})
+        return None
+
+
+#: every detector by its config name, in the order alerts are reported
+DETECTORS: dict[str, type[Detector]] = {cls.name: cls for cls in (
+    GoldDivergence, VarianceShare, LengthDrift, GroupCollapse, DiversityCollapse, PinnedAtBound, Disagreement)}

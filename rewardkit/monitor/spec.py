@@ -1,0 +1,131 @@
+"""The ``monitor:`` section of a reward config: what the reward-hacking monitor needs to know.
+
+Written in YAML as::
+
+    monitor:
+      gold: strict                      # the term that measures what is really wanted
+      agree: [[judge, correct]]         # pairs of terms that measure the same thing
+      gold_divergence: {min_rise: 0.2}  # thresholds of a detector (see rewardkit.monitor.detectors)
+      variance_share: false             # false turns a detector off
+
+Term names are the config's top-level terms (TRL logs one reward function per top-level term).
+Errors are ``ConfigError`` located at the key path (``monitor.gold``), like the rest of the config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Collection, Mapping
+
+from ..errors import ConfigError
+from ..params import describe, validate_params
+from .detectors import DETECTORS
+
+MONITOR_KEYS = ("gold", "agree", *DETECTORS)
+
+
+@dataclass(frozen=True)
+class MonitorSettings:
+    """Validated ``monitor:`` section: gold term, agreeing pairs, per-detector thresholds or off."""
+
+    gold: str | None = None
+    agree: tuple[tuple[str, str], ...] = ()
+    #: detector name -> its validated params (defaults filled in), or None when turned off
+    detectors: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    #: the thresholds as written (to write the section back)
+    written: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """YAML-ready mapping that :func:`parse_monitor` turns back into these settings."""
+        out: dict[str, Any] = {}
+        if self.gold is not None:
+            out["gold"] = self.gold
+        if self.agree:
+            out["agree"] = [list(pair) for pair in self.agree]
+        out.update(self.written)
+        return out
+
+
+def parse_monitor(spec: Any, terms: Collection[str], *, source: str | None = None,
+                  path: str = "monitor") -> MonitorSettings | None:
+    """Validate a ``monitor:`` mapping against the config's top-level ``terms``; None when absent.
+
+    Every problem is reported at once (one ``ConfigError`` listing them in ``.errors``).
+    """
+    if spec is None:
+        return None
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"expected a mapping with any of: {', '.join(MONITOR_KEYS)}, got {describe(spec)}",
+                          source=source, path=path)
+    errors: list[ConfigError] = [ConfigError(f"unknown key; expected one of: {', '.join(MONITOR_KEYS)}",
+                                             source=source, path=f"{path}.{key}")
+                                 for key in spec if key not in MONITOR_KEYS]
+    names = _TermNames(terms, source, errors)
+    gold = None if spec.get("gold") is None else names.check(spec["gold"], f"{path}.gold")
+    agree = _agree(spec.get("agree"), f"{path}.agree", names)
+    detectors, written = _thresholds(spec, path, source, errors)
+    if errors:
+        raise ConfigError.combine(errors)
+    return MonitorSettings(gold, agree, detectors, written)
+
+
+class _TermNames:
+    """Checks that a value names a term, recording a located error otherwise."""
+
+    def __init__(self, terms: Collection[str], source: str | None, errors: list[ConfigError]) -> None:
+        self.terms, self.source, self.errors = terms, source, errors
+        self.listing = ", ".join(sorted(terms))
+
+    def check(self, value: Any, where: str) -> str | None:
+        if isinstance(value, str) and value in self.terms:
+            return value
+        self.error(f"expected the name of a term ({self.listing}), got {describe(value)}", where)
+        return None
+
+    def error(self, message: str, where: str) -> None:
+        self.errors.append(ConfigError(message, source=self.source, path=where))
+
+
+def _agree(pairs: Any, where: str, names: _TermNames) -> tuple[tuple[str, str], ...]:
+    """``monitor.agree``: a list of pairs of different term names."""
+    if pairs is None:
+        return ()
+    if not isinstance(pairs, list):
+        names.error(f"expected a list of pairs of term names ([[a, b], ...]), got {describe(pairs)}", where)
+        return ()
+    agree: list[tuple[str, str]] = []
+    for i, pair in enumerate(pairs):
+        at = f"{where}[{i}]"
+        if not isinstance(pair, list) or len(pair) != 2:
+            names.error(f"expected a pair of term names [a, b], got {describe(pair)}", at)
+            continue
+        a, b = names.check(pair[0], f"{at}[0]"), names.check(pair[1], f"{at}[1]")
+        if a is not None and a == b:
+            names.error(f"expected two different terms, got {a!r} twice", at)
+        elif a is not None and b is not None:
+            agree.append((a, b))
+    return tuple(agree)
+
+
+def _thresholds(spec: Mapping, path: str, source: str | None,
+                errors: list[ConfigError]) -> tuple[dict[str, dict[str, Any] | None], dict[str, Any]]:
+    """Each detector's validated params (None when turned off with ``false``), and what was written."""
+    detectors: dict[str, dict[str, Any] | None] = {}
+    written: dict[str, Any] = {}
+    for name, cls in DETECTORS.items():
+        given = spec.get(name)
+        if given is False:
+            detectors[name], written[name] = None, False
+            continue
+        if given is not None and not isinstance(given, Mapping):
+            errors.append(ConfigError(f"expected a mapping of thresholds or false, got {describe(given)}",
+                                      source=source, path=f"{path}.{name}"))
+            continue
+        try:
+            detectors[name] = validate_params(cls.params, given, path=f"{path}.{name}", source=source)
+        except ConfigError as exc:
+            errors.extend(exc.errors)
+            continue
+        if given:
+            written[name] = dict(given)
+    return detectors, written

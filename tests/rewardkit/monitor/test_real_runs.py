@@ -1,0 +1,49 @@
+"""``rewardkit audit`` on trainer_state.json files of real GRPO runs (benchmarks/data/monitor, written by
+``python -m examples.monitor.train``: TRL's GRPOTrainer with the monitor's callback on)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rewardkit.cli import main
+from rewardkit.monitor import Monitor
+from rewardkit.monitor.logs import read_log
+
+ROOT = Path(__file__).resolve().parents[3]
+RUNS = ROOT / "benchmarks" / "data" / "monitor"
+CONFIGS = ROOT / "examples" / "monitor"
+
+
+def audit(run: str, capsys: pytest.CaptureFixture) -> tuple[int, dict]:
+    reward = run.rpartition("_seed")[0]
+    code = main(["audit", str(RUNS / run / "trainer_state.json"), "--config", str(CONFIGS / f"{reward}.yaml"),
+                 "--import", "examples.monitor.terms", "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_the_length_hack_is_caught_with_the_step_it_began(capsys: pytest.CaptureFixture) -> None:
+    code, report = audit("length_seed1", capsys)
+    assert code == 1 and report["records"] == 14
+    fired = {a["detector"]: a for a in report["alerts"]}
+    assert {"gold_divergence", "length_drift", "pinned_at_bound"} <= set(fired)
+    assert fired["pinned_at_bound"]["terms"] == ["length"] and fired["gold_divergence"]["began"] <= 7
+
+
+def test_the_judge_phrase_hack_shows_as_judge_and_verifier_disagreeing(capsys: pytest.CaptureFixture) -> None:
+    code, report = audit("judge_seed2", capsys)
+    assert code == 1
+    (disagreement,) = [a for a in report["alerts"] if a["detector"] == "disagreement"]
+    assert disagreement["terms"] == ["judge", "correct"] and disagreement["values"]["judge_now"] > 0.8
+
+
+def test_the_audit_finds_what_the_callback_logged_during_training() -> None:
+    import examples.monitor.terms  # noqa: F401 - registers the example's components
+
+    records = read_log(RUNS / "lenient_seed2" / "trainer_state.json")
+    live = sorted((int(r["step"]), k[len("monitor/alert/"):]) for r in records for k in r
+                  if k.startswith("monitor/alert/") and not k.endswith("/began"))
+    after = sorted((a.fired, a.detector) for a in Monitor.from_config(CONFIGS / "lenient.yaml").run(records))
+    assert live and live == after
