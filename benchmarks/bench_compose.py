@@ -9,12 +9,12 @@ Workloads (see the table it prints; every figure is a ratio from this one run):
    against a hand-written reward function called per step (the target) and against the same maths
    inlined in the loop (no call per step, a floor no reward function reaches; shown, no target).
 3. ``vidur_hybrid.yaml`` batched over 1,024 environments against a hand-written NumPy expression.
-3b. Shapes of issue 31: the RLlama workload with each of the six terms on its own linear schedule
+3b. More shapes: the RLlama workload with each of the six terms on its own linear schedule
    (against RLlama with the same schedules), and a flat hybrid batched over 1,024 environments with
    an EMA delta, a threshold penalty and an info bonus beside the sigmoid, logistic and load terms
    (against hand-written NumPy).
 3c. Text terms (regex_match, length_penalty, answer_match, repetition_rate) over 1,024 completions
-   against hand-written Python of the same maths, patterns compiled once (issue 29's figure).
+   against hand-written Python of the same maths, patterns compiled once.
 4. ``vidur_hybrid.yaml`` on torch CPU tensors, 4,096 environments (float32, as simulators give
    them), against hand-written torch of the same maths; on a machine with a CUDA device the same
    on the GPU, with env-steps per second (the bench runs unchanged there).
@@ -48,7 +48,7 @@ import rewardkit  # noqa: E402
 HYBRID = ROOT / "configs" / "rewards" / "vidur_hybrid.yaml"
 #: RLlama 0.7.0's steps/s on workload 1 on this machine (the bench's 3x bound was 550k steps/s)
 RLLAMA_RATE = 550_000 / 3
-#: Each of the six terms on its own linear schedule (issue 31): end 0.1*(i+1) after 100,000+10,000*i steps.
+#: Each of the six terms on its own linear schedule: end 0.1*(i+1) after 100,000+10,000*i steps.
 OWN_ENDS = [0.1 * (i + 1) for i in range(6)]
 OWN_STEPS = [100_000 + 10_000 * i for i in range(6)]
 SIX_OWN = {
@@ -59,7 +59,7 @@ SIX_OWN = {
         for i in range(6)
     },
 }
-#: A flat hybrid (issue 31): sigmoid, logistic and load terms, an EMA delta, a threshold penalty, an info bonus.
+#: A flat hybrid: sigmoid, logistic and load terms, an EMA delta, a threshold penalty, an info bonus.
 HYBRID_FLAT = {
     "version": 1,
     "components": {

@@ -1,7 +1,7 @@
 """In-process routing decision time of the gateway: ``LiveClusterView.snapshot`` plus ``Policy.decide``.
 
 Compares, side by side in one run, the snapshot as routers get it (fields computed on first read)
-with the same snapshot completed up front (every field built, as before issue 30 item 5), for a
+with the same snapshot completed up front (every field built, as before snapshots were lazy), for a
 few routers, on a 4-replica view with requests in flight and a fresh engine scrape. Prints the
 median per decision (µs) and the ratio.
 

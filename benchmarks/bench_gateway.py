@@ -8,7 +8,7 @@ HTTP/1.1 client whose own cost is small enough not to be the limit). It prints t
 and p99 latency per request, requests/s through the gateway against straight to the stub, and the
 PPO router's decision time (the gateway's own `rewardkit_gateway_decision_seconds` histogram and an
 in-process timing of `PPORouter.decide` on a gateway-sized observation; `bench_request_path.py` puts the
-request path beside sglang-router). Targets (issue 20): added
+request path beside sglang-router). Targets: added
 median <= 2 ms, p99 <= 10 ms, >= 500 requests/s, PPO decision p99 <= 0.5 ms.
 
 Usage: ``python benchmarks/bench_gateway.py [--requests 2000] [--concurrency 32]``

@@ -12,7 +12,7 @@ in its own process. 256 distinct completions are scored:
 
 It prints the median wall time of each (over ``--repeats``, fresh completions every time so the
 cache never answers), the speed-ups over one request at a time, and what the composer adds per
-batch over the raw calls. Targets (issue 29): batches of 16 with 8 in flight >= 5x faster than
+batch over the raw calls. Targets: batches of 16 with 8 in flight >= 5x faster than
 one request at a time; the composer adds <= 2 ms per batch. A bar chart goes to
 ``benchmarks/out/bench_remote.png``.
 

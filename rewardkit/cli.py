@@ -30,9 +30,11 @@ from .errors import ConfigError, RewardKitError
 from .migrate_rllama import migrate_rllama_file
 from .monitor.audit import add_audit_parser
 from .params import describe
+from .serve_reward.command import add_serve_reward_parser
 
 PLUGIN_GROUP = "rewardkit.commands"
-CORE_COMMANDS = ("validate", "explain", "check", "components", "docs", "migrate", "optimize", "audit")
+CORE_COMMANDS = ("validate", "explain", "check", "components", "docs", "migrate", "optimize", "audit",
+                 "serve-reward")
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -470,6 +472,7 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
 
     add_optimize_parser(sub)
     add_audit_parser(sub, add_import_option, import_modules)
+    add_serve_reward_parser(sub)
 
     for ep in plugin_entry_points():
         if ep.name in CORE_COMMANDS:

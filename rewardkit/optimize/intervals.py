@@ -16,7 +16,7 @@ neighbours), so they move together; Bonferroni's ``(1 - level) / K`` ignores tha
 bound this tail never falls below. With few repeats a percentile bootstrap is
 too narrow; each resampled mean is widened around the observed one by ``sqrt(R / (R - 1))``
 (the "expanded percentile" correction for R clusters), which keeps the false-alarm rate near its
-nominal level at R = 3 (tests/rewardkit/optimize/test_optimize_validation.py measures it).
+nominal level at R = 3 (tests/rewardkit/optimize/test_validation.py measures it).
 
 The race of validation (:func:`paired_t_changes`) uses Student-t intervals on the per-repeat paired
 differences instead, Bonferroni over the candidates: its looks ask for far tails (1.25% at each of

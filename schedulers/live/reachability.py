@@ -1,7 +1,7 @@
 """Whether a live cluster's engines answer at all, checked before an evaluation spends its episodes.
 
 With every backend down, each episode's requests fail and ``rewardkit evaluate`` printed a table of
-NaN and exited 0 (issue 31). An engine that answers anything over HTTP counts as reachable (a 503
+NaN and exited 0. An engine that answers anything over HTTP counts as reachable (a 503
 from a loading engine too); one that refuses, resets or times out does not.
 """
 

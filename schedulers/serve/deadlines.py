@@ -1,7 +1,7 @@
 """How long one proxied request may take: connect, first byte, whole request, and the gateway's drain.
 
 Three deadlines, because one per-read timeout both cut slow-but-healthy answers and let a trickling
-backend run forever (issue 31): ``connect_s`` bounds opening a connection (a backend that cannot
+backend run forever: ``connect_s`` bounds opening a connection (a backend that cannot
 be reached is dead: it is marked unhealthy and the request moves); ``first_byte_s`` bounds the wait
 for an attempt's response headers (nothing reached the client yet, so the request may move once);
 ``total_s`` bounds the whole request from its arrival, retries and streaming included (then the

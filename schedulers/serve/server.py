@@ -2,7 +2,7 @@
 drain at SIGTERM that ends every request with an answer.
 
 uvicorn alone keeps a half-sent request open for good and accepts any number of them (1,500 stayed
-open in issue 31's probe): :func:`guarded_protocol` closes a connection whose request headers have
+open in a probe): :func:`guarded_protocol` closes a connection whose request headers have
 not arrived within ``header_timeout_s`` and refuses connections past ``max_connections``. At SIGTERM
 uvicorn waits its graceful timeout and then cancels what still runs (tracebacks, plain-text 500s,
 lost decisions); :func:`draining_server` first starts the gateway's own drain, which ends every

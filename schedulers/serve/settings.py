@@ -1,7 +1,7 @@
 """What a gateway routes over and how (``rewardkit gateway`` flags), checked before anything starts.
 
 Every value that would break every request, busy-loop or fail later is refused here with a
-one-line message naming the flag and the range (issue 31): speeds outside what the live YAML
+one-line message naming the flag and the range: speeds outside what the live YAML
 accepts, NaN or non-positive seconds, intervals short enough to spin, body bounds below one byte,
 backend URLs that are not a bare ``http(s)://host:port``, a decision log that cannot be a file, and
 a checkpoint given to a router that would ignore it.

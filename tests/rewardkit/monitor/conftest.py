@@ -2,10 +2,38 @@
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from monitor_support import REWARD, hacked_history, honest_history, write_state
+
+from rewardkit import registry
+
+#: components that ``examples/monitor/terms.py`` registers when imported
+EXAMPLE_COMPONENTS = ("strict_equation", "reply_length", "stub_judge")
+#: the test modules that read them (by name in YAML, or through ``--import examples.monitor.terms``)
+USES_EXAMPLE_COMPONENTS = ("test_example_terms", "test_real_runs")
+
+
+def _unregister_example_components() -> None:
+    for name in EXAMPLE_COMPONENTS:
+        registry._REGISTRY.pop(name, None)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _example_components_registered(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The example's components are registered only while the modules that read them run."""
+    if request.module.__name__ not in USES_EXAMPLE_COMPONENTS:
+        yield
+        return
+    import examples.monitor.terms as terms
+
+    _unregister_example_components()
+    importlib.reload(terms)  # runs its @register decorators again
+    yield
+    _unregister_example_components()
 
 
 @pytest.fixture

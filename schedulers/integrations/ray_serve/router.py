@@ -1,0 +1,306 @@
+"""``PolicyRequestRouter``: a Ray Serve request router that decides through any policy of the routing seam.
+
+A deployment names it in its ``RequestRouterConfig``::
+
+    RequestRouterConfig(
+        request_router_class="schedulers.integrations.ray_serve.PolicyRequestRouter",
+        request_router_kwargs={"policy": "cache_aware:balance_abs_threshold=8"},  # or {"policy": "ppo", "checkpoint": PATH}
+        request_routing_stats_period_s=0.5)
+
+How it sees the replicas (docs/ray-serve.md has the table): the gateway's own
+:class:`~schedulers.live.view.LiveClusterView`, so a policy reads the same
+:class:`~schedulers.routing.snapshot.ReplicaSnapshot` in Vidur, in ``rewardkit gateway`` and here:
+
+- its own bookkeeping between stats polls, as the gateway's: a request counts from the moment Ray
+  routes it (``on_request_routed``) until it completes (``on_request_completed``); its prompt
+  tokens count as prefill until the ingress reports its first token (:func:`report_first_token`),
+  and its token ids go into the router's prefix mirror (``prefix_match``);
+- each replica's ``record_routing_stats`` (:class:`~.replica_stats.ReplicaStats`), folded in as the
+  gateway folds an engine scrape: requests waiting and running, KV use and capacity, decode rate
+  (``measured_speed``), and prefix blocks (the larger of the replica's count and the mirror's).
+
+**Fallback**: stats older than ``stale_s`` (by their ``at`` time) or missing are not used: that
+replica is seen through the router's own bookkeeping alone (the gateway's view without scrapes),
+and the decision is counted as a fallback (``rewardkit_ray_router_fallback_decisions{reason=
+"missing"|"stale"}`` in Ray's metrics, and :func:`router_stats` in the router's process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import deque
+from typing import Any, List, Optional
+
+import numpy as np
+from ray.serve.request_router import PendingRequest, ReplicaID, RequestRouter, RunningReplica
+
+from .. import live_routers
+from ...live.view import LiveClusterView, restrict
+from ...routing.observation import ObservationConfig, build_observation
+from ...routing.policy import Policy, make_policy
+from ...routing.snapshot import LazySnapshot, ReplicaSnapshot
+
+
+
+def report_first_token(request_key: str, tokens: int = 1) -> None:
+    """The request ``request_key`` (:attr:`RoutedRequest.key`) got its first ``tokens`` output tokens:
+    its prompt stops counting as prefill in the routers of this process (the ingress calls it)."""
+    for router in list(live_routers.ROUTERS):
+        loop = getattr(router, "_loop", None)
+        if loop is None or loop.is_closed():
+            continue
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            router.first_token(request_key, tokens)
+        else:  # the router runs on its own loop (Ray's default): its view changes only there
+            loop.call_soon_threadsafe(router.first_token, request_key, tokens)
+
+
+def router_stats() -> list[dict[str, Any]]:
+    """:meth:`PolicyRequestRouter.stats` of every router in this process."""
+    return [router.stats() for router in list(live_routers.ROUTERS)]
+
+
+def _metric(kind: str, name: str, description: str, **kwargs: Any) -> Any:
+    """A Ray metric, or None where Ray's metrics cannot be made (outside a Ray worker)."""
+    try:
+        from ray.util import metrics
+
+        return getattr(metrics, kind)(name, description=description, **kwargs)
+    except Exception:  # noqa: BLE001 - metrics are a report, never a reason not to route
+        return None
+
+
+class PolicyRequestRouter(RequestRouter):
+    """Routes each request to the replica a :class:`~schedulers.routing.policy.Policy` picks (module doc)."""
+
+    #: the clock of the router's view (a test sets one shared with a gateway's)
+    view_clock = staticmethod(time.monotonic)
+
+    def initialize_state(self, policy: str = "least_prefill", checkpoint: Optional[str] = None, *,
+                         seed: int = 0, stale_s: float = 2.0, block_size: int = 32, kv_capacity_blocks: float = 1024.0,
+                         threads: int = 1, keep_decision_times: int = 100_000, **options: Any) -> None:
+        """Called by Ray Serve with ``request_router_kwargs``: ``policy`` (a router name of
+        :func:`~schedulers.routing.policy.make_policy`, thresholds after the name), ``checkpoint``
+        (a learned policy's file), ``stale_s`` (stats older than this are not used), ``block_size``
+        (tokens per prefix block, as the engines'), ``kv_capacity_blocks`` (until a replica reports
+        its own), ``threads`` (torch threads of a learned policy); other keys go to ``make_policy``."""
+        if not isinstance(policy, str) or not policy:
+            raise ValueError(f"request_router_kwargs.policy: expected a router name, got {policy!r}")
+        if not (isinstance(stale_s, (int, float)) and stale_s > 0):
+            raise ValueError(f"request_router_kwargs.stale_s: expected a positive number, got {stale_s!r}")
+        if checkpoint is not None:
+            options.setdefault("threads", threads)
+        try:
+            self.policy: Policy = make_policy(policy, checkpoint, seed=seed, simulated=False, **options)
+        except ValueError as exc:
+            raise ValueError(f"request_router_kwargs.policy {policy!r}: {exc}") from None
+        self.spec = policy
+        self.seed = seed
+        self.stale_s = float(stale_s)
+        self.block_size = int(block_size)
+        self.kv_capacity_blocks = float(kv_capacity_blocks)
+        self.obs_config = self.policy.observation or ObservationConfig()
+        self._ids: list[ReplicaID] = []
+        self._slot: dict[ReplicaID, int] = {}
+        self._new_view(0)
+        #: Ray's internal request id -> (slot, view key); the ingress's request key -> view key
+        self._routed: dict[str, tuple[int, int]] = {}
+        self._by_key: dict[str, int] = {}
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self.decisions = 0
+        self.fallbacks = {"missing": 0, "stale": 0}
+        self.decision_times: deque[float] = deque(maxlen=keep_decision_times)
+        #: per request, ms from Ray creating its pending request to the replica accepting it
+        self.routing_ms: deque[float] = deque(maxlen=keep_decision_times)
+        tags = ("deployment", "application")
+        defaults = {"deployment": self._deployment_id.name, "application": self._deployment_id.app_name} \
+            if getattr(self, "_deployment_id", None) is not None else {}
+        self._fallback_counter = _metric("Counter", "rewardkit_ray_router_fallback_decisions",
+                                         "decisions made without fresh replica stats", tag_keys=tags + ("reason",))
+        self._decision_hist = _metric("Histogram", "rewardkit_ray_router_decision_ms", "time to decide one request (ms)",
+                                      boundaries=[0.01, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10], tag_keys=tags)
+        for m in (self._fallback_counter, self._decision_hist):
+            if m is not None and defaults:
+                m.set_default_tags(defaults)
+        live_routers.ROUTERS.add(self)
+
+    # ---- the replica set ----------------------------------------------------------------------
+    def _new_view(self, n: int) -> None:
+        self.view = LiveClusterView(max(n, 1), block_size=self.block_size, kv_capacity=self.kv_capacity_blocks,
+                                    engine_stale_s=self.stale_s, clock=self.view_clock)
+        self._seen_at = [None] * max(n, 1)
+        self._last_stats: list[dict[str, Any]] = [{} for _ in range(max(n, 1))]
+        self._reported_blocks = np.zeros(max(n, 1))
+
+    def update_replicas(self, replicas: List[RunningReplica]) -> None:
+        """Ray's replica set changed: the view is rebuilt when its members change (in-flight requests of
+        replicas that stay are carried over; the prefix mirror starts over)."""
+        super().update_replicas(replicas)
+        ids = sorted(self._replicas, key=lambda rid: rid.unique_id)
+        if ids == self._ids:
+            return
+        old_view, old_ids = self.view, self._ids
+        self._ids = ids
+        self._slot = {rid: i for i, rid in enumerate(ids)}
+        self._new_view(len(ids))
+        keys = {}
+        for key, req in old_view.inflight.items():
+            rid = old_ids[req.replica] if req.replica < len(old_ids) else None
+            if rid in self._slot:
+                keys[key] = self.view.sent(self._slot[rid], req.prompt_tokens)
+        self._routed = {rid: (self._slot[old_ids[slot]], keys[k]) for rid, (slot, k) in self._routed.items() if k in keys}
+        self._by_key = {name: keys[k] for name, k in self._by_key.items() if k in keys}
+
+    # ---- stats -----------------------------------------------------------------------------------
+    def _fold_stats(self, replicas: List[RunningReplica]) -> str | None:
+        """Fold each candidate's new stats into the view; the fallback reason of this decision (None: all fresh)."""
+        now = time.time()
+        reason = None
+        for r in replicas:
+            slot = self._slot.get(r.replica_id)
+            if slot is None:
+                continue
+            stats = r.routing_stats or {}
+            at = stats.get("at")
+            if not isinstance(at, (int, float)):
+                reason = "missing"
+                continue
+            if now - at > self.stale_s:
+                reason = reason or "stale"
+                continue
+            if at == self._seen_at[slot]:
+                continue
+            self._seen_at[slot] = at
+            self._last_stats[slot] = dict(stats)
+            fold_stats(self.view, slot, stats)
+            blocks = stats.get("prefix_blocks")
+            if isinstance(blocks, (int, float)):
+                self._reported_blocks[slot] = float(blocks)
+        return reason
+
+    # ---- deciding ----------------------------------------------------------------------------------
+    def decide(self, replicas: List[RunningReplica], request: Any) -> int:
+        """Index into ``replicas`` of the policy's pick for ``request`` (a :class:`~.request.RoutedRequest`;
+        None: a one-token prompt without ids)."""
+        tokens, ids = (request.prompt_tokens, request.prompt_ids) if request is not None else (1, [])
+        snap = self.view.snapshot(self.view.prefix_match(ids) if ids else None)
+        if (self._reported_blocks > 0).any():
+            snap = with_prefix_blocks(snap, self._reported_blocks)
+        slots = [self._slot[r.replica_id] for r in replicas]
+        if len(slots) != self.view.num_replicas or slots != list(range(len(slots))):
+            keep = np.zeros(self.view.num_replicas, dtype=bool)
+            keep[slots] = True
+            order = np.argsort(slots)  # restrict keeps slot order; map back to the candidates' order
+            snap = restrict(snap, keep)
+            rows = build_observation(snap, tokens, self.obs_config) if self.policy.observation is not None else None
+            return int(order[self.policy.decide(snap, tokens, rows=rows)])
+        rows = build_observation(snap, tokens, self.obs_config) if self.policy.observation is not None else None
+        return int(self.policy.decide(snap, tokens, rows=rows))
+
+    async def choose_replicas(self, candidate_replicas: List[RunningReplica],
+                              pending_request: Optional[PendingRequest] = None) -> List[List[RunningReplica]]:
+        """The policy's pick first, then the other candidates (Ray moves on when a replica is full)."""
+        start = time.perf_counter()
+        self._loop = asyncio.get_running_loop()
+        if pending_request is not None:
+            pending_request.routing_context.should_backoff = True  # every candidate is tried each round
+        candidates = [r for r in candidate_replicas if r.replica_id in self._slot]
+        if not candidates:
+            return [candidate_replicas] if candidate_replicas else []
+        reason = self._fold_stats(candidates)
+        request = _routed_request(pending_request)
+        pick = self.decide(candidates, request)
+        chosen = candidates[pick]
+        elapsed = time.perf_counter() - start
+        self.decisions += 1
+        self.decision_times.append(elapsed)
+        if self._decision_hist is not None:
+            self._decision_hist.observe(1000.0 * elapsed)
+        if reason is not None:
+            self.fallbacks[reason] += 1
+            if self._fallback_counter is not None:
+                self._fallback_counter.inc(tags={"reason": reason})
+        rest = [r for r in candidates if r is not chosen]
+        return [[chosen], rest] if rest else [[chosen]]
+
+    # ---- bookkeeping between polls -------------------------------------------------------------
+    def on_request_routed(self, pending_request: PendingRequest, replica_id: ReplicaID, result: Any) -> None:
+        self.routing_ms.append(1000.0 * (time.time() - pending_request.created_at))
+        slot = self._slot.get(replica_id)
+        if slot is None:
+            return
+        request = _routed_request(pending_request)
+        tokens, ids = (request.prompt_tokens, request.prompt_ids) if request is not None else (1, [])
+        key = self.view.sent(slot, tokens, ids)
+        self._routed[pending_request.metadata.internal_request_id] = (slot, key)
+        if request is not None:
+            self._by_key[request.key] = key
+
+    def first_token(self, request_key: str, tokens: int = 1) -> None:
+        """The ingress saw the first ``tokens`` output tokens of ``request_key``."""
+        key = self._by_key.pop(request_key, None)
+        if key is not None:
+            self.view.token(key, tokens)
+
+    def on_request_completed(self, replica_id: ReplicaID, internal_request_id: str) -> None:
+        routed = self._routed.pop(internal_request_id, None)
+        if routed is not None:
+            req = self.view.finished(routed[1])
+            if req is not None and self._by_key:
+                self._by_key = {k: v for k, v in self._by_key.items() if v != routed[1]}
+
+    # ---- report --------------------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        """Decisions, fallbacks by reason, decision time p50/p99 (ms), requests in flight, the policy."""
+        times = np.asarray(self.decision_times) * 1000.0
+        return {"policy": self.spec, "decisions": self.decisions, "fallbacks": dict(self.fallbacks),
+                "decision_ms_p50": float(np.percentile(times, 50)) if len(times) else None,
+                "decision_ms_p99": float(np.percentile(times, 99)) if len(times) else None,
+                "decision_ms": [round(float(t), 5) for t in times[-5000:]],
+                "routing_ms": [round(float(t), 4) for t in list(self.routing_ms)[-5000:]],
+                "in_flight": len(self.view.inflight), "replicas": len(self._ids),
+                "replica_stats": [dict(s) for s in self._last_stats]}
+
+
+def fold_stats(view: LiveClusterView, slot: int, stats: dict[str, Any]) -> None:
+    """Fold one replica's ``record_routing_stats`` dict into ``view`` as the gateway folds an engine scrape."""
+    metrics = {}
+    for key, name in (("waiting", "vllm:num_requests_waiting"), ("running", "vllm:num_requests_running"),
+                      ("kv_usage", "vllm:kv_cache_usage_perc")):
+        value = stats.get(key)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            metrics[name] = float(value)
+    view.engine_reported(slot, metrics)
+    capacity = stats.get("kv_capacity_tokens")
+    if isinstance(capacity, (int, float)):
+        view.engine_capacity(slot, float(capacity))
+    rate = stats.get("decode_rate")
+    if isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0:
+        view.decode_rate[slot] = float(rate)
+
+
+def with_prefix_blocks(snapshot: ReplicaSnapshot, reported: np.ndarray) -> ReplicaSnapshot:
+    """``snapshot`` whose ``prefix_blocks`` is the larger of its own (the router's mirror) and ``reported``."""
+    def field(name: str) -> dict[str, np.ndarray]:
+        value = np.asarray(getattr(snapshot, name))
+        return {name: np.maximum(value, reported) if name == "prefix_blocks" else value}
+
+    return LazySnapshot(field)
+
+
+def _routed_request(pending_request: Optional[PendingRequest]) -> Any:
+    """The :class:`~.request.RoutedRequest` among the request's arguments, if any. Recognised by its
+    attributes, not its class: Ray pickles this package by value into the router's process, where
+    its classes are copies of the ingress's."""
+    if pending_request is None:
+        return None
+    for arg in list(pending_request.args) + list(pending_request.kwargs.values()):
+        if hasattr(arg, "prompt_tokens") and hasattr(arg, "prompt_ids") and hasattr(arg, "key"):
+            return arg
+    return None
