@@ -192,7 +192,8 @@ class BaseReward:
 
         Like :meth:`scalar_source`, but the statements may read and write state; they run at one
         level of indentation, in order, before the result expression is read. For a vector input
-        held in variable ``v`` (a list of floats), ``v_sum`` already holds ``sum(v)``. A stateful
+        held in variable ``v`` (a list of floats), ``v_sum`` already holds ``sum(v)``; the call's
+        episode flags are the booleans ``terminated`` and ``truncated``. A stateful
         component's statements must either raise before writing state or not at all, or leave
         ``atomic_update`` False (the composer then snapshots its state before the call).
         """

@@ -42,7 +42,8 @@ from .shaper import RewardShaper
 from .state_store import StateStore
 
 #: Names the generated functions use for themselves; terms and context keys never take them.
-_RESERVED = frozenset({"ctx", "step", "terminated", "truncated", "done", "total", "out", "_self", "start", "_pending"})
+_RESERVED = frozenset({"ctx", "step", "terminated", "truncated", "done", "total", "out", "_self", "start", "_pending",
+                       "_inputs_sum"})
 _code_ids = itertools.count(1)
 
 
@@ -71,6 +72,8 @@ class CompiledPlan:
         #: terms whose component reports ``last_call_info()`` (copied into ``TermOutput.info``)
         self.info_nodes = [n for n in self.leaves if type(n.component).last_call_info is not BaseReward.last_call_info]
         self._code_id = next(_code_ids)
+        #: variables of optional keys the function being generated reads as present
+        self._present: frozenset[str] = frozenset()
         weakref.finalize(self, _forget_sources, self._filenames())
         self.compile()
 
@@ -138,6 +141,7 @@ class CompiledPlan:
                                "_returned": returned_float, "_bad_output": check_scalar_output, "_ABSENT": ABSENT,
                                "_RO": CompiledRewardOutput, "_names": self.names, "_store": self.store,
                                "_plan": self, "_fallback": self.fallback, "_absent": self.single_env_absent,
+                               "_BATCH": NotScalar(),
                                "_take": self.store.lock.take, "_wait_lock": self.store.lock.wait,
                                "_put": self.store.lock.put, "_waiting": self.store.lock.waiting,
                                "_wake": self.store.lock.wake}
@@ -163,15 +167,9 @@ class CompiledPlan:
 
     def _scalar_body(self, namer: "_Namer", env: dict[str, Any], assume_present: bool) -> list[str]:
         """The statements of ``reward_single_env`` (numbers in, an output built without ``__init__``)."""
-        lines = ["    if step is None: step = _store.step",
-                 "    elif step.__class__ is not int or step < 0 or step > _MAX_STEP: step = _check_step(step)",
-                 "    if terminated is None: terminated = False",
-                 "    elif terminated.__class__ is not bool: terminated = _flag(terminated, 'terminated')",
-                 "    if truncated is None: truncated = False",
-                 "    elif truncated.__class__ is not bool: truncated = _flag(truncated, 'truncated')",
-                 "    done = terminated or truncated",
-                 "    # ---- inputs"]
+        lines = ["    # ---- inputs"]
         self._emit_scalar_inputs(lines, assume_present)
+        self._present = self._present_optional_vars() if assume_present else frozenset()
         weight_of = self._emit_weights(lines, env, namer)
         stateless = [n for n in self.leaves if not n.component.stateful]
         if stateless:
@@ -221,12 +219,34 @@ class CompiledPlan:
                   *(["    out._info = _plan.collect_info()"] if self.info_nodes else []),
                   "    if _store.training: _store.step = step + 1",
                   "    return out"]
+        # the hand-overs to the batched path pass the flags on as given: they do not count as reading them
+        return self._scalar_header(_names_in("\n".join(line for line in lines if "_BATCH)" not in line))) + lines
+
+    @staticmethod
+    def _scalar_header(used: set[str]) -> list[str]:
+        """Step and episode flags checked; the flags made booleans (and ``done`` computed) only
+        when the body reads them, else only validated."""
+        lines = ["    if step is None: step = _store.step",
+                 "    elif step.__class__ is not int or step < 0 or step > _MAX_STEP: step = _check_step(step)"]
+        for flag in ("terminated", "truncated"):
+            if flag in used or "done" in used:
+                lines += [f"    if {flag} is None: {flag} = False",
+                          f"    elif {flag}.__class__ is not bool: {flag} = _flag({flag}, {flag!r})"]
+            else:  # unused: a bad value is still refused
+                lines.append(f"    if {flag} is not None and {flag}.__class__ is not bool: _flag({flag}, {flag!r})")
+        if "done" in used:
+            lines.append("    done = terminated or truncated")
         return lines
+
+    def _present_optional_vars(self) -> frozenset[str]:
+        """Variables of optional keys that the function reads as present (never ``None`` there)."""
+        return frozenset(self._vars["ctx:" + slot.key] for slot in self.reader.slots if slot.optional)
 
     def _emit_scalar_inputs(self, lines: list[str], assume_present: bool) -> None:
         """Read each context key once, as a float (or a list of floats), and check it is finite
         (``assume_present``: optional keys too are read with ``ctx[key]``)."""
         v = self._vars
+        numbers: list[tuple[str, str]] = []  # (key, variable) of the numbers read as present
         for key, nd, optional, text, _ in self.reader.slots:
             optional = optional and not assume_present
             x, total = v["ctx:" + key], v["ctx_sum:" + key]
@@ -240,6 +260,9 @@ class CompiledPlan:
                               f"    if {x}.__class__ is not str: {x} = _text({x}, {key!r})"]
                 continue
             nonfinite = "raise _NotScalar" if self.allow_nonfinite else f"_nonfinite({key!r}, {x})"
+            # a NumPy array with an environment axis: the batched path, before anything changed
+            # (a direct call: no exception raised and caught on the way)
+            batch = "return _fallback(ctx, step, terminated, truncated, _BATCH)"
             # ``v - v`` is 0.0 (false) for a finite float and NaN (true) for NaN and +-inf: the
             # finiteness check without a function call
             if nd == 0 and optional:
@@ -248,13 +271,16 @@ class CompiledPlan:
                           f"        if {x} - {x}: {nonfinite}",
                           f"    elif {x} is _ABSENT: {x} = None",
                           "    else:",
+                          f"        if {x}.__class__ is _ndarray and {x}.ndim: {batch}",
                           f"        {x} = _number({x}, {key!r})",
                           f"        if {x} - {x}: {nonfinite}"]
                 continue
             if nd == 0:
                 lines += [f"    {x} = ctx[{key!r}]",
-                          f"    if {x}.__class__ is not float: {x} = _number({x}, {key!r})",
-                          f"    if {x} - {x}: {nonfinite}"]
+                          f"    if {x}.__class__ is not float:",
+                          f"        if {x}.__class__ is _ndarray and {x}.ndim: {batch}",
+                          f"        {x} = _number({x}, {key!r})"]
+                numbers.append((key, x))  # checked below, all at once
                 continue
             if optional:
                 lines.append(f"    {x} = ctx.get({key!r}, _ABSENT)")
@@ -270,20 +296,32 @@ class CompiledPlan:
                 if nd == 1:
                     lines.append(f"    elif {plain}: {x} = {total}")
                 lines.append(f"    elif {fast}: {x} = {x}.tolist()")
-                lines.append(f"    else: {x} = _vector_input({x}, {key!r}, {nd})")
             else:
                 lead = "if"
                 if nd == 1:
                     lines.append(f"    if {plain}: {x} = {total}")
                     lead = "elif"
                 lines.append(f"    {lead} {fast}: {x} = {x}.tolist()")
-                lines.append(f"    else: {x} = _vector_input({x}, {key!r}, {nd})")
+            lines.append(f"    elif {x}.__class__ is _ndarray and {x}.ndim > {nd}: {batch}")
+            lines.append(f"    else: {x} = _vector_input({x}, {key!r}, {nd})")
             if optional:
                 lines.append(f"    {total} = None if {x} is None else sum({x})")
             else:
                 lines.append(f"    {total} = sum({x})")  # offered to inlined blocks as <var>_sum
             # the sum of finite values is finite unless it overflows: then check each value
             lines.append(f"    if {guard}{total} - {total} and not all(map(_isfinite, {x})): {nonfinite}")
+        if not numbers:
+            return
+        nonfinite = "raise _NotScalar" if self.allow_nonfinite else "_nonfinite({key!r}, {x})"
+        if len(numbers) == 1:
+            key, x = numbers[0]
+            lines.append(f"    if {x} - {x}: {nonfinite.format(key=key, x=x)}")
+            return
+        # Several numbers: one test on their sum, which is finite when they all are (unless it
+        # overflows); only then is each one tested, so the error names the first bad key.
+        lines.append(f"    _inputs_sum = {' + '.join(x for _, x in numbers)}")
+        lines.append("    if _inputs_sum - _inputs_sum:")
+        lines += [f"        if {x} - {x}: {nonfinite.format(key=key, x=x)}" for key, x in numbers]
 
     def _emit_scalar_leaf(self, node: TermNode, lines: list[str], indent: str, env: dict[str, Any],
                           namer: "_Namer") -> str:
@@ -296,6 +334,12 @@ class CompiledPlan:
         own: dict[str, Any] = {}  # the component's helpers, renamed into a namespace of its own
         inline = comp.scalar_source(args, own, tag)
         block = comp.scalar_block(args, own, tag) if inline is None else None
+        present = [arg for arg in args if arg in self._present]
+        if present and inline is not None:
+            inline = _known_present(inline, present)
+        elif present and block is not None:
+            body = _known_present("\n".join(block[0]), present)
+            block = (body.split("\n") if body else [], _known_present(block[1], present))
         snippet = inline if inline is not None else "\n".join(block[0] + [block[1]]) if block is not None else ""
         namer.used.update(_names_in(snippet))  # the component's temporaries: helpers never take them
         rename = {name: namer.unique(f"_{ident}_{name.lstrip('_')}") for name in own}
@@ -480,10 +524,16 @@ class CompiledPlan:
         """The dict of a component's inputs (local name -> variable), absent optional ones left out."""
         v = self._vars
         pairs = [(local, v["ctx:" + key]) for local, key in comp.input_keys.items()]
-        if any(local in comp.optional_inputs for local, _ in pairs):
+        optional = [(local, var) for local, var in pairs if local in comp.optional_inputs]
+        every = "{" + ", ".join(f"{local!r}: {var}" for local, var in pairs) + "}"
+        if len(optional) == 1:  # a conditional, cheaper than a comprehension on every call
+            var = optional[0][1]
+            rest = "{" + ", ".join(f"{local!r}: {other}" for local, other in pairs if other != var) + "}"
+            return f"({every} if {var} is not None else {rest})"
+        if optional:
             items = ", ".join(f"({local!r}, {var})" for local, var in pairs)
             return f"{{k: v for k, v in ({items},) if v is not None}}"
-        return "{" + ", ".join(f"{local!r}: {var}" for local, var in pairs) + "}"
+        return every
 
     def _emit_vector_leaf(self, node: TermNode, lines: list[str], env: dict[str, Any], namer: "_Namer") -> str:
         """One component's batched ``compute`` call; returns the variable holding its raw value."""
@@ -535,6 +585,36 @@ def _rename_names(code: str, mapping: Mapping[str, str]) -> str:
             previous = tok
     for row, start, end, new in reversed(edits):
         rows[row] = rows[row][:start] + new + rows[row][end:]
+    return "\n".join(rows)
+
+
+def _known_present(code: str, names: Iterable[str]) -> str:
+    """``code`` with ``<name> is None`` read as ``False`` (and ``is not None`` as ``True``) for
+    variables known to hold a value, so the compiler drops the test (chained comparisons left alone)."""
+    names = set(names)
+    skip = (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)
+    try:
+        toks = [t for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type not in skip]
+    except (tokenize.TokenError, SyntaxError):
+        return code  # left as written: the compiler reports what is wrong with it
+    chaining = {"<", ">", "==", ">=", "<=", "!=", "is", "in", "not", "."}
+    rows = code.split("\n")
+    edits: list[tuple[int, int, int, str]] = []
+    for i, tok in enumerate(toks):
+        if tok.type != tokenize.NAME or tok.string not in names or (i and toks[i - 1].string in chaining):
+            continue
+        following = [t.string for t in toks[i + 1:i + 4]]
+        if following[:2] == ["is", "None"]:
+            last, value = i + 2, "False"
+        elif following == ["is", "not", "None"]:
+            last, value = i + 3, "True"
+        else:
+            continue
+        if last + 1 < len(toks) and toks[last + 1].string in chaining or toks[last].end[0] != tok.start[0]:
+            continue  # a chained comparison, or a test over several lines: left as written
+        edits.append((tok.start[0] - 1, tok.start[1], toks[last].end[1], value))
+    for row, begin, stop, text in reversed(edits):
+        rows[row] = rows[row][:begin] + text + rows[row][stop:]
     return "\n".join(rows)
 
 

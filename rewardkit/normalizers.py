@@ -9,7 +9,9 @@
 
 Statistics are updated before the value is normalized (so the first value of a zscore is 0).
 Every running mean and variance here (and the trainer's reward scaling) is one
-:class:`RunningMeanStd`.
+:class:`RunningMeanStd`. Statistics stay finite: a value whose update would overflow them (values
+more than about 1e154 apart have no float64 variance) raises ``InvalidInputError`` and changes
+nothing, and results beyond the float64 range saturate at its largest finite float.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
-from .backend import array_namespace, copy_array, detached, kind, library_of, like, to_numpy
-from .errors import ConfigError
+from .backend import array_namespace, checking, copy_array, detached, kind, library_of, like, quiet, saturate, to_numpy
+from .errors import ConfigError, InvalidInputError
 from .params import Param, describe, is_finite_number, validate_params
 
 Array = np.ndarray
+#: Largest finite float64: normalized values saturate here instead of overflowing.
+FLOAT_MAX = float(np.finfo(np.float64).max)
 
 
 class RunningMeanStd:
@@ -58,8 +62,9 @@ class RunningMeanStd:
             if n == 1 and self.mean.__class__ is float:
                 self.update_scalar(float(x[0]))
                 return
-            batch_mean = float(x.mean())
-            batch_var = float(x.var())
+            with quiet():  # an overflow is refused below
+                batch_mean = float(x.mean())
+                batch_var = float(x.var())
             self._to_host()
         else:
             xp = array_namespace(batch)
@@ -72,20 +77,42 @@ class RunningMeanStd:
             batch_mean = xp.mean(x)
             batch_var = xp.var(x)
         total = self.count + n
-        delta = batch_mean - self.mean
+        delta = batch_mean - self.mean  # Python floats (host) or 0-d arrays (no NumPy warnings)
         m2 = self.var * self.count + batch_var * n + delta * delta * self.count * n / total
-        self.mean += delta * n / total
-        self.var = m2 / total
-        self.count = total
+        mean = self.mean + delta * n / total
+        var = m2 / total
+        # An overflow anywhere above ends in inf or NaN here (nothing brings an inf back to finite).
+        if mean.__class__ is float:
+            if not (math.isfinite(mean) and math.isfinite(var)):
+                raise self._overflow(x)
+        else:  # on a device: checked when input checks may synchronise, else the update is skipped
+            finite = xp.isfinite(mean) & xp.isfinite(var)
+            if checking():
+                if not bool(finite):
+                    raise self._overflow(x)
+            else:
+                mean, var = xp.where(finite, mean, self.mean), xp.where(finite, var, self.var)
+        self.mean, self.var, self.count = mean, var, total
 
     def update_scalar(self, value: float) -> None:
         """Fold in one float (the composer's single-environment path; same numbers as ``update``)."""
         self._to_host()
         total = self.count + 1.0
         delta = value - self.mean
-        self.mean += delta / total
-        self.var = (self.var * self.count + delta * delta * self.count / total) / total
-        self.count = total
+        mean = self.mean + delta / total
+        var = (self.var * self.count + delta * delta * self.count / total) / total
+        if not (math.isfinite(mean) and math.isfinite(var)):
+            raise self._overflow(np.array([value]))
+        self.mean, self.var, self.count = mean, var, total
+
+    def _overflow(self, values: Any) -> InvalidInputError:
+        """The error of an update whose mean or variance would leave the float64 range."""
+        values = to_numpy(values)
+        largest = float(values[np.argmax(np.abs(values))]) if values.size else math.nan
+        return InvalidInputError(
+            f"the running mean and variance would overflow float64 (a value of {largest!r} against a running "
+            f"mean of {_host(self.mean)!r}); values more than about 1e154 apart have no finite variance: scale or "
+            "clip the values before normalizing them (the statistics are unchanged)")
 
     def state_dict(self) -> dict[str, float]:
         """``{"mean", "var", "count"}`` as plain floats (read back from a device if held there)."""
@@ -126,11 +153,18 @@ class Normalizer:
     #: raises before changing any statistic: the composer snapshots only what it must.
     can_fail: ClassVar[bool] = False
     atomic_update: ClassVar[bool] = True
+    #: where the normalizer was configured (``file: components.x.normalize``), for error messages
+    where: str = ""
 
     def __init__(self, **config: Any) -> None:
         self.config = config
         for k, v in config.items():
             setattr(self, k, v)
+
+    def _located(self, exc: InvalidInputError) -> InvalidInputError:
+        """``exc`` with this normalizer's place in the config (and its type) in front."""
+        label = f"{self.where} ({self.name})" if self.where else self.name
+        return InvalidInputError(f"{label}: {exc}")
 
     def __call__(self, x: Array, done: Array | None, training: bool) -> Array:
         raise NotImplementedError
@@ -174,6 +208,7 @@ class RunningZScore(Normalizer):
 
     name = "running_zscore"
     params = {"eps": Param.positive(1e-8, "added to the variance"), "clip": _clip_param(None)}
+    can_fail = True  # a value that would overflow the statistics (raised before they change)
 
     def __init__(self, **config: Any) -> None:
         super().__init__(**config)
@@ -181,18 +216,27 @@ class RunningZScore(Normalizer):
 
     def __call__(self, x: Array, done: Array | None, training: bool) -> Array:
         if training:
-            self.moments.update(x)
-        out = (x - self.moments.mean) / (self.moments.var + self.eps) ** 0.5
-        return array_namespace(out).clip(out, -self.clip, self.clip) if self.clip is not None else out
+            try:
+                self.moments.update(x)
+            except InvalidInputError as exc:
+                raise self._located(exc) from None
+        with quiet():  # overflows saturate below
+            out = (x - self.moments.mean) / (self.moments.var + self.eps) ** 0.5
+        if self.clip is not None:
+            return array_namespace(out).clip(out, -self.clip, self.clip)
+        return saturate(out)  # a value far outside frozen statistics (eval) may overflow
 
     def scalar(self, x: float, done: bool, training: bool) -> float:
         m = self.moments
         if training:
-            m.update_scalar(x)
+            try:
+                m.update_scalar(x)
+            except InvalidInputError as exc:
+                raise self._located(exc) from None
         out = (x - m.mean) / math.sqrt(m.var + self.eps)
         if self.clip is not None:
-            out = -self.clip if out < -self.clip else (self.clip if out > self.clip else out)  # NaN stays NaN
-        return out
+            return -self.clip if out < -self.clip else (self.clip if out > self.clip else out)  # NaN stays NaN
+        return -FLOAT_MAX if out < -FLOAT_MAX else (FLOAT_MAX if out > FLOAT_MAX else out)
 
     def state_dict(self) -> dict[str, Any]:
         return self.moments.state_dict()
@@ -222,10 +266,15 @@ class RunningMinMax(Normalizer):
             if training and x.size:
                 self.low = min(_host(self.low), float(x.min()))
                 self.high = max(_host(self.high), float(x.max()))
-            span = _host(self.high) - _host(self.low)
+            low, high = _host(self.low), _host(self.high)
+            span = high - low
             if not span > 0:
                 return np.zeros_like(x)
-            return (x - self.low) / span
+            with quiet():  # a value beyond frozen bounds (eval) may overflow: saturated
+                if span < math.inf:
+                    return saturate((x - low) / span)
+                # bounds more than the float64 range apart: halved first (exact), which cannot overflow
+                return saturate((x * 0.5 - low * 0.5) / (high * 0.5 - low * 0.5))
         # another library: the bounds stay 0-d arrays on the inputs' device (no read-back)
         xp = array_namespace(x)
         low, high = _on(self.low, x), _on(self.high, x)
@@ -235,7 +284,11 @@ class RunningMinMax(Normalizer):
             self.low, self.high = low, high
         span = high - low
         positive = span > 0
-        return xp.where(positive, (x - low) / xp.where(positive, span, 1.0), 0.0)
+        wide = xp.isinf(span)  # bounds more than the float64 range apart: halved first (exact)
+        # both denominators guarded: where() passes a zero gradient to the branch it drops, and 0 * inf is NaN
+        halved = (x * 0.5 - low * 0.5) / xp.where(positive, high * 0.5 - low * 0.5, 1.0)
+        scaled = xp.where(wide, halved, (x - low) / xp.where(positive, span, 1.0))
+        return xp.where(positive, saturate(scaled), 0.0)
 
     def scalar(self, x: float, done: bool, training: bool) -> float:
         if self.low.__class__ is not float or self.high.__class__ is not float:
@@ -245,8 +298,12 @@ class RunningMinMax(Normalizer):
                 self.low = x
             if x > self.high:
                 self.high = x
-        span = self.high - self.low
-        return (x - self.low) / span if span > 0 else 0.0
+        low, high = self.low, self.high
+        span = high - low
+        if not span > 0:
+            return 0.0
+        out = (x - low) / span if span < math.inf else (x * 0.5 - low * 0.5) / (high * 0.5 - low * 0.5)
+        return -FLOAT_MAX if out < -FLOAT_MAX else (FLOAT_MAX if out > FLOAT_MAX else out)
 
     def state_dict(self) -> dict[str, Any]:
         return {"low": _enc(_host(self.low)), "high": _enc(_host(self.high))}
@@ -297,10 +354,14 @@ class ReturnStd(Normalizer):
             elif kind(returns) != kind(x):
                 returns = like(returns, x)  # loaded or kept from another library or device
             returns = returns * self.gamma + detached(x)  # the running returns never hold an autograd graph
-            self.moments.update(returns)
+            try:  # an overflowing return makes the update raise before anything changes
+                self.moments.update(returns)
+            except InvalidInputError as exc:
+                raise self._located(exc) from None
             self.returns = returns if done is None else xp.where(done, 0.0, returns)
-        out = x / (self.moments.var + self.eps) ** 0.5
-        return xp.clip(out, -self.clip, self.clip) if self.clip is not None else out
+        with quiet():
+            out = x / (self.moments.var + self.eps) ** 0.5
+        return xp.clip(out, -self.clip, self.clip) if self.clip is not None else saturate(out)
 
     def scalar(self, x: float, done: bool, training: bool) -> float:
         if training:
@@ -313,12 +374,15 @@ class ReturnStd(Normalizer):
                                      "call reset() before changing the number of environments")
                 returns = self.returns = np.zeros(1)
             g = float(returns[0]) * self.gamma + x
-            self.moments.update_scalar(g)
+            try:
+                self.moments.update_scalar(g)
+            except InvalidInputError as exc:
+                raise self._located(exc) from None
             returns[0] = 0.0 if done else g
         out = x / math.sqrt(self.moments.var + self.eps)
         if self.clip is not None:
-            out = -self.clip if out < -self.clip else (self.clip if out > self.clip else out)  # NaN stays NaN
-        return out
+            return -self.clip if out < -self.clip else (self.clip if out > self.clip else out)  # NaN stays NaN
+        return -FLOAT_MAX if out < -FLOAT_MAX else (FLOAT_MAX if out > FLOAT_MAX else out)
 
     def reset(self, mask: Array | None = None) -> None:
         if mask is None or self.returns is None:
@@ -429,4 +493,6 @@ def make_normalizer(spec: Any, *, path: str, source: str | None = None) -> Norma
         where = path if isinstance(spec, str) else f"{path}.type"
         raise ConfigError(f"expected one of {', '.join(NORMALIZERS)}, got {describe(kind)}", source=source, path=where)
     cls = NORMALIZERS[kind]
-    return cls(**validate_params(cls.params, given, path=path, source=source))
+    normalizer = cls(**validate_params(cls.params, given, path=path, source=source))
+    normalizer.where = f"{source}: {path}" if source else path
+    return normalizer

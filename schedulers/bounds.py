@@ -26,6 +26,11 @@ MAX_PREFIX_GROUPS = 100_000
 MAX_PREFIX_SESSIONS = 1_000_000
 #: tokens of one shared system prompt.
 MAX_PREFIX_TOKENS = 32_768
+#: a shared-prefix workload's system prompts in all (groups x prefix_tokens), and the prompt tokens
+#: one simulated episode's requests may hold (requests_per_episode x max_tokens): prompts are
+#: token-id tuples in memory, built as requests use them.
+MAX_PREFIX_TOTAL_TOKENS = 10_000_000
+MAX_PREFIX_EPISODE_TOKENS = 50_000_000
 #: the random slowdown process: shortest mean time between slowdowns and shortest slowdown (s).
 MIN_SLOWDOWN_INTERVAL_S = 1.0
 MIN_SLOWDOWN_DURATION_S = 0.1

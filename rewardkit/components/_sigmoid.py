@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, ClassVar, Mapping
 
+import numpy as np
+
 from ..backend import array_namespace, clip
 from ..base import Array, BaseReward
 from ._numeric import overflow_ok
@@ -28,9 +30,20 @@ class ScaledSigmoid(BaseReward):
 
     def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
         value = x[self._input]
+        width = getattr(self, self.width_param)
+        if value.__class__ is np.ndarray and width <= 2.0 ** 512:
+            # NumPy: one array written in place, and the negation folded into the subtraction:
+            # (center - x) / width is exactly -((x - center) / width), and min(t, 700) is -max(z, -700),
+            # so these are the same numbers as the general path below
+            with overflow_ok():
+                t = np.subtract(getattr(self, self.center_param), value)
+                np.divide(t, width, out=t)
+                np.minimum(t, 700.0, out=t)
+                np.exp(t, out=t)
+                np.add(t, 1.0, out=t)
+                return np.divide(1.0, t, out=t)
         xp = array_namespace(value)
         with overflow_ok():  # a huge (x - center) / width becomes +-inf, clipped below; exp may overflow to inf
-            width = getattr(self, self.width_param)
             # a width beyond 2**512: numerator and width halved by 2**512 alike (exact), as XLA divides
             # through the reciprocal, which would be subnormal and flushed to zero
             if width > 2.0 ** 512:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
 from ..backend import all_finite, array_namespace, is_host
 from ..base import Array, BaseReward, PerEnvState
 from ..params import Param
@@ -48,11 +50,13 @@ class EmaDelta(BaseReward):
 
     def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
         value = x["signal"]
-        xp = array_namespace(value)
         state = self._state
         s = state.ensure(value.shape[0], like=value)
         # every environment past its first step (a host-side flag): no first-step selection needed
         started = state.started_everywhere
+        if started and value.__class__ is np.ndarray:
+            return self._compute_numpy(value, s)
+        xp = array_namespace(value)
         first = None if started else s["started"] == 0.0
         a, eps = self.ema_alpha, self.eps
         mean, var = s["mean"], s["var"]
@@ -70,10 +74,7 @@ class EmaDelta(BaseReward):
                 new_var = (1.0 - a) * var + a * (d * d)
                 exact = all_finite(delta, new_mean, new_var)
             if not exact:
-                d = saturate(value - mean)
-                delta = xp.where(scored, saturate(d / (std + eps)), 0.0)
-                new_mean = saturate((1.0 - a) * mean + a * value)
-                new_var = saturate((1.0 - a) * var + a * (d * d))
+                delta, new_mean, new_var = self._saturated(xp, value, mean, var, std, scored)
         if started:
             s["mean"], s["var"] = new_mean, new_var
         else:
@@ -82,6 +83,43 @@ class EmaDelta(BaseReward):
             s["started"] = xp.ones_like(value)
             state.started_everywhere = True
         return delta
+
+    def _compute_numpy(self, value: np.ndarray, s: dict[str, Any]) -> np.ndarray:
+        """:meth:`compute` on NumPy arrays once every environment has started: the same
+        operations, written in place, with one finiteness test."""
+        a, eps = self.ema_alpha, self.eps
+        mean, var = s["mean"], s["var"]
+        with overflow_ok():
+            std = np.sqrt(var)
+            scored = std > eps
+            d = value - mean
+            delta = d / (std + eps)
+            if not np.logical_and.reduce(scored, axis=None):  # some are not scored: 0 there
+                delta = np.where(scored, delta, 0.0)
+            new_mean = (1.0 - a) * mean
+            new_mean += a * value
+            new_var = d * d
+            np.multiply(new_var, a, out=new_var)
+            new_var += (1.0 - a) * var
+            # An overflowing delta means |d| > 2 * eps * largest float: with eps at least
+            # 1/sqrt(largest float) its square, and so new_var, overflowed too. One sum settles
+            # the rest (a sum of finite values that overflows only sends the call to the
+            # saturating steps, which give the same numbers).
+            if eps >= _least_eps(value.dtype):
+                exact = math.isfinite(np.add.reduce(new_mean + new_var, axis=None))
+            else:
+                exact = all_finite(delta, new_mean, new_var)
+            if not exact:
+                delta, new_mean, new_var = self._saturated(np, value, mean, var, std, scored)
+        dict.update(s, mean=new_mean, var=new_var)  # NumPy arrays: nothing to detach
+        return delta
+
+    def _saturated(self, xp: Any, value: Array, mean: Array, var: Array, std: Array, scored: Array) -> tuple:
+        """``(delta, mean, var)`` with each result saturated at the dtype's largest finite float."""
+        a, eps = self.ema_alpha, self.eps
+        d = saturate(value - mean)
+        delta = xp.where(scored, saturate(d / (std + eps)), 0.0)
+        return delta, saturate((1.0 - a) * mean + a * value), saturate((1.0 - a) * var + a * (d * d))
 
     def reset(self, mask: Array | None = None) -> None:
         self._state.reset(mask)
@@ -149,3 +187,15 @@ class EmaDelta(BaseReward):
             f"    {s}[0] = _FLOAT_MAX if {m} > _FLOAT_MAX else (-_FLOAT_MAX if {m} < -_FLOAT_MAX else {m})",
             f"    {s}[1] = _FLOAT_MAX if {v} > _FLOAT_MAX else {v}",
         ], r
+
+
+_LEAST_EPS: dict[Any, float] = {}
+
+
+def _least_eps(dtype: Any) -> float:
+    """The smallest ``eps`` for which an overflowing delta implies an overflowing variance (1/sqrt
+    of the dtype's largest float), per NumPy dtype."""
+    least = _LEAST_EPS.get(dtype)
+    if least is None:
+        least = _LEAST_EPS[dtype] = 1.0 / math.sqrt(float(np.finfo(dtype).max))
+    return least

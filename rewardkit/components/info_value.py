@@ -36,7 +36,8 @@ class InfoValue(BaseReward):
 
     def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
         if "value" in x:
-            return x["value"] * 1.0  # a new array: callers may modify the result
+            value = x["value"]  # a new array: callers may modify the result
+            return value.copy() if value.__class__ is np.ndarray else value * 1.0
         # Without the input the batch size and library come from the (n_envs,) episode flags.
         xp = array_namespace(terminated)
         if isinstance(terminated, np.ndarray):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -53,3 +53,10 @@ class LittlesLawLatency(BaseReward):
             return FLOAT_MAX if out > FLOAT_MAX else out
 
         return one_env
+
+    def scalar_block(self, args: list[str], env: dict[str, Any], tag: str) -> tuple[list[str], str] | None:
+        """:meth:`scalar_fn` inlined for the compiled scalar path (a negative input raises through it)."""
+        env["_explain"], env["_FLOAT_MAX"] = self.scalar_fn(), FLOAT_MAX
+        in_system, dt, out = args[0], args[1], f"{tag}_out"
+        return ([f"if {in_system} < 0 or {dt} < 0: _explain({in_system}, {dt}, False, False)"],
+                f"(_FLOAT_MAX if ({out} := {in_system} * {dt}) > _FLOAT_MAX else {out})")

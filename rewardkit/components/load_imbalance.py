@@ -42,6 +42,8 @@ class LoadImbalance(BaseReward):
         xp = array_namespace(loads)
         if loads.shape[-1] == 0:
             raise ValueError(f"{self.name} (load_imbalance): input 'replica_loads' needs at least one replica")
+        if loads.__class__ is np.ndarray and loads.shape[-1] <= FEW_COLUMNS and loads.ndim == 2:
+            return self._compute_columns(loads)
         low, high = row_min_max(loads)
         ratio = self.statistic in ("cv", "max_over_mean")
         host = is_host(loads)
@@ -66,6 +68,58 @@ class LoadImbalance(BaseReward):
             huge = (high if ratio else xp.maximum(-low, high)) > moderate
             return xp.where(huge, self._compute_rescaled(xp, loads, low, high),
                             self._compute_direct(xp, loads, low, high))
+
+    def _compute_columns(self, loads: np.ndarray) -> np.ndarray:
+        """:meth:`compute` on a NumPy batch of a few replicas, read as contiguous columns (one
+        transposed copy): the same operations in the same order as the general path (so the same
+        numbers), on contiguous memory and mostly in place."""
+        n = loads.shape[-1]
+        cols = np.ascontiguousarray(loads.T)  # cols[j]: replica j's load in every environment
+        low, high = np.minimum.reduce(cols, axis=0), np.maximum.reduce(cols, axis=0)  # exact in any order
+        least, most = float(np.minimum.reduce(low)), float(np.maximum.reduce(high))
+        if least < 0 and self.statistic in ("cv", "max_over_mean"):
+            raise ValueError(f"{self.name} (load_imbalance): statistic {self.statistic!r} needs non-negative "
+                             f"'replica_loads', got {float(low[low < 0][0])!r}")
+        with overflow_ok():
+            if self.statistic == "range":
+                return saturate(high - low)
+            if max(-least, most) > _moderate(loads):  # loads whose squares could overflow: the general path
+                huge = (high if self.statistic in ("cv", "max_over_mean") else np.maximum(-low, high)) > _moderate(loads)
+                return np.where(huge, self._compute_rescaled(np, loads, low, high),
+                                self._compute_direct(np, loads, low, high))
+            positive_mean = least > 0
+            if n == 1:
+                mean = cols[0] / n
+            else:  # left to right, as row_sum adds
+                mean = cols[0] + cols[1]
+                for j in range(2, n):
+                    mean += cols[j]
+                np.divide(mean, n, out=mean)
+            positive = None if positive_mean or self.statistic in ("var", "std") else mean > 0
+            if self.statistic == "max_over_mean":
+                if positive_mean:
+                    out = high / mean
+                else:
+                    out = np.where(positive, high / np.where(positive, mean, 1.0), 1.0)
+                np.subtract(out, 1.0, out=out)
+                np.maximum(out, 0.0, out=out)  # high >= mean, but rounding may leave a trace below
+            else:
+                dev = cols - mean
+                np.multiply(dev, dev, out=dev)
+                out = dev[0].copy()
+                for j in range(1, n):
+                    out += dev[j]
+                np.divide(out, n, out=out)  # the variance: a sum of squares, never below 0
+                if self.statistic in ("std", "cv"):
+                    np.sqrt(out, out=out)
+                if self.statistic == "cv":
+                    if positive_mean:
+                        np.divide(out, mean, out=out)
+                    else:
+                        out = np.where(positive, out / np.where(positive, mean, 1.0), 0.0)
+            # Equal loads give exactly 0 (rounding in the mean could leave a trace); ``out`` is ours.
+            np.copyto(out, 0.0, where=low == high)
+            return out
 
     def _compute_direct(self, xp: Any, loads: Array, low: Array, high: Array, positive_mean: bool = False) -> Array:
         """The statistics on loads of moderate magnitude (no overflow possible); ``positive_mean``:

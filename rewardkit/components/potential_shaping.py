@@ -88,3 +88,21 @@ class PotentialShaping(BaseReward):
             return out
 
         return one_env
+
+    def scalar_block(self, args: list[str], env: dict[str, Any], tag: str) -> tuple[list[str], str] | None:
+        """:meth:`scalar_fn` as inline statements (same operations) for the compiled scalar path."""
+        env["_state"], env["_FLOAT_MAX"] = self._state, FLOAT_MAX
+        s, phi, out, x = f"{tag}_slots", f"{tag}_phi", f"{tag}_out", args[0]
+        return [
+            f"{s} = _state.slots",
+            f"if {s} is None: {s} = _state.scalar_slots()",  # [phi, started]
+            f"{phi} = 0.0 if terminated else {x}",  # inputs arrive as floats
+            f"if {s}[1] != 0.0:",
+            f"    {out} = {self.gamma!r} * {phi} - {s}[0]",
+            f"    {out} = _FLOAT_MAX if {out} > _FLOAT_MAX else (-_FLOAT_MAX if {out} < -_FLOAT_MAX else {out})",
+            f"    {s}[0] = {phi}",
+            "else:",
+            f"    {out} = 0.0",
+            f"    {s}[0] = {x}",
+            f"{s}[1] = 1.0",
+        ], out

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
 from ..backend import clip, float_max
 from ..base import Array, BaseReward
 from ..params import Param
@@ -31,6 +33,11 @@ class ThresholdPenalty(BaseReward):
     def compute(self, x: Mapping[str, Array], terminated: Array, truncated: Array) -> Array:
         latency = x["latency"]
         with overflow_ok():
+            if self.threshold >= 0 and self.slope <= 1.0 and latency.__class__ is np.ndarray:
+                # as below, on one array written in place (slope * e and e * slope are the same number)
+                excess = np.subtract(latency, self.threshold)
+                np.maximum(excess, 0.0, out=excess)
+                return excess if self.slope == 1.0 else np.multiply(excess, self.slope, out=excess)
             if self.threshold >= 0 and self.slope <= 1.0:
                 # the excess of a finite latency over a non-negative threshold cannot overflow, nor
                 # can its product with a slope up to 1 (the same rule as scalar_source)

@@ -28,7 +28,7 @@ from ..errors import ConfigError
 from .objectives import resolve_objective
 from .optimizer import BayesianRewardOptimizer, counted_trials
 from .report import run_report
-from .results import PLOTS_SKIPPED, best_table, plotting_available, save_plots
+from .results import best_table, plot_lines
 from .storage import open_storage, parse_storage
 from .samplers import StudySettings, read_settings
 from .trial_context import MAX_SEEDS_PER_PHASE, report_seeds, validation_seeds
@@ -95,11 +95,8 @@ def run_optimize(args: argparse.Namespace) -> int:
     else:
         print("no --n-trials or --timeout: no new trial runs")
     print(best_table(opt))
-    if plotting_available():
-        for path in save_plots(opt):
-            print(f"wrote {path}")
-    else:
-        print(PLOTS_SKIPPED)
+    for line in plot_lines(opt):
+        print(line)
     if not opt.best_trials():
         ran = counted_trials(opt.study)
         print(f"verdict: no complete trial in study {args.study} ({len(ran)} finished, none complete: "

@@ -9,16 +9,14 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..bounds import (MAX_LENGTH_SCALE, MAX_PREFIX_GROUPS, MAX_PREFIX_SESSIONS, MAX_PREFIX_TOKENS, MAX_SEED,
-                      MIN_LENGTH_SCALE)
+from ..bounds import (MAX_LENGTH_SCALE, MAX_PREFIX_GROUPS, MAX_PREFIX_SESSIONS, MAX_PREFIX_TOKENS,
+                      MAX_PREFIX_TOTAL_TOKENS, MAX_SEED, MIN_LENGTH_SCALE)
 from ..shared.requests import WorkloadError
 
 #: requests one run sends, the token ids prompts are drawn below, and the longest model length
 MAX_REQUESTS = 1_000_000
 MAX_VOCAB_SIZE = 1 << 24
 MAX_MODEL_LEN = 10_000_000
-#: the system prompts of a shared-prefix workload are held in memory: at most this many tokens in all
-MAX_PREFIX_TOTAL_TOKENS = 10_000_000
 MAX_SECONDS = 7 * 86_400.0
 
 

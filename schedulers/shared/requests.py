@@ -21,6 +21,8 @@ from .arrivals import fit_lengths, sample_arrivals
 
 #: token ids below this are left out of prompts (the tiny tokenizer's special tokens are 0-2).
 FIRST_ID = 3
+#: the generators of system prompts are seeded with (seed, this, group): a stream apart from the requests'.
+_SYSTEM_PROMPT_STREAM = 1
 _SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
 
 
@@ -147,7 +149,18 @@ def build_requests(
     if shared is None:
         return [RequestSpec(i, float(lengths.arrival_s[i]), ids(lengths.prompt_tokens[i]), int(lengths.output_tokens[i]))
                 for i in range(len(lengths))]
-    systems = [ids(shared.prefix_tokens) for _ in range(shared.groups)]
+    systems: dict[int, tuple[int, ...]] = {}
+
+    def system_prompt(group: int) -> tuple[int, ...]:
+        """Group ``group``'s system prompt, drawn when a request first uses it: from a generator of
+        its own (seeded by the seed and the group), so prompts do not depend on which groups the
+        requests happen to use first, and only the groups used are ever built."""
+        prompt = systems.get(group)
+        if prompt is None:
+            own = np.random.default_rng([seed, _SYSTEM_PROMPT_STREAM, group])
+            prompt = systems[group] = tuple(own.integers(FIRST_ID, vocab_size, size=shared.prefix_tokens).tolist())
+        return prompt
+
     histories: dict[int, list[tuple[int, ...]]] = {}  # each conversation's turns (a user part and its answer)
     session_group: dict[int, int] = {}
     specs = []
@@ -160,7 +173,7 @@ def build_requests(
         else:
             group = session_group.setdefault(session, int(rng.integers(shared.groups)))
             turns = histories.setdefault(session, [])
-        system = systems[group]
+        system = system_prompt(group)
         dropped, own_cut = 0, False
         if max_model_len is not None:
             if len(system) + own + out > max_model_len:

@@ -21,8 +21,8 @@ from rewardkit.config import load_yaml
 from rewardkit.errors import ConfigError
 from rewardkit.params import Param, describe, validate_schema
 
-from ..bounds import (MAX_LENGTH_SCALE, MAX_PREFIX_GROUPS, MAX_PREFIX_SESSIONS, MAX_PREFIX_TOKENS, MAX_QPS,
-                      MIN_LENGTH_SCALE, MIN_QPS)
+from ..bounds import (MAX_LENGTH_SCALE, MAX_PREFIX_EPISODE_TOKENS, MAX_PREFIX_GROUPS, MAX_PREFIX_SESSIONS,
+                      MAX_PREFIX_TOKENS, MAX_PREFIX_TOTAL_TOKENS, MAX_QPS, MIN_LENGTH_SCALE, MIN_QPS)
 from .observation_config import OBSERVATION_CHECKS, ObservationConfig
 from .requests import SharedPrefix
 
@@ -70,12 +70,31 @@ def _check_shared_prefix(v: Any) -> SharedPrefix | None:
     return SharedPrefix(**validate_schema(_SHARED_PREFIX_SCHEMA, v))
 
 
-def shared_prefix_fit_errors(shared: SharedPrefix | None, max_tokens: int, source: str | None) -> list[ConfigError]:
-    """A located error when the system prompt leaves no room for a question and an answer in ``max_tokens``."""
-    if shared is None or shared.prefix_tokens + 2 <= max_tokens:
+def shared_prefix_fit_errors(shared: SharedPrefix | None, max_tokens: int, source: str | None,
+                             requests_per_episode: int | None = None) -> list[ConfigError]:
+    """Located errors when the system prompt leaves no room for a question and an answer in
+    ``max_tokens``, when the system prompts hold more than ``MAX_PREFIX_TOTAL_TOKENS`` tokens in
+    all (groups x prefix_tokens), or when an episode's prompts could hold more than
+    ``MAX_PREFIX_EPISODE_TOKENS`` (requests_per_episode x max_tokens): each value within its own
+    bound can still ask for gigabytes of prompts together."""
+    if shared is None:
         return []
-    return [ConfigError(f"expected at most {max_tokens - 2} (max_tokens {max_tokens} less room for a 1-token question "
-                        f"and answer), got {shared.prefix_tokens}", source=source, path="shared_prefix.prefix_tokens")]
+    errors = []
+    if shared.prefix_tokens + 2 > max_tokens:
+        errors.append(ConfigError(f"expected at most {max_tokens - 2} (max_tokens {max_tokens} less room for a 1-token "
+                                  f"question and answer), got {shared.prefix_tokens}", source=source,
+                                  path="shared_prefix.prefix_tokens"))
+    total = shared.groups * shared.prefix_tokens
+    if total > MAX_PREFIX_TOTAL_TOKENS:
+        errors.append(ConfigError(f"expected at most {MAX_PREFIX_TOTAL_TOKENS:,} system-prompt tokens in all (groups x "
+                                  f"prefix_tokens), got {shared.groups:,} x {shared.prefix_tokens:,} = {total:,}",
+                                  source=source, path="shared_prefix"))
+    if requests_per_episode is not None and requests_per_episode * max_tokens > MAX_PREFIX_EPISODE_TOKENS:
+        errors.append(ConfigError(
+            f"expected at most {MAX_PREFIX_EPISODE_TOKENS:,} prompt tokens per episode in a shared-prefix workload "
+            f"(requests_per_episode x max_tokens), got {requests_per_episode:,} x {max_tokens:,} = "
+            f"{requests_per_episode * max_tokens:,}", source=source, path="requests_per_episode"))
+    return errors
 
 
 #: the checks of the workload's top-level keys (the simulator's env schema includes them).
@@ -115,7 +134,7 @@ def workload_from_dict(data: Any, *, source: str | None = None, base: Workload |
     values = validate_schema(schema, {k: v for k, v in data.items() if k in mine}, source=source)
     values["observation"] = ObservationConfig(**values["observation"])
     out = dataclasses.replace(base, source=source if source is not None else base.source, **values)
-    errors = shared_prefix_fit_errors(out.shared_prefix, out.max_tokens, source)
+    errors = shared_prefix_fit_errors(out.shared_prefix, out.max_tokens, source, out.requests_per_episode)
     if errors:
         raise ConfigError.combine(errors)
     return out

@@ -296,7 +296,7 @@ def _cross_check_errors(cfg: EnvConfig, source: str | None) -> list[ConfigError]
         need = -(-cfg.max_tokens // VIDUR_BLOCK_TOKENS)
         errors.append(ConfigError(f"expected at least {need} blocks (one request of max_tokens {cfg.max_tokens} in blocks of "
                                   f"{VIDUR_BLOCK_TOKENS} tokens), got {cfg.kv_blocks}", source=source, path="kv_blocks"))
-    errors += shared_prefix_fit_errors(cfg.shared_prefix, cfg.max_tokens, source)
+    errors += shared_prefix_fit_errors(cfg.shared_prefix, cfg.max_tokens, source, cfg.requests_per_episode)
     p = cfg.predictor
     for key, value, limit_key, limit in (
         ("max_tokens", cfg.max_tokens, "prediction_max_tokens_per_request", p.prediction_max_tokens_per_request),
