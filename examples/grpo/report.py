@@ -112,3 +112,113 @@ def plot_held_out(before: tuple[float, float], results: list[RunResult], arms: S
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+# ---- the benchmark's tables and curves (benchmarks/bench_grpo_tasks.py) -------------------------
+def _paired(runs: list[RunResult], arms: Sequence[str]) -> list[tuple[RunResult, RunResult]]:
+    first, second = arms
+    by_seed = {r.seed: r for r in runs if r.arm == first}
+    return [(by_seed[r.seed], r) for r in sorted(runs, key=lambda r: r.seed) if r.arm == second and r.seed in by_seed]
+
+
+def seed_table(runs: list[RunResult], metrics: Sequence[str], arms: Sequence[str],
+               before: dict[str, float] | None = None) -> str:
+    """Held-out metrics per seed and arm, with the per-seed difference (second arm minus first)."""
+    first, second = arms
+    head = f"{'seed':>6} " + " ".join(f"{f'{arm} {m}':>20}" for m in metrics for arm in arms)
+    lines = [head + " " + " ".join(f"{f'diff {m}':>14}" for m in metrics)]
+    if before is not None:
+        lines.append(f"{'before':>6} " + " ".join(f"{before[m]:>20.1%}" for m in metrics for _ in arms))
+    for a, b in _paired(runs, arms):
+        lines.append(f"{a.seed:>6} " + " ".join(f"{r.metrics[m]:>20.1%}" for m in metrics for r in (a, b)) + " " +
+                     " ".join(f"{b.metrics[m] - a.metrics[m]:>+14.1%}" for m in metrics))
+    pairs = _paired(runs, arms)
+    if pairs:
+        lines.append(f"{'mean':>6} " + " ".join(f"{np.mean([p[i].metrics[m] for p in pairs]):>20.1%}"
+                                              for m in metrics for i in (0, 1)))
+    return "\n".join(lines)
+
+
+def interval_table(runs: list[RunResult], metrics: Sequence[str], arms: Sequence[str], level: float = 0.9) -> str:
+    """Second arm minus first per metric: mean of the paired per-seed differences and its interval,
+    plus TRL's share of GRPO groups with no reward spread (no gradient) per arm."""
+    first, second = arms
+    pairs = _paired(runs, arms)
+    if len(pairs) < 2:
+        return f"{len(pairs)} paired seeds: no interval yet"
+    lines = []
+    for m in metrics:
+        mean, low, high = paired_interval([b.metrics[m] - a.metrics[m] for a, b in pairs], level)
+        verdict = "above 0" if low > 0 else "below 0" if high < 0 else "includes 0"
+        lines.append(f"{second} - {first}, held-out {m}: {mean:+.1%} ({level:.0%} interval {low:+.1%} to {high:+.1%}, "
+                     f"{len(pairs)} paired seeds: {verdict})")
+    flat = {arm: np.mean([row.get("frac_reward_zero_std", np.nan) for p in pairs for row in p[i].log])
+            for i, arm in enumerate(arms)}
+    minutes = {arm: np.mean([p[i].seconds for p in pairs]) / 60 for i, arm in enumerate(arms)}
+    lines.append("groups with no reward spread (no gradient): " +
+                 ", ".join(f"{arm} {flat[arm]:.0%}" for arm in arms) +
+                 "; minutes per run: " + ", ".join(f"{arm} {minutes[arm]:.1f}" for arm in arms))
+    return "\n".join(lines)
+
+
+def mean_curve(runs: list[RunResult], arm: str, metric: str) -> np.ndarray:
+    """The per-step curve of ``strict/<metric>`` (on each step's sampled completions), mean over seeds."""
+    curves = [[row.get(f"strict/{metric}", np.nan) for row in r.log] for r in runs if r.arm == arm and r.log]
+    if not curves:
+        return np.array([])
+    steps = min(len(c) for c in curves)
+    return np.nanmean([c[:steps] for c in curves], axis=0)
+
+
+def steps_to_reach(runs: list[RunResult], metric: str, arms: Sequence[str]) -> str:
+    """The first step at which each arm's mean training curve reaches the first arm's final value
+    (mean of its last two steps): "reaches the sparse arm's final score in at most half the steps"."""
+    first = arms[0]
+    base = mean_curve(runs, first, metric)
+    if base.size < 2:
+        return "no curves yet"
+    target = float(np.mean(base[-2:]))
+    parts = []
+    for arm in arms:
+        curve = mean_curve(runs, arm, metric)
+        hit = np.nonzero(curve >= target)[0]
+        parts.append(f"{arm} at step {hit[0] + 1} of {curve.size}" if hit.size else f"{arm} never in {curve.size} steps")
+    return (f"training-sample {metric} (mean over seeds) reaching {first}'s final {target:.1%}: " + "; ".join(parts))
+
+
+def plot_strict_curves(runs: list[RunResult], metrics: Sequence[str], arms: Sequence[str], path: Path,
+                       title: str = "") -> Path:
+    """One panel per metric: each arm's per-step value on its sampled completions, each seed thin,
+    the mean over seeds thick; and a panel of the share of groups with no reward spread."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = [f"strict/{m}" for m in metrics] + ["frac_reward_zero_std"]
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.8 * len(keys), 3.3), squeeze=False)
+    colors = dict(zip(arms, ("tab:blue", "tab:orange"), strict=False))
+    for ax, key in zip(axes[0], keys, strict=True):
+        for arm in arms:
+            curves = [[row.get(key, np.nan) for row in r.log] for r in runs if r.arm == arm and r.log]
+            if not curves:
+                continue
+            steps = min(len(c) for c in curves)
+            x = np.arange(1, steps + 1)
+            for c in curves:
+                ax.plot(x, c[:steps], color=colors[arm], alpha=0.2, lw=0.8)
+            ax.plot(x, np.nanmean([c[:steps] for c in curves], axis=0), color=colors[arm], lw=2.2, marker="o", ms=3,
+                    label=f"{arm} ({len(curves)} seeds)")
+        ax.set_title(key.replace("strict/", "") + (" (no-gradient groups)" if key == "frac_reward_zero_std" else ""))
+        ax.set_xlabel("GRPO step")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("share of the step's sampled completions")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

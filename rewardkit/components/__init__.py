@@ -6,9 +6,13 @@ One module a component: find ``logistic_latency`` in ``logistic_latency.py``. Te
 """
 
 from .answer_match import AnswerMatch
+from .bullet_count import BulletCount
 from .ema_delta import EmaDelta
+from .ends_with import EndsWith
 from .info_value import InfoValue
+from .json_keys import JsonKeys
 from .judge import Judge
+from .keywords import Keywords
 from .length_penalty import LengthPenalty
 from .length_target import LengthTarget
 from .linear import Linear
@@ -22,12 +26,17 @@ from .remote_score import RemoteScore
 from .repetition_rate import RepetitionRate
 from .threshold_penalty import ThresholdPenalty
 from .throughput_sigmoid import ThroughputSigmoid
+from .word_count_bounds import WordCountBounds
 
 __all__ = [
     "AnswerMatch",
+    "BulletCount",
     "EmaDelta",
+    "EndsWith",
     "InfoValue",
+    "JsonKeys",
     "Judge",
+    "Keywords",
     "LengthPenalty",
     "LengthTarget",
     "Linear",
@@ -41,4 +50,5 @@ __all__ = [
     "RepetitionRate",
     "ThresholdPenalty",
     "ThroughputSigmoid",
+    "WordCountBounds",
 ]

