@@ -21,7 +21,8 @@ def test_every_code_block_of_the_page_runs():
     assert result.stdout.strip().endswith("doc ok")
 
 
-def test_the_page_shows_the_benchmark_table():
+def test_the_page_names_the_benchmark_and_its_measured_table_is_in_the_results():
     text = DOC.read_text(encoding="utf-8")
-    assert "benchmarks/bench_component_paths.py" in text
-    assert "| error term alone | compute only |" in text and "| compute + scalar_source (inlined) |" in text
+    assert "benchmarks/bench_component_paths.py" in text and "results/composition-speed.md" in text
+    results = (ROOT / "docs" / "results" / "composition-speed.md").read_text(encoding="utf-8")
+    assert "| error term alone | compute only |" in results and "| compute + scalar_source (inlined) |" in results
