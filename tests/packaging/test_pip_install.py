@@ -103,7 +103,8 @@ def test_documented_pip_install_gives_a_working_router(tmp_path):
     imported = run([str(python), "-c", IMPORT_EVERYTHING], tmp_path, env).stdout
     gated = set(imported.split("another extra:", 1)[1].split())
     assert "schedulers.serve.gateway" in gated  # starlette is not part of the router extra
-    assert all(name.startswith(("schedulers.tune", "schedulers.serve", "schedulers.engines")) for name in gated), gated
+    assert all(name.startswith(("schedulers.tune", "schedulers.serve", "schedulers.engines", "schedulers.integrations.ray_serve"))
+               for name in gated), gated
     # a command whose extra is missing says which extra to install, in one line
     gateway = subprocess.run([str(env_dir / "bin" / "rewardkit"), "gateway", "--backend", "http://127.0.0.1:9"],
                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
