@@ -30,6 +30,7 @@ from .params import describe
 Array = np.ndarray
 F64 = np.dtype(np.float64)
 F32 = np.dtype(np.float32)
+BOOL = np.dtype(bool)
 
 
 class NotScalar(Exception):
@@ -39,7 +40,6 @@ class NotScalar(Exception):
 
 #: Marks an optional context key that is not in the context (the generated code tests ``is ABSENT``).
 ABSENT = object()
-_STR, _INT = frozenset({str}), frozenset({int})
 
 
 class IntegerColumn(list):
@@ -52,6 +52,14 @@ class IntegerColumn(list):
     def texts(self) -> list[str]:
         """The column as any other text input reads it: each integer's digits."""
         return [*map(str, self)]
+
+
+class TextColumn(list):
+    """A batch text input its maker has already checked to hold only ``str`` (an integration that
+    had to look at every item anyway, to turn chat messages into text): read as it is, without a
+    second pass over the items. Build one only from items checked to be ``str``."""
+
+    __slots__ = ()
 
 
 class TokenIdColumn(list):
@@ -128,6 +136,7 @@ class InputReader:
         #: text keys read as a :class:`TokenIdColumn`'s sequences when given one
         self.token_id_keys = self._keys_read_as(leaves, "token_id_inputs")
         self._numeric_keys = [slot.key for slot in self.slots if not slot.text]
+        self._numeric_slots = [j for j, slot in enumerate(self.slots) if not slot.text]
         self._false_flags: dict[Any, Any] = {}
 
     def __getstate__(self) -> dict[str, Any]:
@@ -306,6 +315,8 @@ class InputReader:
         with ``integers``, a column of Python integers as an :class:`IntegerColumn`."""
         if isinstance(value, str):
             return value
+        if value.__class__ is TextColumn:  # checked by its maker: every item a str
+            return value
         if value.__class__ is TokenIdColumn:
             return value if key in self.token_id_keys else value.texts()
         single = number_text(value)
@@ -321,10 +332,15 @@ class InputReader:
             value = list(value)
         elif not isinstance(value, list):
             raise self.bad_input(key, value, "text (a str, or a list of str for a batch)")
-        kinds = {*map(type, value)}  # one C pass: the common cases are all str or all int
-        if kinds == _STR:
+        return self._text_items(value, key, integers)
+
+    def _text_items(self, value: list[Any], key: str, integers: bool) -> list[str]:
+        """A list of text items checked: each a str, or a number written as text in a copy."""
+        kinds = [*map(type, value)]  # one C pass (and a count): the common cases are all str or all int
+        n = len(kinds)
+        if kinds.count(str) == n:
             return value
-        if kinds == _INT:  # an integer column (answers): its digits, or the integers for readers of numbers
+        if kinds.count(int) == n:  # an integer column (answers): its digits, or the integers for readers of numbers
             return IntegerColumn(value) if integers else [*map(str, value)]
         copied = None  # numbers are written as text into a copy, never into the caller's list
         for i, item in enumerate(value):
@@ -476,8 +492,16 @@ class InputReader:
         """``(terminated, truncated, done)`` as boolean arrays over the call's environments, in the
         library and on the device of its first numeric input (NumPy without one)."""
         n = inputs.batch if inputs.batch is not None else 1
-        ref = next((a for slot, a in zip(self.slots, inputs.values, strict=True)
-                    if a is not None and not slot.text), None)
+        ref = None
+        values = inputs.values
+        for j in self._numeric_slots:
+            if values[j] is not None:
+                ref = values[j]
+                break
+        if (terminated.__class__ is np.ndarray and truncated.__class__ is np.ndarray and terminated.dtype is BOOL
+                and truncated.dtype is BOOL and terminated.shape == (n,) and truncated.shape == (n,)
+                and (ref is None or ref.__class__ is np.ndarray)):
+            return terminated, truncated, terminated | truncated  # NumPy flags and inputs: nothing to convert
         # None and False (what the compiled single-environment path hands over) share one array
         if (terminated is None or terminated is False) and (truncated is None or truncated is False):
             flags = self.no_flags(n, ref)

@@ -90,6 +90,25 @@ class RewardOutput:
                                    for i, name in enumerate(self._names)}
         return terms
 
+    def normalized_of(self, name: str) -> tuple[Any, Any]:
+        """Term ``name``'s ``normalized`` value and ``applies`` mask (``None`` without ``applies_to``),
+        as :attr:`terms` gives them, read without building the whole breakdown (a per-term reward
+        function's one read per call)."""
+        terms = getattr(self, "_terms", None)
+        if terms is not None:
+            term = terms[name]
+            return term.normalized, term.applies
+        names = self._names
+        if name not in names:
+            raise KeyError(name)
+        applying = getattr(names, "applies", ())
+        mask = None
+        if name in applying:
+            mask = self._values[4 * len(names) + applying.index(name)]
+            if isinstance(mask, (bool, int, float, np.bool_)):
+                mask = bool(mask)
+        return self._values[4 * names.index(name) + 1], mask
+
     def _applies(self) -> dict[str, Any]:
         """The ``applies_to`` masks by term name (they follow the terms' four values each)."""
         names = getattr(self._names, "applies", ())

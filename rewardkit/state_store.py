@@ -14,8 +14,8 @@ import asyncio
 import hashlib
 import json
 import threading
-from contextlib import contextmanager
-from typing import Any, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
+from typing import Any, ContextManager, Iterator, Mapping
 
 from .config import RewardSpec, TermNode, spec_to_dict, walk
 from .errors import ConfigError, InvalidInputError
@@ -178,20 +178,28 @@ class StateStore:
         return [holder for i, (holder, atomic, _) in enumerate(sequence)
                 if not atomic or any(fails for _, _, fails in sequence[i + 1:])]
 
-    @contextmanager
-    def transaction(self, holders: list[Any] | None = None) -> Iterator[None]:
-        """Put every component and normalizer state (or that of ``holders``) back if the block raises."""
+    def transaction(self, holders: list[Any] | None = None) -> ContextManager[None]:
+        """Put every component and normalizer state (or that of ``holders``) back if the block raises
+        (nothing to guard: a context that does nothing, entered on every batched call)."""
         mutable = [*self.components, *self.normalizers] if holders is None else holders
         if not mutable:
-            yield
-            return
-        saved = [m.snapshot() for m in mutable]
-        try:
-            yield
-        except BaseException:
-            for m, s in zip(mutable, saved, strict=True):
-                m.restore(s)
-            raise
+            return _NOTHING_TO_GUARD
+        return _guarded(mutable)
+
+
+_NOTHING_TO_GUARD = nullcontext()
+
+
+@contextmanager
+def _guarded(mutable: list[Any]) -> Iterator[None]:
+    """Snapshot ``mutable``'s states on entering; put them back if the block raises."""
+    saved = [m.snapshot() for m in mutable]
+    try:
+        yield
+    except BaseException:
+        for m, s in zip(mutable, saved, strict=True):
+            m.restore(s)
+        raise
 
 
 class StateLock:

@@ -9,11 +9,12 @@ With ``unit: tokens`` the component reads numbers, not text, and computes on who
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..backend import call_dtype, quiet, saturate
+from ..backend import call_dtype, float_max, quiet, saturate
 from ..base import Array
 from ..params import Param
 from ._numeric import FLOAT_MAX
@@ -24,6 +25,8 @@ UNITS = ("words", "chars", "tokens")
 TOKENS_KEY = "completion_tokens"
 #: largest token count accepted (far beyond any context window; keeps float maths exact)
 MAX_TOKENS = float(2**53)
+#: longer than any text's length in words or characters (a Python length is at most 2**63 - 1)
+LONGEST_TEXT = float(2**63)
 
 
 def unit_param(default: str, what: str) -> Param:
@@ -51,6 +54,11 @@ class LengthReward(TextReward):
         """:meth:`of_length` on an array of lengths (any array library, its float dtype kept)."""
         raise NotImplementedError
 
+    def largest_magnitude(self, longest: float) -> float:
+        """A bound on ``abs(of_length(n))`` for every length ``n <= longest`` (``inf``: no bound
+        known, results are always saturated)."""
+        return math.inf
+
     def score(self, text: Any) -> float:
         if self.unit == "words":
             return self.of_length(len(text.split()))
@@ -65,6 +73,11 @@ class LengthReward(TextReward):
             texts = x["completion"]  # counted by C-level maps straight into an array
             counts = map(len, map(str.split, texts)) if self.unit == "words" else map(len, texts)
             lengths = np.fromiter(counts, dtype=np.int64, count=len(texts)).astype(call_dtype(np.float64))
+            # a Python length is at most 2**63: when no result can then leave the float range
+            # (twice the bound, for the rounding of float32), saturating would change nothing
+            if 2.0 * self.largest_magnitude(LONGEST_TEXT) <= float_max(lengths):
+                with quiet():
+                    return self.of_lengths(lengths)
         with quiet():
             return saturate(self.of_lengths(lengths))
 

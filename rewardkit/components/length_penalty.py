@@ -40,3 +40,6 @@ class LengthPenalty(LengthReward):
     def of_lengths(self, lengths: Any) -> Any:
         xp = array_namespace(lengths)
         return -(xp.maximum(lengths - self.max, 0.0) * self.per_unit)
+
+    def largest_magnitude(self, longest: float) -> float:
+        return self.per_unit * longest

@@ -34,3 +34,6 @@ class LengthTarget(LengthReward):
     def of_lengths(self, lengths: Any) -> Any:
         xp = array_namespace(lengths)
         return -(xp.abs(lengths - self.target) * self.per_unit)
+
+    def largest_magnitude(self, longest: float) -> float:
+        return self.per_unit * (longest + self.target)

@@ -48,3 +48,6 @@ class OverlongPenalty(LengthReward):
             return xp.where(lengths > self.max_length, -1.0, 0.0 * lengths)
         ramp = xp.clip((self._start - lengths) / self.cache_length, -1.0, 0.0)
         return xp.where(lengths > self.max_length, -1.0, ramp)
+
+    def largest_magnitude(self, longest: float) -> float:
+        return 1.0

@@ -65,7 +65,7 @@ import numpy as np
 from ..composer import RewardComposer, RewardOutput
 from ..config import GroupNode, TermNode
 from ..errors import InvalidInputError
-from ..inputs import TokenIdColumn
+from ..inputs import TextColumn, TokenIdColumn
 from ..params import describe
 
 FeatureFn = Callable[..., Mapping[str, Any]]
@@ -109,10 +109,15 @@ class TRLRewardFunctions:
                              "use TRLRewardFunctions(..., per_term=False)")
         self.asynchronous = has_async_terms(composer)
         self._text_keys = frozenset(slot.key for slot in composer.reader.slots if slot.text)
+        self._context_keys = tuple(sorted(composer.context_keys()))
+        #: whether composer.reset() clears anything (stateful components, normalizers): else it is skipped
+        self._per_env_state = bool(composer.store.components or composer.store.normalizers)
+        self._required_keys = frozenset(composer.required_context_keys())
         self._trainer: Any = None
         self._key: tuple[Any, Any, bytes | None] | None = None  # (prompts, completions, fingerprint) of the cache
         self._out: RewardOutput | None = None
         self._pending: asyncio.Future | None = None  # the async evaluation of the batch in self._key
+        self._flags: tuple[int, np.ndarray, np.ndarray] = (-1, np.ones(0, dtype=bool), np.zeros(0, dtype=bool))
         self.funcs: list[Callable[..., Any]] = (
             [self._function(name) for name in self.term_names] if per_term else [self._function(None)])
 
@@ -151,8 +156,10 @@ class TRLRewardFunctions:
         if self._key is not None and self._out is not None and _same_batch(self._key, key):
             return self._out
         ctx, step, n = self._prepare(prompts, completions, kwargs)
-        self.composer.reset()  # the batch size may change between calls; each completion is an episode
-        out = self.composer(ctx, step=step, terminated=np.ones(n, dtype=bool), truncated=np.zeros(n, dtype=bool))
+        if self._per_env_state:
+            self.composer.reset()  # the batch size may change between calls; each completion is an episode
+        terminated, truncated = self._episode_flags(n)
+        out = self.composer(ctx, step=step, terminated=terminated, truncated=truncated)
         return self._finish(key, out, kwargs)
 
     async def aevaluate(self, prompts: list[Any], completions: list[Any], **kwargs: Any) -> RewardOutput:
@@ -175,13 +182,23 @@ class TRLRewardFunctions:
     async def _acompute(self, prompts: list[Any], completions: list[Any], kwargs: dict[str, Any]) -> RewardOutput:
         try:
             ctx, step, n = self._prepare(prompts, completions, kwargs)
-            self.composer.reset()
-            out = await self.composer.acall(ctx, step=step, terminated=np.ones(n, dtype=bool),
-                                            truncated=np.zeros(n, dtype=bool))
+            if self._per_env_state:
+                self.composer.reset()
+            terminated, truncated = self._episode_flags(n)
+            out = await self.composer.acall(ctx, step=step, terminated=terminated, truncated=truncated)
         except BaseException:
             self._key = None
             raise
         return self._finish(self._key, out, kwargs)
+
+    def _episode_flags(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """``terminated`` (all True: each completion is a one-step episode) and ``truncated`` (all
+        False) for ``n`` completions: read-only arrays kept while the batch size stays the same."""
+        if self._flags[0] != n:
+            terminated, truncated = np.ones(n, dtype=bool), np.zeros(n, dtype=bool)
+            terminated.flags.writeable = truncated.flags.writeable = False
+            self._flags = (n, terminated, truncated)
+        return self._flags[1], self._flags[2]
 
     def _batch_key(self, prompts: Any, completions: Any, kwargs: Mapping[str, Any]) -> tuple[Any, Any, bytes | None]:
         if len(self.funcs) == 1:  # nothing to share a batch's result with: no fingerprint, never cached
@@ -223,6 +240,8 @@ class TRLRewardFunctions:
         if self._trainer is not None and self.per_term:
             self._trainer.reward_weights.copy_(_tensor(self.reward_weights(), self._trainer.reward_weights))
         log_metric, log_extra = kwargs.get("log_metric"), kwargs.get("log_extra")
+        if log_metric is None and log_extra is None:
+            return out
         terms = out.terms
         if log_metric is not None:
             for name in self.term_names:
@@ -243,19 +262,23 @@ class TRLRewardFunctions:
         """The context without ``features``: prompt and completion text, the completion's tokens
         and the dataset columns the composer reads."""
         ctx: dict[str, Any] = {}
-        for key in sorted(self.composer.context_keys()):
+        ids = None
+        for key in self._context_keys:
+            # prompt and completion text: a TextColumn (every item checked to be a str, here, once)
             if key == "prompt":
-                ctx[key] = list(prompts) if _all_str(prompts) else [prompt_text(p) for p in prompts]
+                ctx[key] = TextColumn(prompts if _all_str(prompts) else [prompt_text(p) for p in prompts])
             elif key == "completion":
-                ctx[key] = (list(completions) if _all_str(completions)
-                            else [completion_text(c, self.assistant_message) for c in completions])
+                ctx[key] = TextColumn(completions if _all_str(completions)
+                                      else [completion_text(c, self.assistant_message) for c in completions])
             elif key in (TOKENS_KEY, IDS_KEY) and key not in columns:
-                ids = token_ids(kwargs_ids, n=len(completions))
-                ctx[key] = (np.fromiter(map(len, ids), dtype=np.float64, count=len(ids)) if key == TOKENS_KEY
+                if ids is None:
+                    ids = token_ids(kwargs_ids, n=len(completions))
+                ctx[key] = (np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)).astype(np.float64)
+                            if key == TOKENS_KEY  # counted as integers, then made floats (exact: under 2**53)
                             else TokenIdColumn(ids))  # read as "12 7 7" texts, or as the ids where that is the same
             elif key in columns:  # a column a text term reads stays as it is (numbers are read as text)
                 ctx[key] = list(columns[key]) if key in self._text_keys else _column(columns[key])
-            elif key in self.composer.required_context_keys():
+            elif key in self._required_keys:
                 available = ", ".join(["prompt", "completion", TOKENS_KEY, IDS_KEY, *sorted(columns)])
                 raise ValueError(f"the reward reads {key!r}, which is neither the prompt, the completion nor a "
                                  f"dataset column (available: {available}); add the column to the dataset or map "
@@ -289,11 +312,11 @@ class TRLRewardFunctions:
         def pick(out: RewardOutput) -> list[float | None]:
             if name is None:
                 return np.asarray(_host(out.total), dtype=np.float64).tolist()
-            term = out.terms[name]
-            values = np.asarray(_host(term.normalized), dtype=np.float64).tolist()
-            if term.applies is None:
+            normalized, applies = out.normalized_of(name)  # not the whole breakdown: one term's values
+            values = np.asarray(_host(normalized), dtype=np.float64).tolist()
+            if applies is None:
                 return values
-            applies = np.asarray(_host(term.applies), dtype=bool).reshape(-1).tolist()
+            applies = np.asarray(_host(applies), dtype=bool).reshape(-1).tolist()
             return [v if a else None for v, a in zip(values, applies, strict=True)]
 
         if self.asynchronous:
@@ -346,7 +369,7 @@ def token_ids(ids: Any, n: int) -> list[Any]:
     if isinstance(ids, (str, bytes)) or not hasattr(ids, "__len__") or len(ids) != n:
         raise ValueError(f"completion_ids: expected one sequence of token ids per completion ({n}), got "
                          f"{type(ids).__name__} {describe(ids)}")
-    if all(seq.__class__ is list for seq in ids):  # what GRPOTrainer passes
+    if _all_lists(ids):  # what GRPOTrainer passes
         return ids
     out = []
     for i, seq in enumerate(ids):
@@ -381,7 +404,9 @@ def _content(message: Mapping[str, Any]) -> str:
 def _column(values: list[Any]) -> Any:
     """A dataset column as a context value: real numbers become a float64 array, anything else a
     list the composer checks (text for text terms; a bad value is its located error)."""
-    if all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)) for v in values):
+    kinds = [*map(type, values)]  # one C pass: the common case is all int or all float (booleans are neither)
+    if kinds.count(float) + kinds.count(int) == len(kinds) or all(
+            isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)) for v in values):
         return np.asarray(values, dtype=np.float64)
     return list(values)
 
@@ -401,11 +426,16 @@ def _leaves(nodes: list[Any]) -> Iterator[TermNode]:
 
 
 # ---- helpers ----------------------------------------------------------------------------------
-_STR = frozenset({str})
-
-
 def _all_str(values: Any) -> bool:
-    return {*map(type, values)} <= _STR  # one C pass (an empty batch is all text)
+    """Whether every item is exactly a ``str`` (one C pass and a count; an empty batch is all text)."""
+    kinds = [*map(type, values)]
+    return kinds.count(str) == len(kinds)
+
+
+def _all_lists(values: Any) -> bool:
+    """Whether every item is exactly a ``list`` (one C pass and a count)."""
+    kinds = [*map(type, values)]
+    return kinds.count(list) == len(kinds)
 
 
 def _empty(prompts: Any, completions: Any) -> bool:
