@@ -338,9 +338,10 @@ class InputReader:
         """A list of text items checked: each a str, or a number written as text in a copy."""
         kinds = [*map(type, value)]  # one C pass (and a count): the common cases are all str or all int
         n = len(kinds)
-        if kinds.count(str) == n:
+        first = kinds[0] if n else str  # (a count of what the first item is not would compare every type)
+        if first is str and kinds.count(str) == n:
             return value
-        if kinds.count(int) == n:  # an integer column (answers): its digits, or the integers for readers of numbers
+        if first is int and kinds.count(int) == n:  # an integer column (answers): its digits, or the integers for readers of numbers
             return IntegerColumn(value) if integers else [*map(str, value)]
         copied = None  # numbers are written as text into a copy, never into the caller's list
         for i, item in enumerate(value):

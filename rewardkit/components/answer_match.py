@@ -365,12 +365,16 @@ class AnswerMatch(TextReward):
         wanted = references if whole_reference else self._reference.many(references)
         n = len(answers)
         if self.mode == "numeric":
-            got = np.fromiter([_NAN if a is None else float(a) if a.isdigit() and a.isascii() else _number(a)
-                               for a in answers], dtype=np.float64, count=n)
+            if self.extract == "gsm8k":  # a sign, digits and a point: float() reads _number's number, or an
+                got = np.fromiter([_NAN if a is None else float(a) for a in answers],  # infinity where
+                                  dtype=np.float64, count=n)  # _number has NaN: neither matches anything
+            else:
+                got = np.fromiter([_NAN if a is None else float(a) if a.isdigit() and a.isascii() else _number(a)
+                                   for a in answers], dtype=np.float64, count=n)
             want = None
             if references.__class__ is IntegerColumn:  # read as integers (integer_text_inputs)
                 try:  # float(i) is float(str(i)), str(i)'s number, for every integer within float range
-                    want = np.fromiter(map(float, references), dtype=np.float64, count=n)
+                    want = np.array(references, dtype=np.float64)  # NumPy's float(i) for each, in C
                 except OverflowError:
                     wanted = references.texts()
             if want is None:
@@ -386,7 +390,7 @@ class AnswerMatch(TextReward):
                 equal = map(operator.eq, answers, wanted)
             else:
                 equal = (a is not None and r is not None and a == r for a, r in zip(answers, wanted, strict=True))
-            values = np.fromiter(equal, dtype=np.float64, count=n)
+            values = np.fromiter(equal, dtype=np.bool_, count=n).astype(np.float64)  # bools: cheaper to read
         dtype = call_dtype(np.float64)  # float32 contexts stay float32 (the dtype policy), as TextReward's
         if dtype != np.float64:
             with quiet():

@@ -369,7 +369,7 @@ def token_ids(ids: Any, n: int) -> list[Any]:
     if isinstance(ids, (str, bytes)) or not hasattr(ids, "__len__") or len(ids) != n:
         raise ValueError(f"completion_ids: expected one sequence of token ids per completion ({n}), got "
                          f"{type(ids).__name__} {describe(ids)}")
-    if _all_lists(ids):  # what GRPOTrainer passes
+    if _all_of(ids, list):  # what GRPOTrainer passes
         return ids
     out = []
     for i, seq in enumerate(ids):
@@ -404,8 +404,7 @@ def _content(message: Mapping[str, Any]) -> str:
 def _column(values: list[Any]) -> Any:
     """A dataset column as a context value: real numbers become a float64 array, anything else a
     list the composer checks (text for text terms; a bad value is its located error)."""
-    kinds = [*map(type, values)]  # one C pass: the common case is all int or all float (booleans are neither)
-    if kinds.count(float) + kinds.count(int) == len(kinds) or all(
+    if _all_of(values, float) or _all_of(values, int) or all(  # one C pass each: booleans are neither
             isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)) for v in values):
         return np.asarray(values, dtype=np.float64)
     return list(values)
@@ -426,16 +425,15 @@ def _leaves(nodes: list[Any]) -> Iterator[TermNode]:
 
 
 # ---- helpers ----------------------------------------------------------------------------------
+def _all_of(values: Any, kind: type) -> bool:
+    """Whether every item's type is exactly ``kind`` (one C pass and a count; none is all)."""
+    kinds = [*map(type, values)]
+    return not kinds or (kinds[0] is kind and kinds.count(kind) == len(kinds))
+
+
 def _all_str(values: Any) -> bool:
-    """Whether every item is exactly a ``str`` (one C pass and a count; an empty batch is all text)."""
-    kinds = [*map(type, values)]
-    return kinds.count(str) == len(kinds)
-
-
-def _all_lists(values: Any) -> bool:
-    """Whether every item is exactly a ``list`` (one C pass and a count)."""
-    kinds = [*map(type, values)]
-    return kinds.count(list) == len(kinds)
+    """Whether every item is exactly a ``str`` (an empty batch is all text)."""
+    return _all_of(values, str)
 
 
 def _empty(prompts: Any, completions: Any) -> bool:
