@@ -215,6 +215,19 @@ class _Extractor:
             return texts
         return [*map(self.fn, texts)]
 
+    def numbers(self, texts: list[str]) -> Any:
+        """Each text's answer read as its final number (``numeric`` mode; NaN: no answer, or none
+        in it), a float64 array."""
+        if self.spec == "gsm8k":
+            # searched and read in one pass: the group is a sign, digits and a point, which float()
+            # reads as _number does (an infinity where _number has NaN: neither matches anything)
+            if not all(map(str.isascii, texts)):
+                texts = [text if text.isascii() else text.translate(MINUS_SIGNS) for text in texts]
+            return np.array([_NAN if found is None else float(found[1].replace(",", ""))
+                             for found in map(_GSM8K.search, texts)], dtype=np.float64)
+        return np.fromiter([_NAN if a is None else float(a) if a.isdigit() and a.isascii() else _number(a)
+                            for a in self.many(texts)], dtype=np.float64, count=len(texts))
+
     def equal_many(self, texts: list[str], wanted: list[str]) -> Any:
         """Whether each text's answer is its reference as written (``strict`` against whole
         references: no answer equals none), a boolean array; ``many`` then ``==``, in one pass
@@ -373,28 +386,22 @@ class AnswerMatch(TextReward):
         whole_reference = self.extract_reference == "none"
         if self.mode == "strict" and whole_reference:  # each text's answer against its reference, in one pass
             return self._as_call_dtype(self._answer.equal_many(completions, references).astype(np.float64))
-        answers = self._answer.many(completions)
-        wanted = references if whole_reference else self._reference.many(references)
-        n = len(answers)
         if self.mode == "numeric":
-            if self.extract == "gsm8k":  # a sign, digits and a point: float() reads _number's number, or an
-                got = np.fromiter([_NAN if a is None else float(a) for a in answers],  # infinity where
-                                  dtype=np.float64, count=n)  # _number has NaN: neither matches anything
-            else:
-                got = np.fromiter([_NAN if a is None else float(a) if a.isdigit() and a.isascii() else _number(a)
-                                   for a in answers], dtype=np.float64, count=n)
+            got = self._answer.numbers(completions)
             want = None
             if references.__class__ is IntegerColumn:  # read as integers (integer_text_inputs)
                 try:  # float(i) is float(str(i)), str(i)'s number, for every integer within float range
                     want = np.array(references, dtype=np.float64)  # NumPy's float(i) for each, in C
                 except OverflowError:
-                    wanted = references.texts()
+                    references = references.texts()
             if want is None:
-                want = np.fromiter([_NAN if r is None else float(r) if r.isdigit() and r.isascii() else _number(r)
-                                    for r in wanted], dtype=np.float64, count=n)
+                want = self._reference.numbers(references)
             with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is NaN: no match, as in score
                 values = (np.abs(got - want) <= self.tolerance).astype(np.float64)
         else:
+            answers = self._answer.many(completions)
+            wanted = references if whole_reference else self._reference.many(references)
+            n = len(answers)
             if self.mode == "exact":
                 answers = [None if a is None else normalize(a) for a in answers]
                 wanted = [None if r is None else normalize(r) for r in wanted]
