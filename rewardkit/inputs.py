@@ -51,7 +51,7 @@ _DIGITS_RANGE = range(-999, 10_000)
 def integer_texts(values: list[int]) -> list[str]:
     """``[str(i) for i in values]`` for a list of Python ``int`` (exactly ``int``, not bool)."""
     if not _DIGITS:
-        _DIGITS.update(zip(_DIGITS_RANGE, map(str, _DIGITS_RANGE)))
+        _DIGITS.update(zip(_DIGITS_RANGE, map(str, _DIGITS_RANGE), strict=True))
     try:
         return [*map(_DIGITS.__getitem__, values)]
     except KeyError:  # an integer beyond the table
@@ -357,7 +357,7 @@ class InputReader:
         first = kinds[0] if n else str  # (a count of what the first item is not would compare every type)
         if first is str and kinds.count(str) == n:
             return value
-        if first is int and kinds.count(int) == n:  # an integer column (answers): its digits, or the integers for readers of numbers
+        if first is int and kinds.count(int) == n:  # an integer column (answers): digits, or integers for number readers
             return IntegerColumn(value) if integers else integer_texts(value)
         copied = None  # numbers are written as text into a copy, never into the caller's list
         for i, item in enumerate(value):

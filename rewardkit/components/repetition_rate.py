@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -13,7 +13,12 @@ from ..params import Param
 from ..registry import register
 from ._text import TextReward
 
-_INT = frozenset({int})
+
+
+def _all_ints(ids: list[Any]) -> bool:
+    """Whether every item is exactly an ``int`` (one C pass and a count; none is all)."""
+    kinds = [*map(type, ids)]
+    return not kinds or (kinds[0] is int and kinds.count(int) == len(kinds))
 
 
 @register("repetition_rate")
@@ -43,13 +48,32 @@ class RepetitionRate(TextReward):
             return (total - len(set(words))) / total
         return (total - len(set(zip(*(words[i:] for i in range(self.n)), strict=False)))) / total
 
+    def _rate(self) -> Callable[[list[Any]], float]:
+        """:meth:`of_words` as a function of this ``n`` (the n shifted copies zipped directly up to
+        3; the same n-grams and the same arithmetic)."""
+        n = self.n
+        if n > 3:
+            return self.of_words
+
+        def rate(words: list[Any]) -> float:
+            total = len(words) - n + 1
+            if total <= 1:
+                return 0.0
+            if n == 1:
+                return (total - len(set(words))) / total
+            grams = zip(words, words[1:], strict=False) if n == 2 else zip(words, words[1:], words[2:], strict=False)
+            return (total - len(set(grams))) / total
+
+        return rate
+
     def compute(self, x: Mapping[str, Any], terminated: Array, truncated: Array) -> Array:
         texts = x["completion"]
-        if texts.__class__ is not TokenIdColumn:
-            return super().compute(x, terminated, truncated)
-        # ids that are all Python ints are the words of their text; anything else is read as that text
-        of_words, score = self.of_words, self.score
-        values = np.fromiter([of_words(ids) if {*map(type, ids)} <= _INT else score(" ".join(map(str, ids)))
-                              for ids in texts], dtype=np.float64, count=len(texts))
+        rate = self._rate()
+        if texts.__class__ is not TokenIdColumn:  # a list of str (checked by the reader): their words
+            values = np.fromiter([rate(text.split()) for text in texts], dtype=np.float64, count=len(texts))
+        else:  # ids that are all Python ints are the words of their text; anything else is read as that text
+            score = self.score
+            values = np.fromiter([rate(ids) if _all_ints(ids) else score(" ".join(map(str, ids))) for ids in texts],
+                                 dtype=np.float64, count=len(texts))
         dtype = call_dtype(np.float64)  # float32 contexts stay float32, as TextReward.compute (values in [0, 1])
         return values if dtype == np.float64 else values.astype(dtype)
