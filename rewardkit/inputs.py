@@ -329,9 +329,9 @@ class InputReader:
     def text_list(self, value: Any, key: str, integers: bool = False) -> list[str] | str:
         """A batch of text as a list of ``str`` (one ``str`` or number stays one, broadcast later);
         with ``integers``, a column of Python integers as an :class:`IntegerColumn`."""
-        if isinstance(value, str):
-            return value
         if value.__class__ is TextColumn:  # checked by its maker: every item a str
+            return value
+        if isinstance(value, str):
             return value
         if value.__class__ is TokenIdColumn:
             return value if key in self.token_id_keys else value.texts()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from ..backend import array_namespace
 from ..params import Param
 from ..registry import register
@@ -32,6 +34,10 @@ class LengthTarget(LengthReward):
         return -saturated(self.per_unit * abs(length - self.target))
 
     def of_lengths(self, lengths: Any) -> Any:
+        if lengths.__class__ is np.ndarray:  # the same numbers in one new array: -(a * p) is a * -p
+            away = lengths - self.target
+            np.abs(away, out=away)
+            return np.multiply(away, -self.per_unit, out=away)
         xp = array_namespace(lengths)
         return -(xp.abs(lengths - self.target) * self.per_unit)
 

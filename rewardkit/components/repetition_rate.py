@@ -49,8 +49,8 @@ class RepetitionRate(TextReward):
         return (total - len(set(zip(*(words[i:] for i in range(self.n)), strict=False)))) / total
 
     def _rate(self) -> Callable[[list[Any]], float]:
-        """:meth:`of_words` as a function of this ``n`` (the n shifted copies zipped directly up to
-        3; the same n-grams and the same arithmetic)."""
+        """:meth:`of_words` as a function of this ``n`` (up to 3, the words zipped with iterators
+        started one and two words on instead of copies: the same n-grams, the same arithmetic)."""
         n = self.n
         if n > 3:
             return self.of_words
@@ -61,8 +61,14 @@ class RepetitionRate(TextReward):
                 return 0.0
             if n == 1:
                 return (total - len(set(words))) / total
-            grams = zip(words, words[1:], strict=False) if n == 2 else zip(words, words[1:], words[2:], strict=False)
-            return (total - len(set(grams))) / total
+            second = iter(words)  # the words from the second on, without copying them (total > 1: there are)
+            next(second)
+            if n == 2:
+                return (total - len(set(zip(words, second, strict=False)))) / total
+            third = iter(words)
+            next(third)
+            next(third)
+            return (total - len(set(zip(words, second, third, strict=False)))) / total
 
         return rate
 
