@@ -248,6 +248,14 @@ class RewardComposer:
         # call advances the step by its number of environments.
         __call__ = property(attrgetter("_scalar_fn"), doc="Evaluate the reward on a context (see the class).")
 
+    def evaluate_batch(self, ctx: Mapping[str, Any], step: int | None = None, terminated: Any = None,
+                       truncated: Any = None) -> RewardOutput:
+        """``composer(ctx, step, terminated, truncated)`` for a caller that knows ``ctx`` holds a
+        batch (a trainer's reward function): the batched path entered directly, without trying the
+        one-environment function first. The same checks, numbers and state changes."""
+        with self.store.lock:
+            return self._batched_call(ctx, step, terminated, truncated)
+
     def _not_scalar_call(self, ctx: Any, step: Any, terminated: Any, truncated: Any,
                          exc: BaseException) -> RewardOutput:
         """Where the compiled single-environment function hands over: a batched context (arrays

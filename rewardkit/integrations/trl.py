@@ -159,7 +159,7 @@ class TRLRewardFunctions:
         if self._per_env_state:
             self.composer.reset()  # the batch size may change between calls; each completion is an episode
         terminated, truncated = self._episode_flags(n)
-        out = self.composer(ctx, step=step, terminated=terminated, truncated=truncated)
+        out = self.composer.evaluate_batch(ctx, step, terminated, truncated)
         return self._finish(key, out, kwargs)
 
     async def aevaluate(self, prompts: list[Any], completions: list[Any], **kwargs: Any) -> RewardOutput:

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rewardkit import RewardComposer
-from rewardkit.errors import InvalidInputError
+from rewardkit.errors import InvalidInputError, MissingInputError
 from rewardkit.inputs import IntegerColumn, TextColumn, integer_texts
 
 
@@ -121,3 +121,27 @@ def test_an_empty_transaction_does_nothing_and_a_guarded_one_still_puts_state_ba
         guarded.store.components[0].reset(None)
         raise RuntimeError("fails after a change")
     assert guarded.state_dict() == before
+
+
+@pytest.mark.parametrize("ctx", [{"completion": ["a", "bb", "c"], "answer": ["a", "x", "c"], "task": ["math"] * 3},
+                                 {"completion": "a", "answer": "a", "task": "code"}])
+def test_the_batched_entry_gives_the_calls_numbers_and_state(ctx: dict) -> None:
+    def composer() -> RewardComposer:
+        return build({"correct": {"type": "answer_match", "params": {"mode": "strict"},
+                                  "inputs": {"reference": "answer"}, "applies_to": {"task": "math"}},
+                      "len": {"type": "length_target", "params": {"target": 2, "unit": "chars"},
+                              "normalize": {"type": "running_zscore"}}})
+
+    called, entered = composer(), composer()
+    for _ in range(2):
+        a, b = called(ctx, terminated=True), entered.evaluate_batch(ctx, terminated=True)
+        assert np.asarray(a.total).tolist() == np.asarray(b.total).tolist()
+        assert {k: np.asarray(v).tolist() for k, v in a.as_dict().items()} == \
+            {k: np.asarray(v).tolist() for k, v in b.as_dict().items()}
+    assert called.state_dict() == entered.state_dict()
+    for call in (called, entered.evaluate_batch):
+        with pytest.raises(MissingInputError, match="missing key 'answer'"):
+            call({"completion": ["a"], "task": ["math"]})
+        with pytest.raises(InvalidInputError, match="context mapping"):
+            call(["a"])  # type: ignore[arg-type]
+    assert called.state_dict() == entered.state_dict()
