@@ -36,8 +36,8 @@ class LengthTarget(LengthReward):
     def of_lengths(self, lengths: Any) -> Any:
         if lengths.__class__ is np.ndarray:  # the same numbers in one new array: -(a * p) is a * -p
             away = lengths - self.target
-            np.abs(away, out=away)
-            return np.multiply(away, -self.per_unit, out=away)
+            np.abs(away, away)  # out given by position: the ufunc's quicker call
+            return np.multiply(away, -self.per_unit, away)
         xp = array_namespace(lengths)
         return -(xp.abs(lengths - self.target) * self.per_unit)
 
