@@ -14,7 +14,6 @@ from ..registry import register
 from ._text import TextReward
 
 
-
 def _all_ints(ids: list[Any]) -> bool:
     """Whether every item is exactly an ``int`` (one C pass and a count; none is all)."""
     kinds = [*map(type, ids)]
