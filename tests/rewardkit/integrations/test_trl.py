@@ -239,7 +239,9 @@ def test_remote_terms_run_as_trl_async_functions_sharing_one_evaluation_per_batc
     np.testing.assert_allclose(per_func[:, 0].numpy(), [float("answer is" in c and len(c.split()) == 3) for c in completions])
     np.testing.assert_allclose(per_func[:, 1].numpy(), [-max(0, len(c.split()) - 2) for c in completions])
     np.testing.assert_allclose(per_func[:, 2].numpy(), [len(c) for c in completions])  # the stub's score
-    assert stub.batch_sizes == [4, 2]  # one evaluation for the three functions: 6 completions sent once
+    # one evaluation for the three functions: 6 completions sent once, as two concurrent requests
+    # (which arrives first at the stub is up to the scheduler)
+    assert sorted(stub.batch_sizes) == [2, 4]
     assert trainer._pending_metrics["rewardkit/rm/requests"] == [2.0]
     assert trainer._pending_metrics["rewardkit/rm/contribution"] == pytest.approx([0.1 * np.mean([len(c) for c in completions])])
     trainer.train()  # two GRPO steps with the async functions
