@@ -14,9 +14,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import bench_ray_serve  # noqa: E402
 
-TUNED = ["ray:pow2", "ray:prefix_affinity", "ray:prefix_affinity:imbalanced_threshold=1:match_rate_threshold=0.5",
-         "ray:affinity_token_load:affinity_threshold=0.5", "ray:llm_d_default:prefix_weight=1",
-         "gateway:affinity_token_load:affinity_threshold=0.5", "gateway:llm_d_default", "ray:ppo", "gateway:ppo"]
+#: the live run's routers as docs/results/ray-serve.md gives them
+TUNED = ("ray:pow2,ray:prefix_affinity,ray:prefix_affinity:imbalanced_threshold=4,ray:least_prefill,ray:cache_aware,"
+         "ray:cache_aware:balance_abs_threshold=2,ray:llm_d_default,ray:affinity_token_load:affinity_threshold=0.65,"
+         "ray:ppo,gateway:least_prefill,gateway:cache_aware:balance_abs_threshold=2,"
+         "gateway:affinity_token_load:affinity_threshold=0.65,gateway:ppo").split(",")
 
 
 def test_prefix_affinity_thresholds_become_the_ray_routers_kwargs() -> None:
@@ -35,6 +37,8 @@ def test_policy_specs_go_to_the_policy_router_whole() -> None:
 
 def test_the_live_runs_router_names_are_all_valid() -> None:
     assert bench_ray_serve.router_errors(TUNED) == []
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "results" / "ray-serve.md").read_text()
+    assert "--routers " + ",".join(TUNED) + " \\\n" in doc
 
 
 def test_bad_router_names_are_refused_with_the_name_and_key(tmp_path: Path) -> None:
