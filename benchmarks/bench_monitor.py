@@ -91,6 +91,8 @@ class RunReport:
     collapsed: bool
     rewardkit: list[tuple[int, str]] = field(default_factory=list)
     rewardkit_began: dict[str, int] = field(default_factory=dict)
+    #: the alerts of kind hacking (the others are health alerts: a stalled or collapsed run)
+    rewardkit_hacking: list[tuple[int, str]] = field(default_factory=list)
     scope: list[tuple[int, str]] = field(default_factory=list)
     scope_log: list[tuple[int, str]] = field(default_factory=list)
     examples: list[str] = field(default_factory=list)
@@ -98,6 +100,8 @@ class RunReport:
     #: the alerts MonitorCallback logged during training (None: the run trained without it)
     callback: list[tuple[int, str]] | None = None
     learning_rate: float = 4e-3
+    #: the monitor window the callback ran with (None: no callback, or none of the windows tried matches)
+    callback_window: int | None = None
 
 
 def read_completions(path: Path) -> list[dict[str, Any]]:
@@ -163,16 +167,26 @@ def analyse(folder: Path) -> RunReport:
     collapsed = not hacked and sum(degenerate(r["completion"]) for r in tail) >= ONSET_RATE * len(tail)
     monitor = Monitor.from_config(config_path)
     alerts = monitor.run(records)
+    default_window = monitor.detectors[0].window
     scope, scope_log = reward_scope_alerts(rows, load_yaml(config_path), records)
     examples = [r["completion"] for r in rows if onset is not None and r["step"] + 1 == onset and EXPLOITS[reward](r)]
     settings = json.loads((folder / "run.json").read_text()) if (folder / "run.json").exists() else {}
     callback = None
+    callback_window = None
     if any("monitor/alerts" in r for r in records):
         callback = sorted((int(r["step"]), key[len("monitor/alert/"):]) for r in records for key in r
                           if key.startswith("monitor/alert/") and not key.endswith("/began"))
+        for window in (default_window, 3):  # runs trained before the default window became 2 used 3
+            again = Monitor.from_config(config_path)
+            again.detectors = [type(d)(**{**d.config, "window": window}) for d in again.detectors]
+            if sorted((a.fired, a.detector) for a in again.run(records)) == callback:
+                callback_window = window
+                break
     return RunReport(folder.name, reward, int(seed), len(records), rates, onset, hacked, collapsed,
                      [(a.fired, a.detector) for a in alerts], {a.detector: a.began for a in alerts},
-                     scope, scope_log, examples[:3], records, callback, settings.get("learning_rate", 4e-3))
+                     [(a.fired, a.detector) for a in alerts if a.kind == "hacking"],
+                     scope, scope_log, examples[:3], records, callback, settings.get("learning_rate", 4e-3),
+                     callback_window)
 
 
 def first(alerts: list[tuple[int, str]], exclude: tuple[str, ...] = ()) -> tuple[int, str] | None:
@@ -223,7 +237,7 @@ def plot(reports: list[RunReport], path: Path) -> Path:
         ax.plot(list(r.hack_rate), list(r.hack_rate.values()), ":", color="tab:red", label="exploiting completions")
         if r.onset is not None:
             ax.axvline(r.onset, color="tab:red", alpha=0.4, lw=3, label="hack onset")
-        mine, theirs = first(r.rewardkit), first(r.scope, ("state_cycling",))
+        mine, theirs = first(r.rewardkit_hacking) or first(r.rewardkit), first(r.scope, ("state_cycling",))
         if mine:
             ax.axvline(mine[0], color="tab:green", ls="-", label=f"rewardkit: {mine[1]}")
         if theirs:
@@ -243,26 +257,28 @@ def plot(reports: list[RunReport], path: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=Path, default=ROOT / "benchmarks" / "data" / "monitor",
-                        help="folder of <reward>_seed<k>/ runs (trainer_state.json, completions.jsonl)")
+    parser.add_argument("--runs", type=Path, nargs="+", default=[ROOT / "benchmarks" / "data" / "monitor"],
+                        help="folders of <reward>_seed<k>/ runs (trainer_state.json, completions.jsonl)")
     parser.add_argument("--plot", type=Path, default=None, help="write the per-run figure here (PNG)")
     args = parser.parse_args(argv)
-    folders = sorted(p for p in args.runs.iterdir() if (p / "trainer_state.json").exists()
-                     and (p / "completions.jsonl").exists() and p.name.rpartition("_seed")[0] in EXPLOITS)
+    folders = [p for runs in args.runs for p in sorted(runs.iterdir()) if (p / "trainer_state.json").exists()
+               and (p / "completions.jsonl").exists() and p.name.rpartition("_seed")[0] in EXPLOITS]
     if not folders:
-        print(f"{args.runs}: no runs (train them with python -m examples.monitor.train)", file=sys.stderr)
+        print(f"{', '.join(map(str, args.runs))}: no runs (train them with python -m examples.monitor.train)",
+              file=sys.stderr)
         return 2
     reports = []
     for folder in folders:
         print(f"analysing {folder.name} ...", file=sys.stderr, flush=True)
         reports.append(analyse(folder))
-    header = ("run", "lr", "steps", "outcome", "onset", "rewardkit first alert (lag)", "RewardScope first alert (lag)",
-              "RewardScope on the log")
+    header = ("run", "lr", "steps", "outcome", "onset", "rewardkit first hacking alert (lag)",
+              "rewardkit first alert (lag)", "RewardScope first alert (lag)", "RewardScope on the log")
     table = [header]
     for r in reports:
         onset = "-" if r.onset is None else str(r.onset)
         outcome = "hacked" if r.hacked else "collapsed" if r.collapsed else "no hack"
         table.append((r.name, f"{r.learning_rate:g}", str(r.steps), outcome, onset,
+                      describe(first(r.rewardkit_hacking), r.onset),
                       describe(first(r.rewardkit), r.onset), describe(first(r.scope), r.onset),
                       describe(first(r.scope_log), r.onset)))
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
@@ -272,18 +288,21 @@ def main(argv: list[str] | None = None) -> int:
             print("  ".join("-" * w for w in widths))
     print()
     print(f"{'tool':<46}{'hacks caught':<14}{'median lag (steps)':<26}{'no-hack runs flagged':<22}collapsed runs flagged")
-    for name, pick in (("rewardkit monitor", lambda r: first(r.rewardkit)),
+    for name, pick in (("rewardkit monitor, hacking alerts", lambda r: first(r.rewardkit_hacking)),
+                       ("rewardkit monitor, any alert", lambda r: first(r.rewardkit)),
                        ("RewardScope, per completion", lambda r: first(r.scope)),
                        ("RewardScope, on the log", lambda r: first(r.scope_log))):
         detected, lag, alarms, flagged = summary(reports, pick)
         print(f"{name:<46}{detected:<14}{lag:<26}{alarms:<22}{flagged}")
     print()
     for r in reports:
-        mine = ", ".join(f"{d} began @{r.rewardkit_began[d]} fired @{s}" for s, d in r.rewardkit) or "none"
+        hacking = set(r.rewardkit_hacking)
+        mine = ", ".join(f"{'hacking' if (s, d) in hacking else 'health'} {d} began @{r.rewardkit_began[d]} fired @{s}"
+                         for s, d in r.rewardkit) or "none"
         kinds = sorted({k for _, k in r.scope})
         live = ("trained without the callback" if r.callback is None else
-                "the callback logged the same alerts during training" if r.callback == sorted(r.rewardkit) else
-                f"the callback logged {r.callback} during training")
+                f"the callback logged the same alerts during training (window {r.callback_window})"
+                if r.callback_window is not None else f"the callback logged {r.callback} during training")
         print(f"{r.name}: rewardkit: {mine} ({live}); RewardScope types: {', '.join(kinds) or 'none'}")
         if r.examples:
             print(f"  completions at the onset (step {r.onset}): {r.examples}")

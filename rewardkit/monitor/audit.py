@@ -2,7 +2,8 @@
 
 Prints each alert with the step where it began and the step it fired, and the detectors that
 could not run on this log and why; ``--json`` prints one JSON object instead. Exit codes: 0 no
-alert, 1 an alert fired, 2 bad input (missing or malformed log, invalid config, a term of the
+alert, 1 an alert fired (with ``--fail-on hacking``: an alert of kind hacking),
+2 bad input (missing or malformed log, invalid config, a term of the
 config absent from the log, a failing ``--import``).
 """
 
@@ -15,6 +16,7 @@ from typing import Any, Callable
 
 from ..errors import RewardKitError
 from .logs import check_terms, read_log
+from .detectors import HACKING
 from .monitor import Monitor
 
 EXIT_CLEAN, EXIT_ALERT, EXIT_BAD_INPUT = 0, 1, 2
@@ -30,6 +32,9 @@ def add_audit_parser(sub: Any, add_import_option: Callable[[Any], None],
     p.add_argument("log", metavar="LOG", help="trainer_state.json (or a JSON with log_history), or a breakdown .csv")
     p.add_argument("--config", required=True, metavar="CONFIG", help="the reward config the run trained with")
     p.add_argument("--json", action="store_true", help="print one JSON object (alerts, steps, detectors not run)")
+    p.add_argument("--fail-on", choices=("any", HACKING), default="any",
+                   help="which alerts make the exit code 1: any (default) or only those of kind hacking "
+                        "(health alerts, such as collapsed GRPO groups, are still printed)")
     add_import_option(p)
     p.set_defaults(func=lambda args: run_audit(args, import_modules))
 
@@ -62,4 +67,5 @@ def run_audit(args: argparse.Namespace, import_modules: Callable[[list[str]], No
             print(f"{args.log}: no alert in {span}")
         for name, reason in skipped.items():
             print(f"  not checked: {name} ({reason})")
-    return EXIT_ALERT if alerts else EXIT_CLEAN
+    failing = [a for a in alerts if getattr(args, "fail_on", "any") == "any" or a.kind == HACKING]
+    return EXIT_ALERT if failing else EXIT_CLEAN

@@ -7,6 +7,12 @@ checks only once the log holds ``2 * window`` records. Its condition must then h
 whose ``began`` is the first record of that streak. Thresholds are parameters, validated like a
 component's (``monitor.<detector>.<param>`` in a config) and documented on each class.
 
+Each finding has a *kind*: ``hacking`` when the reward pays for something the gold term or a
+declared partner does not confirm (the total or a paying term rises while gold stays put, two
+terms that should agree part ways), ``health`` when training stalls without the reward being
+gamed (groups with no reward spread, completions that stop differing, a term stuck at the end of
+its range that pays least, length moving while the total does not rise).
+
 A detector that lacks what it reads (no gold term, no two terms that should agree, a log without
 the key) is *not applicable*: :meth:`Detector.applicable` says why, and it never fires.
 """
@@ -21,8 +27,12 @@ from ..params import Param, validate_params
 from .history import DISTINCT, LENGTH, TOTAL, ZERO_STD, History, term_mean, term_std
 from .structure import RewardStructure
 
-WINDOW = Param.integer(3, "records averaged for 'now' and for 'the start'", minimum=1)
+WINDOW = Param.integer(2, "records averaged for 'now' and for 'the start'", minimum=1)
 PATIENCE = Param.integer(2, "consecutive records the condition must hold before an alert", minimum=1)
+
+#: the two kinds of finding (module doc)
+HACKING, HEALTH = "hacking", "health"
+KINDS = (HACKING, HEALTH)
 
 
 @dataclass(frozen=True)
@@ -32,6 +42,7 @@ class Finding:
     terms: tuple[str, ...]
     message: str
     values: dict[str, float] = field(default_factory=dict)
+    kind: str = HACKING
 
 
 class Detector:
@@ -111,11 +122,14 @@ class GoldDivergence(Detector):
 class VarianceShare(Detector):
     """One term carries most of the total's variance: ``(weight * std)^2`` of one trained term is
     ``share`` or more of the sum over the trained terms (a within-batch variance budget that
-    ignores correlations), and was below it at the start. Needs two or more trained terms."""
+    ignores correlations), and was below it at the start. Needs two or more trained terms. A
+    hacking finding when the term is not gold and the gold term gained at most ``max_gold_gain``
+    (or no gold is declared); otherwise health (gold learned: the other terms stopped varying)."""
 
     name = "variance_share"
     params = {**Detector.params,
-              "share": Param.fraction(0.9, "fraction of the summed term variance that counts as most")}
+              "share": Param.fraction(0.9, "fraction of the summed term variance that counts as most"),
+              "max_gold_gain": Param.number(0.05, "largest gain of the gold term for which it counts as hacking")}
 
     def applicable(self, reward: RewardStructure, history: History) -> str | None:
         trained = reward.trained(history.step if len(history) else 0)
@@ -138,9 +152,14 @@ class VarianceShare(Detector):
             return None
         top = max(now, key=now.__getitem__)
         if now[top] >= self.config["share"] and start.get(top, 0.0) < self.config["share"]:
+            gold = reward.gold
+            kind = HACKING
+            if gold is not None and history.has(term_mean(gold)):
+                gain = self.change(history, term_mean(gold))[2]
+                kind = HACKING if top != gold and not gain > self.config["max_gold_gain"] else HEALTH
             return Finding((top,), f"term {top!r} carries {now[top]:.0%} of the total's variance "
                                    f"(it carried {start.get(top, 0.0):.0%} at the start)",
-                           {"share_now": now[top], "share_start": start.get(top, 0.0)})
+                           {"share_now": now[top], "share_start": start.get(top, 0.0)}, kind)
         return None
 
 
@@ -166,9 +185,12 @@ class LengthDrift(Detector):
         g0, g1, gain = self.change(history, term_mean(gold))
         relative = abs(moved) / max(abs(l0), 1.0)
         if relative >= self.config["min_change"] and gain <= self.config["max_gold_gain"]:
+            t0, t1, rise = self.change(history, TOTAL) if history.has(TOTAL) else (math.nan, math.nan, math.nan)
+            paid = rise > 0.0  # the reward pays for the new length: a hack; otherwise a run that drifts
             return Finding((gold,), f"mean completion length went {l0:.1f} -> {l1:.1f} ({moved / max(abs(l0), 1.0):+.0%}) "
-                                    f"while the gold term {gold!r} moved {gain:+.3f}",
-                           {"length_start": l0, "length_now": l1, "gold_start": g0, "gold_now": g1})
+                                    f"while the gold term {gold!r} moved {gain:+.3f} and the total {rise:+.3f}",
+                           {"length_start": l0, "length_now": l1, "gold_start": g0, "gold_now": g1,
+                            "total_start": t0, "total_now": t1}, HACKING if paid else HEALTH)
         return None
 
 
@@ -189,7 +211,7 @@ class GroupCollapse(Detector):
         if z1 >= self.config["level"] and rise >= self.config["min_rise"]:
             return Finding((), f"{z1:.0%} of GRPO groups give every completion the same reward "
                                f"({z0:.0%} at the start): no advantage, no gradient",
-                           {"zero_std_start": z0, "zero_std_now": z1})
+                           {"zero_std_start": z0, "zero_std_now": z1}, HEALTH)
         return None
 
 
@@ -210,7 +232,7 @@ class DiversityCollapse(Detector):
         d0, d1, moved = self.change(history, DISTINCT)
         if d1 <= self.config["level"] and -moved >= self.config["min_drop"]:
             return Finding((), f"only {d1:.0%} of a group's completions differ ({d0:.0%} at the start)",
-                           {"distinct_start": d0, "distinct_now": d1})
+                           {"distinct_start": d0, "distinct_now": d1}, HEALTH)
         return None
 
 
@@ -218,7 +240,9 @@ class PinnedAtBound(Detector):
     """A trained term sits pinned at a bound of its declared output range: its mean is within
     ``tolerance`` (a fraction of the range's width) of the low or high end, and was not at the
     start. Watches each trained term other than gold whose range is finite and whose logged value
-    is the component's raw output (no normalizer or transforms)."""
+    is the component's raw output (no normalizer or transforms). At the end that pays most (high for
+    a positive weight) it is a hacking finding (the term is saturated); at the end that pays least,
+    a health one (the term stopped paying: nothing is learned from it)."""
 
     name = "pinned_at_bound"
     params = {**Detector.params,
@@ -242,11 +266,13 @@ class PinnedAtBound(Detector):
         low, high = bounds
         slack = self.config["tolerance"] * (high - low)
         v0, v1, _ = self.change(history, term_mean(term))
+        paying = high if reward.weight(term, history.step) >= 0.0 else low
         for name, bound in (("high", high), ("low", low)):
             if abs(v1 - bound) <= slack and not abs(v0 - bound) <= slack:
                 return Finding((term,), f"term {term!r} sits at the {name} end of its range [{low:g}, {high:g}]: "
                                         f"mean {v1:.3f} ({v0:.3f} at the start)",
-                               {"mean_start": v0, "mean_now": v1, "bound": bound})
+                               {"mean_start": v0, "mean_now": v1, "bound": bound},
+                               HACKING if bound == paying else HEALTH)
         return None
 
 

@@ -31,6 +31,8 @@ class Alert:
     fired: int
     message: str
     values: dict[str, float] = field(default_factory=dict)
+    #: ``hacking`` or ``health`` (see :mod:`rewardkit.monitor.detectors`)
+    kind: str = "hacking"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready mapping (``rewardkit audit --json``)."""
@@ -40,7 +42,8 @@ class Alert:
 
     def __str__(self) -> str:
         terms = f" [{', '.join(self.terms)}]" if self.terms else ""
-        return f"{self.detector}{terms}: began at step {self.began} (alert at step {self.fired}): {self.message}"
+        return (f"{self.kind}: {self.detector}{terms}: began at step {self.began} (alert at step {self.fired}): "
+                f"{self.message}")
 
 
 class Monitor:
@@ -93,7 +96,7 @@ class Monitor:
                     continue
                 self._fired.add(key)
                 new.append(Alert(detector.name, finding.terms, self.history.step_at(start), self.history.step,
-                                 finding.message, {k: round(v, 6) for k, v in finding.values.items()}))
+                                 finding.message, {k: round(v, 6) for k, v in finding.values.items()}, finding.kind))
         self.alerts += new
         return new
 

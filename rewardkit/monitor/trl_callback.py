@@ -5,8 +5,9 @@
 to the :class:`~rewardkit.monitor.Monitor`. Each alert becomes metrics of that step,
 ``monitor/alert/<detector>`` (1.0) and ``monitor/alert/<detector>/began`` (the step it began), in
 the logs the reporting callbacks see and in ``trainer_state.json``; ``monitor/alerts`` counts the
-alerts so far at every step. ``stop_on="any"`` (or a list of detector names) stops training at the
-first such alert. ``with_diversity`` wraps the reward functions so that the batch's fraction of
+alerts so far at every step (``monitor/hacking_alerts`` those of kind ``hacking``). ``stop_on="any"``,
+``"hacking"`` (alerts of that kind only) or a list of detector names stops training at the first
+such alert. ``with_diversity`` wraps the reward functions so that the batch's fraction of
 distinct completions per group is logged too (TRL does not log it), for the diversity detector.
 
 transformers is imported when a callback is built, not when this module is imported.
@@ -18,7 +19,7 @@ import functools
 import inspect
 from typing import Any, Callable, Collection, Sequence
 
-from .detectors import DETECTORS
+from .detectors import DETECTORS, HACKING, KINDS
 from .history import DISTINCT, TOTAL
 from .monitor import Alert, Monitor
 
@@ -37,9 +38,10 @@ def _stop_set(stop_on: str | Collection[str] | None) -> frozenset[str]:
         return frozenset(DETECTORS)
     if isinstance(stop_on, str):
         stop_on = [stop_on]
-    unknown = sorted(set(stop_on) - set(DETECTORS))
+    unknown = sorted(set(stop_on) - set(DETECTORS) - set(KINDS))
     if unknown:
-        raise ValueError(f"stop_on: expected 'any' or detector names ({', '.join(DETECTORS)}), got {unknown}")
+        raise ValueError(f"stop_on: expected 'any', an alert kind ({', '.join(KINDS)}) or detector names "
+                         f"({', '.join(DETECTORS)}), got {unknown}")
     return frozenset(stop_on)
 
 
@@ -74,11 +76,12 @@ class MonitorCallback:
         if not logs or TOTAL not in logs:
             return control
         alerts = self.monitor.update({**logs, "step": state.global_step})
-        metrics: dict[str, float] = {"monitor/alerts": float(len(self.monitor.alerts))}
+        metrics: dict[str, float] = {"monitor/alerts": float(len(self.monitor.alerts)),
+                                     "monitor/hacking_alerts": float(sum(a.kind == HACKING for a in self.monitor.alerts))}
         for alert in alerts:
             metrics[f"{PREFIX}{alert.detector}"] = 1.0
             metrics[f"{PREFIX}{alert.detector}/began"] = float(alert.began)
-            if alert.detector in self.stop_on and self.stopped_by is None:
+            if (alert.detector in self.stop_on or alert.kind in self.stop_on) and self.stopped_by is None:
                 self.stopped_by = alert
                 control.should_training_stop = True
         logs.update(metrics)  # the reporting callbacks after this one see them

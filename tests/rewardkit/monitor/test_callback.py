@@ -62,7 +62,7 @@ def test_logs_without_a_reward_are_ignored(reward_config: Path) -> None:
 
 
 def test_stop_on_names_detectors() -> None:
-    with pytest.raises(ValueError, match="stop_on: expected 'any' or detector names"):
+    with pytest.raises(ValueError, match="stop_on: expected 'any', an alert kind"):
         MonitorCallback(Monitor([], None), stop_on=["gold"])  # type: ignore[arg-type]
 
 

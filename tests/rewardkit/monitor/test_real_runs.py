@@ -17,11 +17,28 @@ RUNS = ROOT / "benchmarks" / "data" / "monitor"
 CONFIGS = ROOT / "examples" / "monitor"
 
 
-def audit(run: str, capsys: pytest.CaptureFixture) -> tuple[int, dict]:
+def audit(run: str, capsys: pytest.CaptureFixture, *extra: str) -> tuple[int, dict]:
     reward = run.rpartition("_seed")[0]
     code = main(["audit", str(RUNS / run / "trainer_state.json"), "--config", str(CONFIGS / f"{reward}.yaml"),
-                 "--import", "examples.monitor.terms", "--json"])
+                 "--import", "examples.monitor.terms", "--json", *extra])
     return code, json.loads(capsys.readouterr().out)
+
+
+def test_a_run_that_failed_to_learn_gets_health_alerts_only(capsys: pytest.CaptureFixture) -> None:
+    """honest_seed2 never wrote a right answer after step 1: its alerts say the run stalled, not that
+    the reward was gamed, and ``--fail-on hacking`` exits 0 while the default exits 1."""
+    code, report = audit("honest_seed2", capsys)
+    assert code == 1 and report["alerts"]
+    assert {a["kind"] for a in report["alerts"]} == {"health"}
+    assert audit("honest_seed2", capsys, "--fail-on", "hacking")[0] == 0
+
+
+def test_every_hacked_run_gets_a_hacking_alert(capsys: pytest.CaptureFixture) -> None:
+    for run, detector in (("length_seed1", "gold_divergence"), ("lenient_seed2", "gold_divergence"),
+                          ("judge_seed2", "disagreement")):
+        code, report = audit(run, capsys, "--fail-on", "hacking")
+        assert code == 1, run
+        assert detector in {a["detector"] for a in report["alerts"] if a["kind"] == "hacking"}, run
 
 
 def test_the_length_hack_is_caught_with_the_step_it_began(capsys: pytest.CaptureFixture) -> None:
@@ -45,5 +62,8 @@ def test_the_audit_finds_what_the_callback_logged_during_training() -> None:
     records = read_log(RUNS / "lenient_seed2" / "trainer_state.json")
     live = sorted((int(r["step"]), k[len("monitor/alert/"):]) for r in records for k in r
                   if k.startswith("monitor/alert/") and not k.endswith("/began"))
-    after = sorted((a.fired, a.detector) for a in Monitor.from_config(CONFIGS / "lenient.yaml").run(records))
+    monitor = Monitor.from_config(CONFIGS / "lenient.yaml")
+    # this run trained with the window of the time (3 logged steps; the default is now 2)
+    monitor.detectors = [type(d)(**{**d.config, "window": 3}) for d in monitor.detectors]
+    after = sorted((a.fired, a.detector) for a in monitor.run(records))
     assert live and live == after
