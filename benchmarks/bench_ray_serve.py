@@ -74,6 +74,40 @@ def ray_router_config(name: str, checkpoint: str | None, stats_period_s: float) 
     return router_config({"policy": name}, stats_period_s)
 
 
+def router_errors(routers: list[str]) -> list[str]:
+    """What is wrong with each router name, checked before any engine starts: a ``prefix_affinity``
+    key that Ray's ``PrefixCacheAffinityRouter.initialize_state`` does not take, or a value that is not
+    a number; a policy spec ``make_policy`` rejects (``ppo`` is checked by its checkpoint)."""
+    import importlib
+    import inspect
+
+    from schedulers.routing.policy import make_policy
+
+    errors = []
+    for router in routers:
+        kind, _, name = router.partition(":")
+        base, _, params = name.partition(":")
+        if kind == "ray" and base == "prefix_affinity":
+            from schedulers.integrations.ray_serve.timing import PREFIX_AFFINITY_PATH
+
+            ray_class = importlib.import_module(PREFIX_AFFINITY_PATH).PrefixCacheAffinityRouter
+            allowed = set(inspect.signature(ray_class.initialize_state).parameters) - {"self", "tree_actor"}
+            for item in filter(None, params.split(":")):
+                key, _, value = item.partition("=")
+                try:
+                    float(value)
+                except ValueError:
+                    errors.append(f"{router}: {key}: expected a number, got {value!r}")
+                if key not in allowed:
+                    errors.append(f"{router}: unknown key {key!r} (PrefixCacheAffinityRouter takes {', '.join(sorted(allowed))})")
+        elif not (kind == "ray" and base == "pow2") and base != "ppo":
+            try:
+                make_policy(name, simulated=False)
+            except ValueError as exc:
+                errors.append(f"{router}: {exc}")
+    return errors
+
+
 def get_json(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=10) as resp:
         return json.loads(resp.read())
@@ -377,6 +411,10 @@ def main(argv: list[str] | None = None) -> int:
     bad = [r for r in routers if r.partition(":")[0] not in ("ray", "gateway") or not r.partition(":")[2]]
     if bad:
         print(f"error: --routers: expected ray:NAME or gateway:NAME, got {', '.join(bad)}", file=sys.stderr)
+        return 2
+    errors = router_errors(routers)
+    if errors:
+        print("error: --routers: " + "; ".join(errors), file=sys.stderr)
         return 2
     if any(r.endswith(":ppo") for r in routers) and not Path(args.checkpoint).is_file():
         print(f"error: --checkpoint {args.checkpoint}: no such file; train it with `python benchmarks/bench_prefix_train.py "

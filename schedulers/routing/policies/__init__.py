@@ -8,6 +8,7 @@ module         policies
 ``prefix``     ``prefix_aware``, SGLang's ``cache_aware``, llm-d's ``affinity_token_load``
 ``speed``      ``cap_jsq``, ``cap_least_tokens``, ``cap_least_prefill``, ``adaptive``, ``oracle``
 ``llm_d``      ``llm_d_default``: llm-d's router with no configuration
+``ray_prefix``  ``ray_prefix_affinity``: Ray Serve LLM's ``PrefixCacheAffinityRouter`` rule
 ``learned``    ``ppo``: a checkpoint written by ``rewardkit train``
 =============  ====================================================================================
 
@@ -16,4 +17,4 @@ Adding a policy is one module: a :class:`~schedulers.routing.policy.Policy` subc
 ``schedulers.policies`` entry-point group).
 """
 
-from . import vidur, load, prefix, speed, llm_d, learned  # noqa: F401 - each registers its policies
+from . import vidur, load, prefix, speed, llm_d, ray_prefix, learned  # noqa: F401 - each registers its policies
