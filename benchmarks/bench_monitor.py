@@ -90,7 +90,8 @@ class RunReport:
     #: not hacked, but half or more of the last three steps' completions are degenerate text
     collapsed: bool
     rewardkit: list[tuple[int, str]] = field(default_factory=list)
-    rewardkit_began: dict[str, int] = field(default_factory=dict)
+    #: (fired, detector) -> the step the alert's streak began
+    rewardkit_began: dict[tuple[int, str], int] = field(default_factory=dict)
     #: the alerts of kind hacking (the others are health alerts: a stalled or collapsed run)
     rewardkit_hacking: list[tuple[int, str]] = field(default_factory=list)
     scope: list[tuple[int, str]] = field(default_factory=list)
@@ -179,11 +180,12 @@ def analyse(folder: Path) -> RunReport:
         for window in (default_window, 3):  # runs trained before the default window became 2 used 3
             again = Monitor.from_config(config_path)
             again.detectors = [type(d)(**{**d.config, "window": window}) for d in again.detectors]
-            if sorted((a.fired, a.detector) for a in again.run(records)) == callback:
+            # the callback logs one metric per detector and step: two terms pinned at once show as one
+            if sorted({(a.fired, a.detector) for a in again.run(records)}) == sorted(set(callback)):
                 callback_window = window
                 break
     return RunReport(folder.name, reward, int(seed), len(records), rates, onset, hacked, collapsed,
-                     [(a.fired, a.detector) for a in alerts], {a.detector: a.began for a in alerts},
+                     [(a.fired, a.detector) for a in alerts], {(a.fired, a.detector): a.began for a in alerts},
                      [(a.fired, a.detector) for a in alerts if a.kind == "hacking"],
                      scope, scope_log, examples[:3], records, callback, settings.get("learning_rate", 4e-3),
                      callback_window)
@@ -297,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     for r in reports:
         hacking = set(r.rewardkit_hacking)
-        mine = ", ".join(f"{'hacking' if (s, d) in hacking else 'health'} {d} began @{r.rewardkit_began[d]} fired @{s}"
+        mine = ", ".join(f"{'hacking' if (s, d) in hacking else 'health'} {d} began @{r.rewardkit_began[(s, d)]} fired @{s}"
                          for s, d in r.rewardkit) or "none"
         kinds = sorted({k for _, k in r.scope})
         live = ("trained without the callback" if r.callback is None else

@@ -67,3 +67,16 @@ def test_the_audit_finds_what_the_callback_logged_during_training() -> None:
     monitor.detectors = [type(d)(**{**d.config, "window": 3}) for d in monitor.detectors]
     after = sorted((a.fired, a.detector) for a in monitor.run(records))
     assert live and live == after
+
+
+def test_the_default_monitor_logged_during_training_what_the_audit_finds_afterwards() -> None:
+    """A held-out run trained with the current defaults (window 2) and the callback on."""
+    import examples.monitor.terms  # noqa: F401 - registers the example's components
+
+    records = read_log(ROOT / "benchmarks" / "data" / "monitor_heldout" / "lenient_seed5" / "trainer_state.json")
+    live = {(int(r["step"]), k[len("monitor/alert/"):]) for r in records for k in r
+            if k.startswith("monitor/alert/") and not k.endswith("/began")}
+    after = Monitor.from_config(CONFIGS / "lenient.yaml").run(records)
+    assert live and live == {(a.fired, a.detector) for a in after}
+    assert {a.detector for a in after if a.kind == "hacking"} >= {"gold_divergence"}
+    assert records[-1]["monitor/hacking_alerts"] == sum(a.kind == "hacking" for a in after)
