@@ -252,13 +252,16 @@ def test_optuna_sees_plain_floats(tmp_path):
 
 def test_ctrl_c_with_workers_stops_saved_without_a_traceback_and_resumes(tmp_path):
     folder = make_study_folder(tmp_path)
+    # trials of 5 s: the Ctrl-C lands mid-study even when this (large, loaded) test process wakes
+    # seconds late; with 2 s trials a late wake-up once found the study already finished
     proc = subprocess.Popen(optimize_command("s.journal", 6, "--workers", "2"), cwd=folder,
-                            env=child_env(TRIAL_SLEEP="2"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=child_env(TRIAL_SLEEP="5"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     deadline = time.monotonic() + 120
     while len(calls(folder)) < 3:  # both workers busy with a trial
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.1)
+    assert proc.poll() is None, "the study finished before the test could interrupt it"
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out + err
