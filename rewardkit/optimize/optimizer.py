@@ -78,7 +78,8 @@ class _DeferredSigint:
         self.pending = True
 
     def __enter__(self) -> "_DeferredSigint":
-        if threading.current_thread() is threading.main_thread():
+        # an ignored SIGINT (a background job of a non-interactive shell) stays ignored
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
             self._previous = signal.signal(signal.SIGINT, self._hold)
             self._installed = True
         return self

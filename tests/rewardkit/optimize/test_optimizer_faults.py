@@ -250,13 +250,19 @@ def test_optuna_sees_plain_floats(tmp_path):
     assert optuna.__version__
 
 
+def _foreground_sigint() -> None:
+    """Ctrl-C's default action in the child, as in a terminal's foreground job: a suite started in the
+    background by a non-interactive shell inherits SIGINT ignored, and Python keeps an ignored SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_with_workers_stops_saved_without_a_traceback_and_resumes(tmp_path):
     folder = make_study_folder(tmp_path)
     # trials of 5 s: the Ctrl-C lands mid-study even when this (large, loaded) test process wakes
     # seconds late; with 2 s trials a late wake-up once found the study already finished
     proc = subprocess.Popen(optimize_command("s.journal", 6, "--workers", "2"), cwd=folder,
                             env=child_env(TRIAL_SLEEP="5"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True, preexec_fn=_foreground_sigint)
     deadline = time.monotonic() + 120
     while len(calls(folder)) < 3:  # both workers busy with a trial
         assert time.monotonic() < deadline and proc.poll() is None
@@ -409,3 +415,22 @@ def test_a_worker_in_another_pid_namespace_with_our_host_name_keeps_its_trial(tm
     trials = load_trials(folder, "s.journal")
     assert trials[0].state == TrialState.COMPLETE
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 3
+
+
+def test_an_ignored_ctrl_c_stays_ignored_in_a_deferred_block():
+    """A study run as a background job (SIGINT ignored) is not stopped by a Ctrl-C that happens to land
+    while a trial is being asked or told; a foreground one defers it to the block's end."""
+    from rewardkit.optimize.optimizer import _DeferredSigint
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with _DeferredSigint() as block:
+            os.kill(os.getpid(), signal.SIGINT)
+        assert not block.pending and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        with _DeferredSigint() as block:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)
+        assert block.pending and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
