@@ -132,7 +132,7 @@ def run_one(objective: Callable[[dict, Any], Any], job: Job, n_directions: int,
     what the objective raises (``SystemExit`` and a timeout too) is an :class:`EvaluationError`. An
     objective that keeps ignoring the timeout ends this process (:func:`.limits.time_limit`)."""
     def abandoned(text: str) -> None:
-        print(f"error: {failure_text(job, text)}", file=sys.stderr, flush=True)
+        tqdm.write(f"error: {failure_text(job, text)}", file=sys.stderr)
 
     try:
         return _run_one(objective, job, n_directions, timeout, abandoned)
@@ -249,8 +249,9 @@ class EvaluationWorkers:
             if self.losses[ident] > MAX_RETRIES:
                 raise EvaluationError(failure_text(job, f"its worker was lost {self.losses[ident]} times running it "
                                                         "(killed, or out of memory?); not retried again"))
-            print(lost_worker_message(f"worker (pid {proc.pid}) running the {describe_job(job)}", code,
-                                      "its run is failed and retried"), file=sys.stderr, flush=True)
+            # tqdm.write: a whole line under the progress bars' lock, never split by a bar's refresh
+            tqdm.write(lost_worker_message(f"worker (pid {proc.pid}) running the {describe_job(job)}", code,
+                                           "its run is failed and retried"), file=sys.stderr)
             return None
         raise EvaluationError(failure_text(job, f"its worker process ended with exit code {code} and no result"))
 

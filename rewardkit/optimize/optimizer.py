@@ -274,10 +274,10 @@ class BayesianRewardOptimizer:
                         interrupted = True
                     elif code is not None and (code < 0 or code == EXIT_IGNORED_TIMEOUT) and replaced < 4 * n_workers:
                         replaced += 1  # an ignored timeout: its trial is failed already (the error above says why)
-                        print(lost_worker_message(f"worker {k} (pid {proc.pid})", code,
-                                                  "its running trial is failed and retried") if code < 0 else
-                              f"rewardkit optimize: worker {k} (pid {proc.pid}) was ended: its objective ignored the "
-                              "trial timeout; that trial is failed; started another worker", file=sys.stderr)
+                        tqdm.write(lost_worker_message(f"worker {k} (pid {proc.pid})", code,
+                                                       "its running trial is failed and retried") if code < 0 else
+                                   f"rewardkit optimize: worker {k} (pid {proc.pid}) was ended: its objective ignored "
+                                   "the trial timeout; that trial is failed; started another worker", file=sys.stderr)
                         procs[k] = start(k)
                     else:
                         failed.append(f"worker {k} (pid {proc.pid}) "
