@@ -102,22 +102,18 @@ class RewardOutput:
         if name not in names:
             raise KeyError(name)
         applying = getattr(names, "applies", ())
-        mask = None
-        if name in applying:
-            mask = self._values[4 * len(names) + applying.index(name)]
-            if isinstance(mask, (bool, int, float, np.bool_)):
-                mask = bool(mask)
+        mask = self._applies_mask(applying.index(name)) if name in applying else None
         return self._values[4 * names.index(name) + 1], mask
 
+    def _applies_mask(self, k: int) -> Any:
+        """The ``k``-th ``applies_to`` mask (they follow the terms' four values each); a scalar as a bool."""
+        m = self._values[4 * len(self._names) + k]
+        return bool(m) if isinstance(m, (bool, int, float, np.bool_)) else m
+
     def _applies(self) -> dict[str, Any]:
-        """The ``applies_to`` masks by term name (they follow the terms' four values each)."""
+        """The ``applies_to`` masks by term name."""
         names = getattr(self._names, "applies", ())
-        if not names:
-            return {}
-        start = 4 * len(self._names)
-        masks = self._values[start:start + len(names)]
-        return {name: bool(m) if isinstance(m, (bool, int, float, np.bool_)) else m
-                for name, m in zip(names, masks, strict=True)}
+        return {name: self._applies_mask(k) for k, name in enumerate(names)}
 
     def as_dict(self) -> dict[str, Any]:
         """Flat mapping ``{"<term>/raw": ..., "<term>/contribution": ..., "total": ...}`` for logs."""
