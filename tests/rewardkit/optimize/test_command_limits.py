@@ -22,7 +22,8 @@ from rewardkit.optimize.recovery import ERROR_ATTR
 from rewardkit.optimize.validation import measure_noise, validate
 
 # Kills its own process (SIGKILL) on the first run of each phase: the noise (the base's first
-# validation run), a finalist's validation, and --report; each kill happens once (a marker file).
+# validation run to start: with 2 workers, repeat 0 or 1), a finalist's validation, and --report;
+# each kill happens once (a marker file created exclusively, so two workers cannot both claim it).
 KILLING_OBJECTIVE = """\
 import os, signal
 from pathlib import Path
@@ -33,9 +34,14 @@ def objective(config, trial):
     finalist = config["components"]["progress"]["weight"] != 1.0  # the base has 1.0
     which = "search" if phase == "tune" else (phase if phase == "report" else ("finalist" if finalist else "noise"))
     marker = Path(f"killed_{which}")
-    if which != "search" and not marker.exists():
-        marker.write_text(str(os.getpid()))
-        os.kill(os.getpid(), signal.SIGKILL)
+    if which != "search":
+        try:
+            with marker.open("x") as claimed:
+                claimed.write(str(os.getpid()))
+        except FileExistsError:
+            pass
+        else:
+            os.kill(os.getpid(), signal.SIGKILL)
     c = config["components"]
     return (c["progress"]["weight"] - 1.3) ** 2 + (c["effort"]["weight"] + 0.25) ** 2
 """
@@ -69,7 +75,7 @@ def test_a_worker_killed_in_the_noise_validation_or_report_phase_is_retried_and_
     assert "Traceback" not in result.stderr
     killed = [line for line in result.stderr.splitlines() if "was killed by SIGKILL" in line]
     assert len(killed) == 3, result.stderr
-    for what in ("validate run of the base, repeat 0", "validate run of config", "--report run of"):
+    for what in ("validate run of the base, repeat ", "validate run of config", "--report run of"):
         assert any(what in line and line.endswith("its run is failed and retried; started another worker")
                    for line in killed), (what, killed)
     assert all((folder / f"killed_{w}").exists() for w in ("noise", "finalist", "report"))
@@ -78,7 +84,7 @@ def test_a_worker_killed_in_the_noise_validation_or_report_phase_is_retried_and_
 
 def test_a_worker_killed_every_time_fails_the_phase_after_two_retries(tmp_path):
     folder = make_study_folder(tmp_path)
-    (folder / "objmod.py").write_text(KILLING_OBJECTIVE.replace("not marker.exists()", "True"))
+    (folder / "objmod.py").write_text(KILLING_OBJECTIVE.replace('marker.open("x")', 'marker.open("w")'))
     result = run(folder, 1, "--workers", "2", "--validate", "2", "--repeats", "2")
     assert result.returncode == 1
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
