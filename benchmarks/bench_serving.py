@@ -97,7 +97,7 @@ class ClientRouting:
         from schedulers.routing.observation import build_observation
 
         view = self.view
-        snap = view.snapshot(view.prefix_match(spec.prompt_ids))
+        snap = view.snapshot(spec.prompt_ids)
         rows = None
         if self.policy.observation is not None:
             rows = build_observation(snap, spec.prompt_tokens, self.obs_config, self.block_size)

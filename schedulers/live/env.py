@@ -174,7 +174,7 @@ class LiveRoutingEnv(gym.Env):
         view: LiveClusterView = ep["view"]
         with self._lock:
             spec = ep["specs"][min(ep["next"], len(ep["specs"]) - 1)]
-            return view.snapshot(view.prefix_match(spec.prompt_ids))
+            return view.snapshot(spec.prompt_ids)
 
     def episode_metrics(self) -> EpisodeMetrics:
         """Latencies of the episode's answered requests, as ``VidurRoutingEnv.episode_metrics`` gives them."""

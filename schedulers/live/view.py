@@ -220,15 +220,17 @@ class LiveClusterView:
             self.capacity[int(replica)] = float(tokens) / self.block_size
 
     # ---- what routers see ----------------------------------------------------------------------
-    def snapshot(self, prefix_match: np.ndarray | None = None) -> ReplicaSnapshot:
+    def snapshot(self, prompt_ids: Sequence[int] = ()) -> ReplicaSnapshot:
         """The replicas' load now, as a :class:`ReplicaSnapshot` whose fields are computed on first read.
 
         A decision reads few fields (``least_prefill`` only ``prefill_tokens``), so each is built when a
         policy asks for it, from the view as it is now: the view completes the snapshot (every field)
         before it changes while the snapshot is still referenced, so a late read sees the same values.
+        ``prefix_match`` is :meth:`prefix_match` of ``prompt_ids`` (the arriving request's), looked up
+        only when read: a policy that never reads it does not pay for hashing the prompt.
         """
         self._settle()
-        snap = LazySnapshot(functools.partial(self._snapshot_field, self.clock(), prefix_match))
+        snap = LazySnapshot(functools.partial(self._snapshot_field, self.clock(), prompt_ids))
         self._open = weakref.ref(snap)
         return snap
 
@@ -240,7 +242,7 @@ class LiveClusterView:
             if snap is not None:
                 snap.complete()
 
-    def _snapshot_field(self, now: float, prefix_match: np.ndarray | None, name: str) -> dict[str, np.ndarray]:
+    def _snapshot_field(self, now: float, prompt_ids: Sequence[int], name: str) -> dict[str, np.ndarray]:
         """Snapshot field ``name`` at ``now`` (with the fields computed alongside it)."""
         n = self.num_replicas
         if name in ("prefill_tokens", "waiting_prefill_tokens"):
@@ -249,16 +251,7 @@ class LiveClusterView:
         if name == "decoded_tokens":
             return {name: np.array(self._sums[3])}
         if name in ("waiting", "running", "kv_blocks", "busy"):
-            waiting, running, _, _, kv, new_waiting, new_running, new_kv = np.array(self._sums)
-            fresh = now - self.engine_at <= self.engine_stale_s
-            if fresh.any():  # the engines' own counts also hold other clients' requests; their KV use is exact
-                # (fmax ignores a count the engine did not report: NaN)
-                waiting = np.where(fresh, np.fmax(waiting, self.engine_waiting + new_waiting), waiting)
-                running = np.where(fresh, np.fmax(running, self.engine_running + new_running), running)
-                known = fresh & ~np.isnan(self.engine_kv)
-                kv = np.where(known, np.clip(self.engine_kv, 0.0, 1.0) * self.capacity + new_kv, kv)
-            return {"waiting": waiting, "running": running, "kv_blocks": kv,
-                    "busy": ((waiting + running) > 0).astype(float)}
+            return self._load_fields(now)
         if name in ("recent_completions", "tokens_per_s"):
             horizon = now - self.window_s
             for i in range(n):
@@ -279,10 +272,36 @@ class LiveClusterView:
         if name == "since_completion":
             return {name: np.maximum(now - self.last_completion, 0.0)}
         if name == "prefix_match":
-            return {name: np.zeros(n) if prefix_match is None else prefix_match}
+            return {name: self.prefix_match(prompt_ids)}
         if name == "prefix_blocks":
             return {name: np.array([self.prefix.size(i) for i in range(n)], dtype=float)}
         raise AttributeError(f"ReplicaSnapshot has no field {name!r}")
+
+    def _load_fields(self, now: float) -> dict[str, np.ndarray]:
+        """``waiting``, ``running``, ``kv_blocks`` and ``busy``: the router's own counts, raised to what each
+        engine last reported when that is fresh."""
+        n = self.num_replicas
+        # in plain Python over a handful of replicas: a dozen NumPy calls cost more than the arithmetic,
+        # ten times more on the cold CPU a router decides on between requests
+        waiting, running, _, _, kv, new_waiting, new_running, new_kv = (list(v) for v in self._sums)
+        engine_at = self.engine_at.tolist()
+        stale_s = self.engine_stale_s
+        fresh = [now - at <= stale_s for at in engine_at]
+        if any(fresh):  # the engines' own counts also hold other clients' requests; their KV use is exact
+            engine_waiting, engine_running = self.engine_waiting.tolist(), self.engine_running.tolist()
+            engine_kv, capacity = self.engine_kv.tolist(), self.capacity.tolist()
+            for i in range(n):
+                if not fresh[i]:
+                    continue
+                # a count the engine did not report (NaN) is ignored, as np.fmax does
+                if engine_waiting[i] == engine_waiting[i]:
+                    waiting[i] = max(waiting[i], engine_waiting[i] + new_waiting[i])
+                if engine_running[i] == engine_running[i]:
+                    running[i] = max(running[i], engine_running[i] + new_running[i])
+                if engine_kv[i] == engine_kv[i]:
+                    kv[i] = min(max(engine_kv[i], 0.0), 1.0) * capacity[i] + new_kv[i]
+        return {"waiting": np.array(waiting), "running": np.array(running), "kv_blocks": np.array(kv),
+                "busy": np.array([1.0 if w + r > 0 else 0.0 for w, r in zip(waiting, running, strict=True)])}
 
     def prefix_match(self, prompt_ids: Sequence[int]) -> np.ndarray:
         """Per replica, the share of ``prompt_ids`` its prefix cache likely holds (zeros without ids)."""

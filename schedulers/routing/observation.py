@@ -63,44 +63,42 @@ def build_observation(
     obs_config: ObservationConfig,
     block_size: int = DEFAULT_BLOCK_SIZE,
 ) -> np.ndarray:
-    """Observation rows ``(num_replicas, len(FEATURE_NAMES))`` for a request of ``prompt_tokens``."""
+    """Observation rows ``(num_replicas, len(FEATURE_NAMES))`` for a request of ``prompt_tokens``.
+
+    Built from three blocks of columns (counts over ``count_scale``, tokens over ``token_scale``, the
+    rest as they are) put in ``FEATURE_NAMES`` order at the end: a dozen array operations rather than
+    one per feature, which is most of a learned router's decision time on a handful of replicas.
+    """
     cs, ts = obs_config.count_scale, obs_config.token_scale
-    wait = (snapshot.prefill_tokens + float(prompt_tokens)) / np.maximum(snapshot.measured_speed, 1e-3) / ts
-    outstanding_req = snapshot.outstanding_requests
-    outstanding_tok = snapshot.outstanding_tokens
-    kv = snapshot.kv_fraction
-    replica = np.stack(
-        [
-            snapshot.waiting / cs,
-            snapshot.running / cs,
-            kv,
-            snapshot.prefill_tokens / ts,
-            snapshot.decoded_tokens / ts,
-            outstanding_tok / ts,
-            snapshot.waiting_prefill_tokens / ts,
-            snapshot.recent_completions / cs,
-            snapshot.busy,
-            (outstanding_req - outstanding_req.mean()) / cs,
-            (outstanding_tok - outstanding_tok.mean()) / ts,
-            kv - kv.mean(),
-            snapshot.declared_speed,
-            snapshot.measured_speed,
-            snapshot.tokens_per_s / ts,
-            np.minimum(snapshot.since_completion, SINCE_COMPLETION_CAP_WINDOWS * obs_config.recent_window_s)
-            / obs_config.recent_window_s,
-            wait,
-            wait - wait.mean(),
-        ],
-        axis=1,
-    )
+    waiting, running = snapshot.waiting, snapshot.running
+    prefill, decoded = snapshot.prefill_tokens, snapshot.decoded_tokens
+    outstanding_req = waiting + running
+    outstanding_tok = prefill + decoded
+    kv = snapshot.kv_blocks / np.maximum(snapshot.kv_capacity, 1.0)
+    wait = (prefill + float(prompt_tokens)) / np.maximum(snapshot.measured_speed, 1e-3) / ts
+    counts = np.array([waiting, running, snapshot.recent_completions, outstanding_req - outstanding_req.mean()]) / cs
+    tokens = np.array([prefill, decoded, outstanding_tok, snapshot.waiting_prefill_tokens,
+                       outstanding_tok - outstanding_tok.mean(), snapshot.tokens_per_s]) / ts
+    window = obs_config.recent_window_s
     blocks = math.ceil(prompt_tokens / block_size)
-    request = np.stack(
-        [np.full(snapshot.num_replicas, prompt_tokens / ts), blocks / np.maximum(snapshot.kv_capacity, 1.0)], axis=1
-    )
-    parts = [replica, request]
+    other = [kv, snapshot.busy, kv - kv.mean(), snapshot.declared_speed, snapshot.measured_speed,
+             np.minimum(snapshot.since_completion, SINCE_COMPLETION_CAP_WINDOWS * window) / window,
+             wait, wait - wait.mean(), np.full(len(kv), prompt_tokens / ts),
+             blocks / np.maximum(snapshot.kv_capacity, 1.0)]
     if obs_config.prefix_match:
-        parts.append(np.clip(np.asarray(snapshot.prefix_match, dtype=np.float64), 0.0, 1.0)[:, None])
-    return np.concatenate(parts, axis=1).astype(np.float32)
+        other.append(np.clip(np.asarray(snapshot.prefix_match, dtype=np.float64), 0.0, 1.0))
+    columns = np.concatenate([counts, tokens, np.array(other, dtype=np.float64)])
+    order = _COLUMN_ORDER if obs_config.prefix_match else _COLUMN_ORDER[:-1]
+    return columns[order].T.astype(np.float32)
+
+
+# where each feature of FEATURE_NAMES + PREFIX_FEATURES sits in build_observation's stacked columns
+_STACKED = (("waiting", "running", "recent_completions", "rel_outstanding_requests")
+            + ("prefill_tokens", "decoded_tokens", "outstanding_tokens", "waiting_prefill_tokens",
+               "rel_outstanding_tokens", "tokens_per_s")
+            + ("kv_used_frac", "busy", "rel_kv_used_frac", "declared_speed", "measured_speed", "since_completion",
+               "expected_wait", "rel_expected_wait", "req_prompt_tokens", "req_prompt_kv_frac", "prefix_match"))
+_COLUMN_ORDER = np.array([_STACKED.index(name) for name in FEATURE_NAMES + PREFIX_FEATURES])
 
 
 def observation_bounds(

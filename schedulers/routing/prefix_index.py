@@ -44,14 +44,17 @@ class PrefixIndex:
 
     def matched_blocks(self, hashes: Sequence[int]) -> np.ndarray:
         """Per replica, how many leading blocks of ``hashes`` it holds."""
-        counts = np.zeros(self.num_replicas)
-        for r, blocks in enumerate(self._blocks):
+        return np.array(self._matched_counts(hashes), dtype=np.float64)
+
+    def _matched_counts(self, hashes: Sequence[int]) -> list[int]:
+        counts = []
+        for blocks in self._blocks:
             n = 0
             for h in hashes:
                 if h not in blocks:
                     break
                 n += 1
-            counts[r] = n
+            counts.append(n)
         return counts
 
     def match(self, prompt: Sequence[Hashable], hashes: Sequence[int] | None = None) -> np.ndarray:
@@ -59,7 +62,8 @@ class PrefixIndex:
         if len(prompt) == 0:
             return np.zeros(self.num_replicas)
         hashes = self.block_hashes(prompt) if hashes is None else hashes
-        return np.minimum(self.matched_blocks(hashes) * self.block_size / len(prompt), 1.0)
+        size, length = self.block_size, len(prompt)
+        return np.array([min(float(n) * size / length, 1.0) for n in self._matched_counts(hashes)])
 
     def insert(self, replica: int, prompt: Sequence[Hashable], hashes: Sequence[int] | None = None) -> None:
         """Remember that ``prompt`` was sent to ``replica`` (its blocks become most recently used)."""

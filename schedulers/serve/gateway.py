@@ -228,7 +228,7 @@ class Gateway:
             keep[list(exclude)] = False
         if not keep.any():
             return None
-        snap = view.snapshot(view.prefix_match(prompt_ids) if prompt_ids else None)
+        snap = view.snapshot(prompt_ids)
         rows = None
         if with_rows or self.policy.observation is not None:
             rows = build_observation(snap, prompt_tokens, self.obs_config)

@@ -144,6 +144,7 @@ class PolicyRequestRouter(RequestRouter):
         self._seen_at = [None] * max(n, 1)
         self._last_stats: list[dict[str, Any]] = [{} for _ in range(max(n, 1))]
         self._reported_blocks = np.zeros(max(n, 1))
+        self._any_reported_blocks = False  # a replica reported prefix blocks (then the snapshot reads the larger)
 
     def update_replicas(self, replicas: List[RunningReplica]) -> None:
         """Ray's replica set changed: the view is rebuilt when its members change (in-flight requests of
@@ -189,6 +190,7 @@ class PolicyRequestRouter(RequestRouter):
             blocks = stats.get("prefix_blocks")
             if isinstance(blocks, (int, float)):
                 self._reported_blocks[slot] = float(blocks)
+                self._any_reported_blocks = self._any_reported_blocks or blocks > 0
         return reason
 
     # ---- deciding ----------------------------------------------------------------------------------
@@ -197,8 +199,8 @@ class PolicyRequestRouter(RequestRouter):
         None: a one-token prompt without ids). Times its stages into :attr:`stage_times`."""
         t0 = time.perf_counter()
         tokens, ids = (request.prompt_tokens, request.prompt_ids) if request is not None else (1, [])
-        snap = self.view.snapshot(self.view.prefix_match(ids) if ids else None)
-        if (self._reported_blocks > 0).any():
+        snap = self.view.snapshot(ids)
+        if self._any_reported_blocks:
             snap = with_prefix_blocks(snap, self._reported_blocks)
         slots = [self._slot[r.replica_id] for r in replicas]
         order = None

@@ -29,7 +29,7 @@ import numpy as np
 from ..policy import HeuristicPolicy, register_policy
 from ..snapshot import ReplicaSnapshot
 from ..ties import argmin_random
-from .prefix import check_range
+from .prefix import as_floats, check_range
 
 
 @dataclass(frozen=True)
@@ -47,18 +47,26 @@ class LlmDDefaultParams:
 
 def queue_scores(waiting: np.ndarray) -> np.ndarray:
     """llm-d's queue scorer: fewer waiting requests score higher, min-max normalized; all 1 when equal."""
-    low, high = float(np.min(waiting)), float(np.max(waiting))
+    values = as_floats(waiting)
+    low, high = min(values), max(values)
     if high == low:
-        return np.ones(len(waiting))
-    return (high - waiting) / (high - low)
+        return np.ones(len(values))
+    return np.array([(high - w) / (high - low) for w in values])
+
+
+def _unit(value: float) -> float:
+    """``value`` clamped to [0, 1] (NaN stays NaN, as np.clip leaves it)."""
+    return min(max(value, 0.0), 1.0)
 
 
 def llm_d_scores(snapshot: ReplicaSnapshot, params: LlmDDefaultParams = LlmDDefaultParams()) -> np.ndarray:
-    """Every replica's weighted score under llm-d's default profile (see the module doc)."""
-    queue = np.clip(queue_scores(np.asarray(snapshot.waiting, dtype=np.float64)), 0.0, 1.0)
-    kv = np.clip(1.0 - snapshot.kv_fraction, 0.0, 1.0)
-    prefix = np.clip(np.asarray(snapshot.prefix_match, dtype=np.float64), 0.0, 1.0)
-    return params.queue_weight * queue + params.kv_cache_weight * kv + params.prefix_weight * prefix
+    """Every replica's weighted score under llm-d's default profile (see the module doc). In plain
+    Python over the replicas (cheaper than NumPy's calls on a handful, see ``prefix.imbalanced``)."""
+    queue = queue_scores(snapshot.waiting).tolist()
+    kv = as_floats(snapshot.kv_fraction)
+    prefix = as_floats(snapshot.prefix_match)
+    wq, wk, wp = params.queue_weight, params.kv_cache_weight, params.prefix_weight
+    return np.array([wq * _unit(q) + wk * _unit(1.0 - k) + wp * _unit(m) for q, k, m in zip(queue, kv, prefix, strict=True)])
 
 
 @register_policy("llm_d_default")
@@ -71,4 +79,4 @@ class LlmDDefault(HeuristicPolicy):
         super().__init__(params or LlmDDefaultParams())
 
     def pick(self, snapshot: ReplicaSnapshot, prompt_tokens: float, true_speed: np.ndarray | None) -> int:
-        return argmin_random(-llm_d_scores(snapshot, self.params), self.rng)
+        return argmin_random([-score for score in llm_d_scores(snapshot, self.params).tolist()], self.rng)

@@ -64,8 +64,7 @@ PREFIX_IMBALANCE_RATIO = 1.5
 
 def load_imbalanced(load: np.ndarray, abs_gap: float = PREFIX_IMBALANCE_ABS, ratio: float = PREFIX_IMBALANCE_RATIO) -> bool:
     """Whether the most and least loaded differ by more than ``abs_gap`` and by more than ``ratio`` times."""
-    high, low = float(np.max(load)), float(np.min(load))
-    return high - low > abs_gap and high > ratio * low
+    return imbalanced(load, abs_gap, ratio)
 
 
 def prefix_aware(snapshot: ReplicaSnapshot, rng: np.random.Generator) -> int:
@@ -127,9 +126,18 @@ class AffinityTokenLoadParams:
 
 
 def imbalanced(load: np.ndarray, abs_threshold: float, rel_threshold: float) -> bool:
-    """SGLang's test: max - min load above ``abs_threshold`` and max above ``rel_threshold`` times min."""
-    high, low = float(np.max(load)), float(np.min(load))
+    """SGLang's test: max - min load above ``abs_threshold`` and max above ``rel_threshold`` times min.
+
+    (Here and below, small arrays are read as lists: on a handful of replicas plain Python is
+    cheaper than NumPy's calls, by ten times on the cold CPU a router decides on between requests.)"""
+    values = as_floats(load)
+    high, low = max(values), min(values)
     return high - low > abs_threshold and high > low * rel_threshold
+
+
+def as_floats(values: Any) -> list[float]:
+    """A snapshot field as a list of Python floats."""
+    return np.asarray(values, dtype=np.float64).tolist()
 
 
 def cache_aware(snapshot: ReplicaSnapshot, rng: np.random.Generator, params: CacheAwareParams = CacheAwareParams()) -> int:
@@ -138,28 +146,33 @@ def cache_aware(snapshot: ReplicaSnapshot, rng: np.random.Generator, params: Cac
     load = snapshot.outstanding_requests
     if imbalanced(load, p.balance_abs_threshold, p.balance_rel_threshold):
         return argmin_random(load, rng)
-    match = np.asarray(snapshot.prefix_match, dtype=np.float64)
-    if match.max() > p.cache_threshold:
-        return argmin_random(-match, rng)
-    return argmin_random(np.asarray(snapshot.prefix_blocks, dtype=np.float64), rng)
+    match = as_floats(snapshot.prefix_match)
+    if max(match) > p.cache_threshold:
+        return argmin_random([-m for m in match], rng)
+    return argmin_random(as_floats(snapshot.prefix_blocks), rng)
 
 
 def affinity_filter(snapshot: ReplicaSnapshot, rng: np.random.Generator,
                     params: AffinityTokenLoadParams = AffinityTokenLoadParams()) -> np.ndarray:
     """The replicas llm-d's ``prefix-cache-affinity-filter`` keeps (a boolean mask; see the module doc)."""
-    p = params
+    return np.array(_affinity_keep(snapshot, rng, params), dtype=bool)
+
+
+def _affinity_keep(snapshot: ReplicaSnapshot, rng: np.random.Generator, p: AffinityTokenLoadParams) -> list[bool]:
     n = snapshot.num_replicas
-    keep_all = np.ones(n, dtype=bool)
+    keep_all = [True] * n
     if n <= 1 or p.affinity_threshold <= 0:
         return keep_all
     if rng.random() < p.exploration_probability:
         return keep_all
-    sticky = np.asarray(snapshot.prefix_match, dtype=np.float64) >= p.affinity_threshold
-    if not sticky.any():
+    sticky = [m >= p.affinity_threshold for m in as_floats(snapshot.prefix_match)]
+    if not any(sticky):
         return keep_all
-    if p.max_ttft_penalty_ms > 0 and not sticky.all():
-        ttft_ms = np.asarray(snapshot.prefill_tokens, dtype=np.float64) / p.peak_prefill_tokens_per_s * 1000.0
-        if ttft_ms[sticky].min() - ttft_ms[~sticky].min() > p.max_ttft_penalty_ms:
+    if p.max_ttft_penalty_ms > 0 and not all(sticky):
+        ttft_ms = [t / p.peak_prefill_tokens_per_s * 1000.0 for t in as_floats(snapshot.prefill_tokens)]
+        best_sticky = min(t for t, s in zip(ttft_ms, sticky, strict=True) if s)
+        best_other = min(t for t, s in zip(ttft_ms, sticky, strict=True) if not s)
+        if best_sticky - best_other > p.max_ttft_penalty_ms:
             return keep_all
     return sticky
 
@@ -167,16 +180,21 @@ def affinity_filter(snapshot: ReplicaSnapshot, rng: np.random.Generator,
 def token_load(snapshot: ReplicaSnapshot, prompt_tokens: float,
                params: AffinityTokenLoadParams = AffinityTokenLoadParams()) -> np.ndarray:
     """llm-d's token load: prompt tokens in flight plus the arriving prompt's uncached tokens, capped."""
-    match = np.asarray(snapshot.prefix_match, dtype=np.float64)
-    load = snapshot.prefill_tokens + float(prompt_tokens) * (1.0 - match)
-    return np.minimum(load, params.queue_threshold_tokens)
+    return np.array(_token_load(snapshot, prompt_tokens, params))
+
+
+def _token_load(snapshot: ReplicaSnapshot, prompt_tokens: float, params: AffinityTokenLoadParams) -> list[float]:
+    tokens, cap = float(prompt_tokens), params.queue_threshold_tokens
+    return [min(f + tokens * (1.0 - m), cap)
+            for f, m in zip(as_floats(snapshot.prefill_tokens), as_floats(snapshot.prefix_match), strict=True)]
 
 
 def affinity_token_load(snapshot: ReplicaSnapshot, rng: np.random.Generator, prompt_tokens: float = 0.0,
                         params: AffinityTokenLoadParams = AffinityTokenLoadParams()) -> int:
     """llm-d's prefix-cache affinity filter, then the least token load among the replicas it keeps."""
-    keep = np.flatnonzero(affinity_filter(snapshot, rng, params))
-    return int(keep[argmin_random(token_load(snapshot, prompt_tokens, params)[keep], rng)])
+    keep = [i for i, kept in enumerate(_affinity_keep(snapshot, rng, params)) if kept]
+    load = _token_load(snapshot, prompt_tokens, params)
+    return keep[argmin_random([load[i] for i in keep], rng)]
 
 
 @register_policy("prefix_aware")

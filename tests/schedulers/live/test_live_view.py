@@ -146,9 +146,9 @@ def test_a_snapshot_read_after_the_view_changed_holds_the_values_of_when_it_was_
     view.sent(1, prompt_tokens=40, prompt_ids=list(range(40)))
     scraped(view, 2, kv=0.5, waiting=2)
     clock.now += 0.5
-    kept = view.snapshot(view.prefix_match(list(range(40))))
+    kept = view.snapshot(list(range(40)))
     assert kept.prefill_tokens.tolist() == [0, 40, 0]  # one field read, the rest not built yet
-    expected = {name: np.array(getattr(view.snapshot(view.prefix_match(list(range(40)))), name))
+    expected = {name: np.array(getattr(view.snapshot(list(range(40))), name))
                 for name in kept.__dataclass_fields__}
     key = view.sent(0, prompt_tokens=64, prompt_ids=list(range(64)))  # the view changes every field's source
     view.token(key, 3)
