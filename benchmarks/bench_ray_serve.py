@@ -180,7 +180,7 @@ def round_summary(run: dict[str, Any]) -> dict[str, Any]:
             "e2e_ms": [round(1000 * r.e2e_s, 3) for r in run["records"] if r.ok and r.e2e_s is not None],
             "hits": sum(r[0] for r in rates), "queries": sum(r[1] for r in rates),
             "decision_ms": stats.get("decision_ms", []), "routing_ms": stats.get("routing_ms", []),
-            "stage_ms": stats.get("stage_ms", {}),
+            "stage_ms": stats.get("stage_ms", {}), "decision_cpu_ms": stats.get("decision_cpu_ms", []),
             "fallbacks": stats.get("fallbacks", {}), "router_decisions": stats.get("decisions", 0),
             "errors": sorted({r.error for r in run["records"] if not r.ok and r.error})[:3]}
 
@@ -393,11 +393,14 @@ def report(data: dict[str, Any]) -> str:
         stages = list(next(r["stage_ms"] for r in results[staged[0]] if r.get("stage_ms")))
         lines += ["", "Where the decision time goes inside Ray (`PolicyRequestRouter`'s stages, pooled over rounds; "
                   "ms, p50 / p99):", "",
-                  "| router | decision | " + " | ".join(stages) + " |", "|---" * (len(stages) + 2) + "|"]
+                  "| router | decision | decision, CPU time of the router's thread | " + " | ".join(stages) + " |",
+                  "|---" * (len(stages) + 3) + "|"]
         for name in staged:
             decision = [t for r in results[name] for t in r["decision_ms"]]
+            cpu = [t for r in results[name] for t in r.get("decision_cpu_ms", [])]
             cells = [[t for r in results[name] for t in r.get("stage_ms", {}).get(st, [])] for st in stages]
             lines.append(f"| `{name}` | {pct(decision, 50):.3f} / {pct(decision, 99):.3f} | "
+                         f"{pct(cpu, 50):.3f} / {pct(cpu, 99):.3f} | "
                          + " | ".join(f"{pct(c, 50):.3f} / {pct(c, 99):.3f}" for c in cells) + " |")
     if data.get("decision_isolated"):
         for key, title in (("decision_isolated", "back to back"),

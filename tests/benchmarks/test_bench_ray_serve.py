@@ -52,3 +52,17 @@ def test_bad_router_names_are_refused_with_the_name_and_key(tmp_path: Path) -> N
     assert errors[3].startswith("ray:nope: ")
     assert bench_ray_serve.main(["--routers", "ray:pow2,ray:prefix_affinity:imbalance_threshold=1",
                                  "--out", str(tmp_path)]) == 2
+
+
+def test_the_report_shows_where_decision_time_goes_and_the_paced_timing() -> None:
+    run = {"answered": 2, "requests": 2, "ttft_ms": [10.0, 20.0], "e2e_ms": [30.0, 40.0], "hits": 1, "queries": 2,
+           "decision_ms": [0.2, 0.4], "decision_cpu_ms": [0.1, 0.3], "routing_ms": [3.0, 3.0], "fallbacks": {},
+           "router_decisions": 2, "stage_ms": {"stats": [0.01, 0.02], "policy": [0.1, 0.3]}}
+    pow2 = dict(run, decision_ms=[], decision_cpu_ms=[], stage_ms={})
+    timing = {"least_prefill": {"p50": 0.1, "p99": 0.2, "stage_p50": {"stats": 0.01, "policy": 0.05}}}
+    text = bench_ray_serve.report({"setup": "s", "results": {"ray:pow2": [pow2], "ray:least_prefill": [run]},
+                                   "decision_isolated": timing, "decision_paced": timing})
+    assert "| router | decision | decision, CPU time of the router's thread | stats | policy |" in text
+    assert "| `ray:least_prefill` | 0.300 / 0.398 | 0.200 / 0.298 | 0.015 / 0.020 | 0.200 / 0.298 |" in text
+    assert "back to back" in text and "1/qps s apart" in text
+    assert "| `least_prefill` | 0.100 | 0.200 | stats 0.010, policy 0.050 |" in text

@@ -121,6 +121,9 @@ class PolicyRequestRouter(RequestRouter):
         self.decisions = 0
         self.fallbacks = {"missing": 0, "stale": 0}
         self.decision_times: deque[float] = deque(maxlen=keep_decision_times)
+        #: the same decisions' CPU time in the router's thread (the wall time less the time another thread or
+        #: process had the CPU or the GIL)
+        self.decision_cpu_times: deque[float] = deque(maxlen=keep_decision_times)
         #: per stage of a decision (STAGES), seconds: where the decision time goes
         self.stage_times: dict[str, deque[float]] = {s: deque(maxlen=keep_decision_times) for s in STAGES}
         #: per request, ms from Ray creating its pending request to the replica accepting it
@@ -221,7 +224,7 @@ class PolicyRequestRouter(RequestRouter):
     async def choose_replicas(self, candidate_replicas: List[RunningReplica],
                               pending_request: Optional[PendingRequest] = None) -> List[List[RunningReplica]]:
         """The policy's pick first, then the other candidates (Ray moves on when a replica is full)."""
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.thread_time()
         self._loop = asyncio.get_running_loop()
         if pending_request is not None:
             pending_request.routing_context.should_backoff = True  # every candidate is tried each round
@@ -240,6 +243,7 @@ class PolicyRequestRouter(RequestRouter):
         elapsed = time.perf_counter() - start
         self.decisions += 1
         self.decision_times.append(elapsed)
+        self.decision_cpu_times.append(time.thread_time() - start_cpu)
         if self._decision_hist is not None:
             self._decision_hist.observe(1000.0 * elapsed)
         if reason is not None:
@@ -285,6 +289,7 @@ class PolicyRequestRouter(RequestRouter):
                 "decision_ms_p50": float(np.percentile(times, 50)) if len(times) else None,
                 "decision_ms_p99": float(np.percentile(times, 99)) if len(times) else None,
                 "decision_ms": [round(float(t), 5) for t in times[-5000:]],
+                "decision_cpu_ms": [round(1000.0 * t, 5) for t in list(self.decision_cpu_times)[-5000:]],
                 "routing_ms": [round(float(t), 4) for t in list(self.routing_ms)[-5000:]],
                 "in_flight": len(self.view.inflight), "replicas": len(self._ids),
                 "replica_stats": [dict(s) for s in self._last_stats]}

@@ -169,6 +169,26 @@ def test_the_routers_pick_comes_first_and_the_other_replicas_after():
     assert [[r.replica_id.unique_id for r in rank] for rank in ranks] == [["r1"], ["r0"]]
 
 
+@pytest.mark.parametrize("policy", ["least_prefill", "cache_aware", "ppo"])
+def test_each_decision_is_timed_whole_in_cpu_time_and_by_stage(policy, tmp_path):
+    """stats() gives every decision's wall and CPU time and its five stages, which add up to at most the whole."""
+    async def run() -> PolicyRequestRouter:
+        kwargs = {"checkpoint": random_checkpoint(tmp_path)} if policy == "ppo" else {}
+        router, replicas = make_router(policy, **kwargs)
+        for k in range(30):
+            request = pending(RoutedRequest("/v1/completions", b"{}", 40 + k, list(range(40 + k))))
+            ranks = await router.choose_replicas(replicas, request)
+            router.on_request_routed(request, ranks[0][0].replica_id, None)
+        return router
+
+    router = asyncio.run(run())
+    stats = router.stats()
+    assert set(stats["stage_ms"]) == {"stats", "request", "snapshot", "observation", "policy"}
+    assert all(len(v) == 30 for v in stats["stage_ms"].values()) and len(stats["decision_cpu_ms"]) == 30
+    for i, whole in enumerate(stats["decision_ms"]):
+        assert sum(v[i] for v in stats["stage_ms"].values()) <= whole + 1e-3
+
+
 def test_request_router_kwargs_are_checked_with_the_key_named(tmp_path):
     router = PolicyRequestRouter(deployment_id=DEPLOYMENT, handle_source=DeploymentHandleSource.UNKNOWN)
     with pytest.raises(ValueError, match="request_router_kwargs.policy 'nope': unknown router 'nope'"):

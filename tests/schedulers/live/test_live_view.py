@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import pytest
 
 from schedulers.shared.prometheus import kv_capacity_tokens
@@ -158,3 +160,48 @@ def test_a_snapshot_read_after_the_view_changed_holds_the_values_of_when_it_was_
     for name, value in expected.items():
         assert np.array_equal(getattr(kept, name), value), name
     assert view.snapshot().prefill_tokens.tolist() == [0, 40, 0] and view.snapshot().running[0] == 0
+
+
+# ---- the load fields in plain Python agree with the array formula --------------------------------
+@settings(max_examples=80, deadline=None)
+@given(data=st.data(), n=st.integers(1, 6))
+def test_the_load_fields_match_the_array_formula_with_missing_and_stale_engine_numbers(data, n):
+    """waiting/running raised to the engine's count plus what was sent since (NaN: not reported), KV from the
+    engine's usage when it is fresh, busy when anything is outstanding: as np.fmax/np.where/np.clip give them."""
+    clock = Clock()
+    view = LiveClusterView(n, block_size=16, kv_capacity=64, clock=clock, engine_stale_s=1.0)
+    maybe_nan = st.one_of(st.just(float("nan")), st.floats(0, 20))
+    for replica in range(n):
+        for _ in range(data.draw(st.integers(0, 3))):
+            key = view.sent(replica, data.draw(st.integers(1, 200)))
+            if data.draw(st.booleans()):
+                view.token(key, data.draw(st.integers(1, 5)))
+        if data.draw(st.booleans()):
+            clock.now = data.draw(st.floats(0, 3))
+            view.engine_reported(replica, {"vllm:num_requests_waiting": data.draw(maybe_nan),
+                                           "vllm:num_requests_running": data.draw(maybe_nan),
+                                           "vllm:kv_cache_usage_perc": data.draw(st.one_of(maybe_nan, st.floats(-1, 2)))})
+        view.sent(replica, data.draw(st.integers(1, 50)))  # after the scrape: counted on top
+    clock.now = 3.0
+    snap = view.snapshot()
+    waiting, running, _, _, kv, new_waiting, new_running, new_kv = np.array(view._sums)
+    fresh = clock.now - view.engine_at <= view.engine_stale_s
+    waiting = np.where(fresh, np.fmax(waiting, view.engine_waiting + new_waiting), waiting)
+    running = np.where(fresh, np.fmax(running, view.engine_running + new_running), running)
+    known = fresh & ~np.isnan(view.engine_kv)
+    kv = np.where(known, np.clip(view.engine_kv, 0.0, 1.0) * view.capacity + new_kv, kv)
+    assert np.array_equal(snap.waiting, waiting) and np.array_equal(snap.running, running)
+    assert np.array_equal(snap.kv_blocks, kv)
+    assert np.array_equal(snap.busy, ((waiting + running) > 0).astype(float))
+
+
+def test_a_policy_that_never_reads_prefix_match_does_not_hash_the_prompt(monkeypatch):
+    view = LiveClusterView(2, block_size=4)
+    view.sent(0, prompt_tokens=12, prompt_ids=list(range(12)))
+    calls = []
+    original = view.prefix.match
+    monkeypatch.setattr(view.prefix, "match", lambda ids, *a: calls.append(len(ids)) or original(ids, *a))
+    assert make_policy("least_prefill").decide(view.snapshot(list(range(12))), 12) == 1
+    assert calls == []
+    snap = view.snapshot(list(range(12)))
+    assert snap.prefix_match.tolist() == [1.0, 0.0] and calls == [12]
