@@ -42,6 +42,13 @@ from ..routing.prefix_index import PrefixIndex
 from ..routing.snapshot import LazySnapshot, ReplicaSnapshot
 
 
+def _median(values: list[float]) -> float:
+    """The median as np.median gives it (the mean of the middle two of an even count)."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
 @dataclass
 class InFlight:
     """One request the gateway sent and has not seen finish."""
@@ -185,19 +192,19 @@ class LiveClusterView:
         speeds, and one that runs at half its peers' pace per declared unit reads half its declared
         speed); replicas not yet measured read their declared speed. With ``measure_speed=False``: the declared speeds.
         """
-        known = ~np.isnan(self.decode_rate)
-        if not self.measure_speed or not known.any():
-            return self.speeds.copy()
-        per_unit = self.decode_rate[known] / self.speeds[known]
+        rates, speeds = self.decode_rate.tolist(), self.speeds.tolist()  # plain Python over a handful of replicas
+        known = [i for i, rate in enumerate(rates) if rate == rate]
+        if not self.measure_speed or not known:
+            return np.array(speeds)
         # the reference: replicas of the fastest declared class (they read their declared speed when
         # they run as declared; a median over every class would let slow replicas drag it down)
-        top = self.speeds[known] >= self.speeds[known].max()
-        reference = float(np.median(per_unit[top]))
+        fastest = max(speeds[i] for i in known)
+        reference = _median([rates[i] / speeds[i] for i in known if speeds[i] >= fastest])
         if reference <= 0:
-            return self.speeds.copy()
-        measured = self.speeds.copy()
-        measured[known] = np.clip(self.decode_rate[known] / reference, MIN_SPEED, MAX_SPEED)
-        return measured
+            return np.array(speeds)
+        for i in known:
+            speeds[i] = min(max(rates[i] / reference, MIN_SPEED), MAX_SPEED)
+        return np.array(speeds)
 
     def engine_reported(self, replica: int, metrics: dict[str, float]) -> None:
         """Fold an engine's scraped ``/metrics`` (vLLM's names, :func:`schedulers.shared.prometheus.parse_metrics`) in."""
@@ -270,7 +277,7 @@ class LiveClusterView:
         if name == "measured_speed":
             return {name: self.measured_speeds()}
         if name == "since_completion":
-            return {name: np.maximum(now - self.last_completion, 0.0)}
+            return {name: np.array([max(now - t, 0.0) for t in self.last_completion.tolist()])}
         if name == "prefix_match":
             return {name: self.prefix_match(prompt_ids)}
         if name == "prefix_blocks":

@@ -69,6 +69,8 @@ def build_observation(
     rest as they are) put in ``FEATURE_NAMES`` order at the end: a dozen array operations rather than
     one per feature, which is most of a learned router's decision time on a handful of replicas.
     """
+    if snapshot.num_replicas < SMALL_CLUSTER:
+        return _small_cluster_rows(snapshot, prompt_tokens, obs_config, block_size)
     cs, ts = obs_config.count_scale, obs_config.token_scale
     waiting, running = snapshot.waiting, snapshot.running
     prefill, decoded = snapshot.prefill_tokens, snapshot.decoded_tokens
@@ -90,6 +92,45 @@ def build_observation(
     columns = np.concatenate([counts, tokens, np.array(other, dtype=np.float64)])
     order = _COLUMN_ORDER if obs_config.prefix_match else _COLUMN_ORDER[:-1]
     return columns[order].T.astype(np.float32)
+
+
+#: below this many replicas the rows are computed in plain Python (NumPy's mean sums fewer than 8
+#: values one after another, as Python's sum does, so both give the same bits)
+SMALL_CLUSTER = 8
+
+
+def _small_cluster_rows(snapshot: ReplicaSnapshot, prompt_tokens: float, obs_config: ObservationConfig,
+                        block_size: int) -> np.ndarray:
+    """:func:`build_observation` for a handful of replicas, feature by feature over Python floats: the same
+    values to the bit, without the two dozen NumPy calls that dominate a live decision on a cold CPU."""
+    cs, ts = obs_config.count_scale, obs_config.token_scale
+    window = obs_config.recent_window_s
+    cap = SINCE_COMPLETION_CAP_WINDOWS * window
+    prompt = float(prompt_tokens)
+    waiting, running = snapshot.waiting.tolist(), snapshot.running.tolist()
+    prefill, decoded = snapshot.prefill_tokens.tolist(), snapshot.decoded_tokens.tolist()
+    kv_blocks, capacity = snapshot.kv_blocks.tolist(), snapshot.kv_capacity.tolist()
+    measured = snapshot.measured_speed.tolist()
+    n = len(waiting)
+    out_req = [w + r for w, r in zip(waiting, running, strict=True)]
+    out_tok = [p + d for p, d in zip(prefill, decoded, strict=True)]
+    kv = [b / max(c, 1.0) for b, c in zip(kv_blocks, capacity, strict=True)]
+    wait = [(p + prompt) / max(m, 1e-3) / ts for p, m in zip(prefill, measured, strict=True)]
+    mean_req, mean_tok, mean_kv, mean_wait = (sum(v) / n for v in (out_req, out_tok, kv, wait))
+    request_tokens = prompt_tokens / ts
+    blocks = math.ceil(prompt_tokens / block_size)
+    columns = [
+        [w / cs for w in waiting], [r / cs for r in running], kv, [p / ts for p in prefill],
+        [d / ts for d in decoded], [t / ts for t in out_tok],
+        [p / ts for p in snapshot.waiting_prefill_tokens.tolist()],
+        [c / cs for c in snapshot.recent_completions.tolist()], snapshot.busy.tolist(),
+        [(q - mean_req) / cs for q in out_req], [(t - mean_tok) / ts for t in out_tok], [k - mean_kv for k in kv],
+        snapshot.declared_speed.tolist(), measured, [t / ts for t in snapshot.tokens_per_s.tolist()],
+        [min(c, cap) / window for c in snapshot.since_completion.tolist()],
+        wait, [w - mean_wait for w in wait], [request_tokens] * n, [blocks / max(c, 1.0) for c in capacity]]
+    if obs_config.prefix_match:
+        columns.append([min(max(m, 0.0), 1.0) for m in np.asarray(snapshot.prefix_match, dtype=np.float64).tolist()])
+    return np.array(list(zip(*columns, strict=True)), dtype=np.float32).reshape(n, len(columns))
 
 
 # where each feature of FEATURE_NAMES + PREFIX_FEATURES sits in build_observation's stacked columns

@@ -205,3 +205,22 @@ def test_a_policy_that_never_reads_prefix_match_does_not_hash_the_prompt(monkeyp
     assert calls == []
     snap = view.snapshot(list(range(12)))
     assert snap.prefix_match.tolist() == [1.0, 0.0] and calls == [12]
+
+
+@settings(max_examples=80, deadline=None)
+@given(speeds=st.lists(st.sampled_from([0.5, 1.0, 2.0]), min_size=1, max_size=7), data=st.data())
+def test_measured_speeds_match_the_array_formula(speeds, data):
+    """Decode rates over the median of the fastest declared class's, clipped; unmeasured replicas read their declared speed."""
+    from schedulers.bounds import MIN_SPEED
+    from schedulers.routing.observation import MAX_SPEED
+
+    view = LiveClusterView(len(speeds), speeds)
+    rates = data.draw(st.lists(st.one_of(st.just(float("nan")), st.floats(0.01, 500)), min_size=len(speeds),
+                               max_size=len(speeds)))
+    view.decode_rate = np.array(rates)
+    known, declared = ~np.isnan(view.decode_rate), np.array(speeds)
+    expected = declared.copy()
+    if known.any():
+        reference = float(np.median((view.decode_rate[known] / declared[known])[declared[known] >= declared[known].max()]))
+        expected[known] = np.clip(view.decode_rate[known] / reference, MIN_SPEED, MAX_SPEED)
+    assert np.array_equal(view.measured_speeds(), expected)
