@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import statistics
 import time
 import weakref
 from collections import deque
@@ -40,13 +41,6 @@ from ..bounds import MIN_SPEED
 from ..routing.observation import MAX_SPEED  # the observation space's bound on speeds
 from ..routing.prefix_index import PrefixIndex
 from ..routing.snapshot import LazySnapshot, ReplicaSnapshot
-
-
-def _median(values: list[float]) -> float:
-    """The median as np.median gives it (the mean of the middle two of an even count)."""
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 @dataclass
@@ -199,7 +193,8 @@ class LiveClusterView:
         # the reference: replicas of the fastest declared class (they read their declared speed when
         # they run as declared; a median over every class would let slow replicas drag it down)
         fastest = max(speeds[i] for i in known)
-        reference = _median([rates[i] / speeds[i] for i in known if speeds[i] >= fastest])
+        reference = statistics.median(  # np.median to the bit: the middle two averaged
+            [rates[i] / speeds[i] for i in known if speeds[i] >= fastest])
         if reference <= 0:
             return np.array(speeds)
         for i in known:

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..policy import HeuristicPolicy, register_policy
-from ..snapshot import ReplicaSnapshot
+from ..snapshot import ReplicaSnapshot, as_floats
 from ..ties import argmin_random
-from .prefix import as_floats, check_range
+from .prefix import check_range
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def _unit(value: float) -> float:
 
 def llm_d_scores(snapshot: ReplicaSnapshot, params: LlmDDefaultParams = LlmDDefaultParams()) -> np.ndarray:
     """Every replica's weighted score under llm-d's default profile (see the module doc). In plain
-    Python over the replicas (cheaper than NumPy's calls on a handful, see ``prefix.imbalanced``)."""
+    Python over the replicas (cheaper than NumPy's calls on a handful, see ``snapshot.as_floats``)."""
     queue = queue_scores(snapshot.waiting).tolist()
     kv = as_floats(snapshot.kv_fraction)
     prefix = as_floats(snapshot.prefix_match)

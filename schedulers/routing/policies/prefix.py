@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from ..policy import HeuristicPolicy, register_policy
-from ..snapshot import ReplicaSnapshot
+from ..snapshot import ReplicaSnapshot, as_floats
 from ..ties import argmin_random
 
 #: ``prefix_aware`` follows the cache only when some replica holds at least this share of the prompt.
@@ -128,16 +128,10 @@ class AffinityTokenLoadParams:
 def imbalanced(load: np.ndarray, abs_threshold: float, rel_threshold: float) -> bool:
     """SGLang's test: max - min load above ``abs_threshold`` and max above ``rel_threshold`` times min.
 
-    (Here and below, small arrays are read as lists: on a handful of replicas plain Python is
-    cheaper than NumPy's calls, by ten times on the cold CPU a router decides on between requests.)"""
+    (Here and below, small arrays are read as lists: see :func:`~..snapshot.as_floats`.)"""
     values = as_floats(load)
     high, low = max(values), min(values)
     return high - low > abs_threshold and high > low * rel_threshold
-
-
-def as_floats(values: Any) -> list[float]:
-    """A snapshot field as a list of Python floats."""
-    return np.asarray(values, dtype=np.float64).tolist()
 
 
 def cache_aware(snapshot: ReplicaSnapshot, rng: np.random.Generator, params: CacheAwareParams = CacheAwareParams()) -> int:
@@ -155,21 +149,22 @@ def cache_aware(snapshot: ReplicaSnapshot, rng: np.random.Generator, params: Cac
 def affinity_filter(snapshot: ReplicaSnapshot, rng: np.random.Generator,
                     params: AffinityTokenLoadParams = AffinityTokenLoadParams()) -> np.ndarray:
     """The replicas llm-d's ``prefix-cache-affinity-filter`` keeps (a boolean mask; see the module doc)."""
-    return np.array(_affinity_keep(snapshot, rng, params), dtype=bool)
+    return np.array(_affinity_keep(as_floats(snapshot.prefix_match), as_floats(snapshot.prefill_tokens), rng, params),
+                    dtype=bool)
 
 
-def _affinity_keep(snapshot: ReplicaSnapshot, rng: np.random.Generator, p: AffinityTokenLoadParams) -> list[bool]:
-    n = snapshot.num_replicas
-    keep_all = [True] * n
-    if n <= 1 or p.affinity_threshold <= 0:
+def _affinity_keep(match: list[float], prefill: list[float], rng: np.random.Generator,
+                   p: AffinityTokenLoadParams) -> list[bool]:
+    keep_all = [True] * len(match)
+    if len(match) <= 1 or p.affinity_threshold <= 0:
         return keep_all
     if rng.random() < p.exploration_probability:
         return keep_all
-    sticky = [m >= p.affinity_threshold for m in as_floats(snapshot.prefix_match)]
+    sticky = [m >= p.affinity_threshold for m in match]
     if not any(sticky):
         return keep_all
     if p.max_ttft_penalty_ms > 0 and not all(sticky):
-        ttft_ms = [t / p.peak_prefill_tokens_per_s * 1000.0 for t in as_floats(snapshot.prefill_tokens)]
+        ttft_ms = [t / p.peak_prefill_tokens_per_s * 1000.0 for t in prefill]
         best_sticky = min(t for t, s in zip(ttft_ms, sticky, strict=True) if s)
         best_other = min(t for t, s in zip(ttft_ms, sticky, strict=True) if not s)
         if best_sticky - best_other > p.max_ttft_penalty_ms:
@@ -180,20 +175,23 @@ def _affinity_keep(snapshot: ReplicaSnapshot, rng: np.random.Generator, p: Affin
 def token_load(snapshot: ReplicaSnapshot, prompt_tokens: float,
                params: AffinityTokenLoadParams = AffinityTokenLoadParams()) -> np.ndarray:
     """llm-d's token load: prompt tokens in flight plus the arriving prompt's uncached tokens, capped."""
-    return np.array(_token_load(snapshot, prompt_tokens, params))
+    return np.array(_token_load(as_floats(snapshot.prefix_match), as_floats(snapshot.prefill_tokens), prompt_tokens,
+                                params))
 
 
-def _token_load(snapshot: ReplicaSnapshot, prompt_tokens: float, params: AffinityTokenLoadParams) -> list[float]:
+def _token_load(match: list[float], prefill: list[float], prompt_tokens: float,
+                params: AffinityTokenLoadParams) -> list[float]:
     tokens, cap = float(prompt_tokens), params.queue_threshold_tokens
-    return [min(f + tokens * (1.0 - m), cap)
-            for f, m in zip(as_floats(snapshot.prefill_tokens), as_floats(snapshot.prefix_match), strict=True)]
+    return [min(f + tokens * (1.0 - m), cap) for f, m in zip(prefill, match, strict=True)]
 
 
 def affinity_token_load(snapshot: ReplicaSnapshot, rng: np.random.Generator, prompt_tokens: float = 0.0,
                         params: AffinityTokenLoadParams = AffinityTokenLoadParams()) -> int:
-    """llm-d's prefix-cache affinity filter, then the least token load among the replicas it keeps."""
-    keep = [i for i, kept in enumerate(_affinity_keep(snapshot, rng, params)) if kept]
-    load = _token_load(snapshot, prompt_tokens, params)
+    """llm-d's prefix-cache affinity filter, then the least token load among the replicas it keeps
+    (each snapshot field read once)."""
+    match, prefill = as_floats(snapshot.prefix_match), as_floats(snapshot.prefill_tokens)
+    keep = [i for i, kept in enumerate(_affinity_keep(match, prefill, rng, params)) if kept]
+    load = _token_load(match, prefill, prompt_tokens, params)
     return keep[argmin_random([load[i] for i in keep], rng)]
 
 
