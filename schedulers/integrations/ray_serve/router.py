@@ -89,12 +89,15 @@ class PolicyRequestRouter(RequestRouter):
 
     def initialize_state(self, policy: str = "least_prefill", checkpoint: Optional[str] = None, *,
                          seed: int = 0, stale_s: float = 2.0, block_size: int = 32, kv_capacity_blocks: float = 1024.0,
-                         threads: int = 1, keep_decision_times: int = 100_000, **options: Any) -> None:
+                         threads: int = 1, keep_decision_times: int = 100_000, time_stages: bool = False,
+                         **options: Any) -> None:
         """Called by Ray Serve with ``request_router_kwargs``: ``policy`` (a router name of
         :func:`~schedulers.routing.policy.make_policy`, thresholds after the name), ``checkpoint``
         (a learned policy's file), ``stale_s`` (stats older than this are not used), ``block_size``
         (tokens per prefix block, as the engines'), ``kv_capacity_blocks`` (until a replica reports
-        its own), ``threads`` (torch threads of a learned policy); other keys go to ``make_policy``."""
+        its own), ``threads`` (torch threads of a learned policy), ``time_stages`` (also time each
+        decision's stages, :data:`STAGES`: a profile, off by default as its clock reads cost a live
+        decision a fifth of its time); other keys go to ``make_policy``."""
         if not isinstance(policy, str) or not policy:
             raise ValueError(f"request_router_kwargs.policy: expected a router name, got {policy!r}")
         if not (isinstance(stale_s, (int, float)) and stale_s > 0):
@@ -113,6 +116,8 @@ class PolicyRequestRouter(RequestRouter):
         self.obs_config = self.policy.observation or ObservationConfig()
         self._ids: list[ReplicaID] = []
         self._slot: dict[ReplicaID, int] = {}
+        #: the same slots by Ray's replica object (identity: cheaper than hashing its ReplicaID per decision)
+        self._slot_by_replica: dict[RunningReplica, int] = {}
         self._new_view(0)
         #: Ray's internal request id -> (slot, view key); the ingress's request key -> view key
         self._routed: dict[str, tuple[int, int]] = {}
@@ -124,7 +129,8 @@ class PolicyRequestRouter(RequestRouter):
         #: the same decisions' CPU time in the router's thread (the wall time less the time another thread or
         #: process had the CPU or the GIL)
         self.decision_cpu_times: deque[float] = deque(maxlen=keep_decision_times)
-        #: per stage of a decision (STAGES), seconds: where the decision time goes
+        #: per stage of a decision (STAGES), seconds: where the decision time goes (with ``time_stages``)
+        self.time_stages = bool(time_stages)
         self.stage_times: dict[str, deque[float]] = {s: deque(maxlen=keep_decision_times) for s in STAGES}
         #: per request, ms from Ray creating its pending request to the replica accepting it
         self.routing_ms: deque[float] = deque(maxlen=keep_decision_times)
@@ -155,6 +161,7 @@ class PolicyRequestRouter(RequestRouter):
         super().update_replicas(replicas)
         ids = sorted(self._replicas, key=lambda rid: rid.unique_id)
         if ids == self._ids:
+            self._slot_by_replica = {r: self._slot[r.replica_id] for r in replicas if r.replica_id in self._slot}
             return
         old_view, old_ids = self.view, self._ids
         self._ids = ids
@@ -167,16 +174,28 @@ class PolicyRequestRouter(RequestRouter):
                 keys[key] = self.view.sent(self._slot[rid], req.prompt_tokens)
         self._routed = {rid: (self._slot[old_ids[slot]], keys[k]) for rid, (slot, k) in self._routed.items() if k in keys}
         self._by_key = {name: keys[k] for name, k in self._by_key.items() if k in keys}
+        self._slot_by_replica = {r: self._slot[r.replica_id] for r in replicas if r.replica_id in self._slot}
+
+    def _slots(self, replicas: List[RunningReplica]) -> tuple[list[RunningReplica], list[int]]:
+        """The candidates this router knows and their view slots (by object; by id for a replica object
+        Ray made anew since :meth:`update_replicas`)."""
+        by_replica, known, slots = self._slot_by_replica, [], []
+        for r in replicas:
+            slot = by_replica.get(r)
+            if slot is None:
+                slot = self._slot.get(r.replica_id)
+                if slot is None:
+                    continue
+            known.append(r)
+            slots.append(slot)
+        return known, slots
 
     # ---- stats -----------------------------------------------------------------------------------
-    def _fold_stats(self, replicas: List[RunningReplica]) -> str | None:
+    def _fold_stats(self, replicas: List[RunningReplica], slots: List[int]) -> str | None:
         """Fold each candidate's new stats into the view; the fallback reason of this decision (None: all fresh)."""
         now = time.time()
         reason = None
-        for r in replicas:
-            slot = self._slot.get(r.replica_id)
-            if slot is None:
-                continue
+        for r, slot in zip(replicas, slots):
             stats = r.routing_stats or {}
             at = stats.get("at")
             if not isinstance(at, (int, float)):
@@ -199,26 +218,35 @@ class PolicyRequestRouter(RequestRouter):
     # ---- deciding ----------------------------------------------------------------------------------
     def decide(self, replicas: List[RunningReplica], request: Any) -> int:
         """Index into ``replicas`` of the policy's pick for ``request`` (a :class:`~.request.RoutedRequest`;
-        None: a one-token prompt without ids). Times its stages into :attr:`stage_times`."""
-        t0 = time.perf_counter()
+        None: a one-token prompt without ids)."""
+        known, slots = self._slots(replicas)
+        return self._decide(slots, request)
+
+    def _decide(self, slots: List[int], request: Any) -> int:
+        """Index into ``slots`` (view slots of the candidates) of the policy's pick for ``request``; with
+        ``time_stages`` its stages go into :attr:`stage_times`."""
+        timed = self.time_stages
+        t0 = time.perf_counter() if timed else 0.0
         tokens, ids = (request.prompt_tokens, request.prompt_ids) if request is not None else (1, [])
         snap = self.view.snapshot(ids)
         if self._any_reported_blocks:
             snap = with_prefix_blocks(snap, self._reported_blocks)
-        slots = [self._slot[r.replica_id] for r in replicas]
         order = None
         if len(slots) != self.view.num_replicas or slots != list(range(len(slots))):
             keep = np.zeros(self.view.num_replicas, dtype=bool)
             keep[slots] = True
             order = np.argsort(slots)  # restrict keeps slot order; map back to the candidates' order
             snap = restrict(snap, keep)
-        t1 = time.perf_counter()
+        t1 = time.perf_counter() if timed else 0.0
         rows = build_observation(snap, tokens, self.obs_config) if self.policy.observation is not None else None
-        t2 = time.perf_counter()
+        t2 = time.perf_counter() if timed else 0.0
         pick = int(self.policy.decide(snap, tokens, rows=rows))
-        t3 = time.perf_counter()
-        for stage, elapsed in (("snapshot", t1 - t0), ("observation", t2 - t1), ("policy", t3 - t2)):
-            self.stage_times[stage].append(elapsed)
+        if timed:
+            t3 = time.perf_counter()
+            stage = self.stage_times
+            stage["snapshot"].append(t1 - t0)
+            stage["observation"].append(t2 - t1)
+            stage["policy"].append(t3 - t2)
         return pick if order is None else int(order[pick])
 
     async def choose_replicas(self, candidate_replicas: List[RunningReplica],
@@ -228,22 +256,24 @@ class PolicyRequestRouter(RequestRouter):
         self._loop = asyncio.get_running_loop()
         if pending_request is not None:
             pending_request.routing_context.should_backoff = True  # every candidate is tried each round
-        candidates = [r for r in candidate_replicas if r.replica_id in self._slot]
+        candidates, slots = self._slots(candidate_replicas)
         if not candidates:
             return [candidate_replicas] if candidate_replicas else []
-        t_stats = time.perf_counter()
-        reason = self._fold_stats(candidates)
-        t_request = time.perf_counter()
-        request = _routed_request(pending_request)
-        t_decide = time.perf_counter()
-        self.stage_times["stats"].append(t_request - t_stats)
-        self.stage_times["request"].append(t_decide - t_request)
-        pick = self.decide(candidates, request)
-        chosen = candidates[pick]
+        if self.time_stages:
+            t_stats = time.perf_counter()
+            reason = self._fold_stats(candidates, slots)
+            t_request = time.perf_counter()
+            request = _routed_request(pending_request)
+            self.stage_times["stats"].append(t_request - t_stats)
+            self.stage_times["request"].append(time.perf_counter() - t_request)
+        else:
+            reason = self._fold_stats(candidates, slots)
+            request = _routed_request(pending_request)
+        chosen = candidates[self._decide(slots, request)]
         elapsed = time.perf_counter() - start
-        self.decisions += 1
-        self.decision_times.append(elapsed)
         self.decision_cpu_times.append(time.thread_time() - start_cpu)
+        self.decision_times.append(elapsed)
+        self.decisions += 1
         if self._decision_hist is not None:
             self._decision_hist.observe(1000.0 * elapsed)
         if reason is not None:
@@ -284,7 +314,8 @@ class PolicyRequestRouter(RequestRouter):
         """Decisions, fallbacks by reason, decision time p50/p99 (ms), the last 5,000 decision times in
         all and per stage (ms), requests in flight, the policy."""
         times = np.asarray(self.decision_times) * 1000.0
-        stages = {name: [round(1000.0 * t, 5) for t in list(values)[-5000:]] for name, values in self.stage_times.items()}
+        stages = {name: [round(1000.0 * t, 5) for t in list(values)[-5000:]] for name, values in self.stage_times.items()
+                  if values}
         return {"stage_ms": stages, "policy": self.spec, "decisions": self.decisions, "fallbacks": dict(self.fallbacks),
                 "decision_ms_p50": float(np.percentile(times, 50)) if len(times) else None,
                 "decision_ms_p99": float(np.percentile(times, 99)) if len(times) else None,

@@ -169,24 +169,48 @@ def test_the_routers_pick_comes_first_and_the_other_replicas_after():
     assert [[r.replica_id.unique_id for r in rank] for rank in ranks] == [["r1"], ["r0"]]
 
 
-@pytest.mark.parametrize("policy", ["least_prefill", "cache_aware", "ppo"])
-def test_each_decision_is_timed_whole_in_cpu_time_and_by_stage(policy, tmp_path):
-    """stats() gives every decision's wall and CPU time and its five stages, which add up to at most the whole."""
-    async def run() -> PolicyRequestRouter:
-        kwargs = {"checkpoint": random_checkpoint(tmp_path)} if policy == "ppo" else {}
-        router, replicas = make_router(policy, **kwargs)
+def route_30(policy: str, tmp_path, **kwargs) -> tuple[PolicyRequestRouter, list]:
+    """A router after 30 decisions of growing prompts, and its picks."""
+    async def run() -> tuple[PolicyRequestRouter, list]:
+        extra = {"checkpoint": random_checkpoint(tmp_path)} if policy == "ppo" else {}
+        router, replicas = make_router(policy, **extra, **kwargs)
+        picks = []
         for k in range(30):
             request = pending(RoutedRequest("/v1/completions", b"{}", 40 + k, list(range(40 + k))))
             ranks = await router.choose_replicas(replicas, request)
             router.on_request_routed(request, ranks[0][0].replica_id, None)
-        return router
+            picks.append(ranks[0][0].replica_id.unique_id)
+        return router, picks
 
-    router = asyncio.run(run())
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("policy", ["least_prefill", "cache_aware", "ppo"])
+def test_each_decision_is_timed_whole_in_cpu_time_and_by_stage_when_asked(policy, tmp_path):
+    """stats() gives every decision's wall and CPU time; with time_stages also its five stages, which add up
+    to at most the whole, and the same picks as without."""
+    router, picks = route_30(policy, tmp_path, time_stages=True)
     stats = router.stats()
     assert set(stats["stage_ms"]) == {"stats", "request", "snapshot", "observation", "policy"}
     assert all(len(v) == 30 for v in stats["stage_ms"].values()) and len(stats["decision_cpu_ms"]) == 30
     for i, whole in enumerate(stats["decision_ms"]):
         assert sum(v[i] for v in stats["stage_ms"].values()) <= whole + 1e-3
+    plain, plain_picks = route_30(policy, tmp_path)
+    assert plain.stats()["stage_ms"] == {} and len(plain.stats()["decision_cpu_ms"]) == 30
+    assert plain_picks == picks
+
+
+def test_a_replica_object_made_anew_by_ray_is_still_known_by_its_id():
+    """Ray may hand choose_replicas new wrapper objects for the same replicas: they are found by ReplicaID."""
+    async def run() -> list:
+        router, replicas = make_router("least_prefill")
+        busy = RoutedRequest("/v1/completions", b"{}", 500, [])
+        router.on_request_routed(pending(busy), replicas[0].replica_id, None)
+        anew = [FakeReplica("r0"), FakeReplica("r1")]
+        return await router.choose_replicas(anew + [FakeReplica("stranger")], pending(RoutedRequest("/v1/completions", b"{}", 5, [])))
+
+    ranks = asyncio.run(run())
+    assert [[r.replica_id.unique_id for r in rank] for rank in ranks] == [["r1"], ["r0"]]
 
 
 def test_request_router_kwargs_are_checked_with_the_key_named(tmp_path):
