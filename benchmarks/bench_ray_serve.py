@@ -117,7 +117,7 @@ class StubCluster:
     def __init__(self, n: int) -> None:
         from schedulers.engines.stub import ServerThread, StubEngine
 
-        self.servers = [ServerThread(StubEngine(f"stub{i}", ttft_s=0.02, per_token_s=0.005).app(), free_port())
+        self.servers = [ServerThread(StubEngine(f"stub{i}", ttft_s=0.02, per_token_s=0.005).app(), free_port(), lifespan="off")
                         for i in range(n)]
         self.urls = [s.url for s in self.servers]
 
@@ -375,7 +375,8 @@ def setup(args: argparse.Namespace) -> str:
             f"{args.sessions} multi-turn sessions, lengths x{args.length_scale} of {args.env}; {args.rounds} rounds "
             f"(seeds {args.seed}-{args.seed + args.rounds - 1}) x {args.requests} requests at {args.qps} req/s; "
             f"Ray stats period {args.stats_period} s"
-            + ("; engines and load generator on one core, Ray (proxy, ingress, router) on the other" if args.cores == "split" else ""))
+            + ("; engines and load generator on one core, Ray (proxy, ingress, router) on the other"
+               if args.cores == "split" else ""))
 
 
 def pct(values: list[float], q: float) -> float:

@@ -126,10 +126,13 @@ class StubEngine:
 
 
 class ServerThread:
-    """Serve an ASGI app with uvicorn on 127.0.0.1:``port`` in a daemon thread (start/stop)."""
+    """Serve an ASGI app with uvicorn on 127.0.0.1:``port`` in a daemon thread (start/stop).
 
-    def __init__(self, app: Any, port: int) -> None:
-        self.app, self.port = app, port
+    ``lifespan``: uvicorn's setting; ``"off"`` for an app with no startup or shutdown of its own, whose
+    lifespan task a forced stop would otherwise cancel with a traceback."""
+
+    def __init__(self, app: Any, port: int, lifespan: str = "auto") -> None:
+        self.app, self.port, self.lifespan = app, port, lifespan
         self.url = f"http://127.0.0.1:{port}"
         self.server: Any = None
         self.thread: threading.Thread | None = None
@@ -138,7 +141,7 @@ class ServerThread:
         import uvicorn
 
         config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="error", access_log=False,
-                                timeout_graceful_shutdown=5)
+                                timeout_graceful_shutdown=5, lifespan=self.lifespan)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()

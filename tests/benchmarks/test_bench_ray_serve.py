@@ -66,3 +66,22 @@ def test_the_report_shows_where_decision_time_goes_and_the_paced_timing() -> Non
     assert "| `ray:least_prefill` | 0.300 / 0.398 | 0.200 / 0.298 | 0.015 / 0.020 | 0.200 / 0.298 |" in text
     assert "back to back" in text and "1/qps s apart" in text
     assert "| `least_prefill` | 0.100 | 0.200 | stats 0.010, policy 0.050 |" in text
+
+
+def test_bench_cold_cpu_prints_a_row_per_operation_and_policy_and_a_column_per_pause(capsys):
+    import bench_cold_cpu
+
+    assert bench_cold_cpu.main(["--pauses-ms", "0,1", "--repeats", "5", "--decisions", "10",
+                                "--policies", "least_prefill,cache_aware"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "after" not in line]
+    assert len(rows) == len(bench_cold_cpu.OPERATIONS) + 2
+    assert all(line.count(" / ") == 2 for line in rows)  # p50 / p99 after 0 ms and after 1 ms
+    assert "`cache_aware`" in out and "after 1 ms" in out
+
+
+def test_bench_cold_cpu_refuses_bad_pauses(capsys):
+    import bench_cold_cpu
+
+    assert bench_cold_cpu.main(["--pauses-ms", "0,soon"]) == 2
+    assert "--pauses-ms: expected comma-separated numbers, got '0,soon'" in capsys.readouterr().err

@@ -96,8 +96,8 @@ class PolicyRequestRouter(RequestRouter):
         (a learned policy's file), ``stale_s`` (stats older than this are not used), ``block_size``
         (tokens per prefix block, as the engines'), ``kv_capacity_blocks`` (until a replica reports
         its own), ``threads`` (torch threads of a learned policy), ``time_stages`` (also time each
-        decision's stages, :data:`STAGES`: a profile, off by default as its clock reads cost a live
-        decision a fifth of its time); other keys go to ``make_policy``."""
+        decision's stages, :data:`STAGES`: a profile, off by default as its clock reads add to each
+        decision); other keys go to ``make_policy``."""
         if not isinstance(policy, str) or not policy:
             raise ValueError(f"request_router_kwargs.policy: expected a router name, got {policy!r}")
         if not (isinstance(stale_s, (int, float)) and stale_s > 0):
@@ -195,7 +195,7 @@ class PolicyRequestRouter(RequestRouter):
         """Fold each candidate's new stats into the view; the fallback reason of this decision (None: all fresh)."""
         now = time.time()
         reason = None
-        for r, slot in zip(replicas, slots):
+        for r, slot in zip(replicas, slots, strict=True):
             stats = r.routing_stats or {}
             at = stats.get("at")
             if not isinstance(at, (int, float)):

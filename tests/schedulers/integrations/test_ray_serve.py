@@ -207,7 +207,8 @@ def test_a_replica_object_made_anew_by_ray_is_still_known_by_its_id():
         busy = RoutedRequest("/v1/completions", b"{}", 500, [])
         router.on_request_routed(pending(busy), replicas[0].replica_id, None)
         anew = [FakeReplica("r0"), FakeReplica("r1")]
-        return await router.choose_replicas(anew + [FakeReplica("stranger")], pending(RoutedRequest("/v1/completions", b"{}", 5, [])))
+        request = pending(RoutedRequest("/v1/completions", b"{}", 5, []))
+        return await router.choose_replicas(anew + [FakeReplica("stranger")], request)
 
     ranks = asyncio.run(run())
     assert [[r.replica_id.unique_id for r in rank] for rank in ranks] == [["r1"], ["r0"]]
