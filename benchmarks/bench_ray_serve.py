@@ -56,9 +56,11 @@ DEFAULT_ROUTERS = ("ray:pow2,ray:prefix_affinity,ray:least_prefill,ray:cache_awa
 REFERENCE = "ray:pow2"
 
 
-def ray_router_config(name: str, checkpoint: str | None, stats_period_s: float, time_stages: bool = False) -> Any:
+def ray_router_config(name: str, checkpoint: str | None, stats_period_s: float, time_stages: bool = False,
+                      warm_every_ms: float = 0.0) -> Any:
     """The ``RequestRouterConfig`` of a ``ray:`` router name (without the prefix); ``time_stages``: our routers
-    also time each decision's stages (a profile that costs the decision some time of its own)."""
+    also time each decision's stages (a profile that costs the decision some time of its own);
+    ``warm_every_ms``: our routers keep warm between requests (``PolicyRequestRouter``'s module doc)."""
     from examples.ray_serve.app import router_config
 
     base, _, params = name.partition(":")
@@ -70,7 +72,7 @@ def ray_router_config(name: str, checkpoint: str | None, stats_period_s: float, 
         return router_config({}, stats_period_s, f"{TIMING}.TimedPowerOfTwo")
     if base == "prefix_affinity":
         return router_config(kwargs, stats_period_s, f"{TIMING}.TimedPrefixCacheAffinity")
-    profile = {"time_stages": True} if time_stages else {}
+    profile = ({"time_stages": True} if time_stages else {}) | ({"warm_every_ms": warm_every_ms} if warm_every_ms else {})
     if base == "ppo":
         return router_config({"policy": "ppo", "checkpoint": checkpoint, **profile}, stats_period_s)
     return router_config({"policy": name, **profile}, stats_period_s)
@@ -142,7 +144,7 @@ def run_ray(name: str, urls: list[str], specs: list, warmup: list, args: argpars
 
     from examples.ray_serve.app import build_app
 
-    config = ray_router_config(name, args.checkpoint, args.stats_period, args.stages)
+    config = ray_router_config(name, args.checkpoint, args.stats_period, args.stages, args.warm_every_ms)
     serve.run(build_app({"url": urls}, replicas=len(urls), config=config), name="bench", route_prefix="/")
     try:
         asyncio.run(replay(http, warmup, model="tiny-llama", timeout_s=args.timeout))
@@ -320,8 +322,8 @@ class _Replica:
         return 0
 
 
-def decision_times(policies: list[str], checkpoint: str, decisions: int = 3000,
-                   gap_s: float = 0.0, time_stages: bool = False) -> dict[str, dict[str, float]]:
+def decision_times(policies: list[str], checkpoint: str, decisions: int = 3000, gap_s: float = 0.0,
+                   time_stages: bool = False, warm_every_ms: float = 0.0) -> dict[str, dict[str, float]]:
     """``choose_replicas`` of ``PolicyRequestRouter`` timed in this process alone (two replicas, new stats every
     third decision, prompts of 100-199 tokens, a third of requests completing): p50/p99 ms per policy and
     each stage's p50, without Ray's transport. ``gap_s``: the pause after each decision (a live router
@@ -335,13 +337,14 @@ def decision_times(policies: list[str], checkpoint: str, decisions: int = 3000,
     deployment = DeploymentID(name="engines", app_name="bench")
     out = {}
     for spec in policies:
-        async def run(spec: str = spec) -> tuple[list[float], dict[str, list[float]]]:
+        async def run(spec: str = spec) -> tuple[list[float], dict[str, list[float]], float]:
             router = PolicyRequestRouter(deployment_id=deployment, handle_source=DeploymentHandleSource.UNKNOWN)
             kwargs = {"policy": "ppo", "checkpoint": checkpoint} if spec == "ppo" else {"policy": spec}
-            router.initialize_state(**kwargs, time_stages=time_stages)
+            router.initialize_state(**kwargs, time_stages=time_stages, warm_every_ms=warm_every_ms)
             replicas = [_Replica(f"r{i}", deployment) for i in range(2)]
             router.update_replicas(replicas)
             ids, times = list(range(200)), []
+            began = time.perf_counter()
             for k in range(decisions):
                 for i, r in enumerate(replicas if k % 3 == 0 else []):
                     r.routing_stats = {"at": time.time() + k, "waiting": float(k % 2), "running": float(i + 1),
@@ -355,15 +358,16 @@ def decision_times(policies: list[str], checkpoint: str, decisions: int = 3000,
                 router.on_request_routed(pr, ranks[0][0].replica_id, None)
                 if k % 3 == 0:
                     router.on_request_completed(ranks[0][0].replica_id, rid)
-                if gap_s:
-                    time.sleep(gap_s)
+                if gap_s:  # the router's loop runs meanwhile (a router keeping warm rehearses)
+                    await asyncio.sleep(gap_s)
             stages = {name: list(values)[decisions // 10:] for name, values in router.stage_times.items() if values}
-            return times[decisions // 10:], stages
+            return times[decisions // 10:], stages, router.rehearsal_cpu_s / (time.perf_counter() - began)
 
-        times, stages = asyncio.run(run())
+        times, stages, rehearsal_share = asyncio.run(run())
         ms = np.asarray(times) * 1000.0
         out[spec] = {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)),
-                     "stage_p50": {name: 1000.0 * float(np.median(v)) for name, v in stages.items()}}
+                     "stage_p50": {name: 1000.0 * float(np.median(v)) for name, v in stages.items()},
+                     "rehearsal_cpu_share": rehearsal_share}
     return out
 
 
@@ -375,6 +379,7 @@ def setup(args: argparse.Namespace) -> str:
             f"{args.sessions} multi-turn sessions, lengths x{args.length_scale} of {args.env}; {args.rounds} rounds "
             f"(seeds {args.seed}-{args.seed + args.rounds - 1}) x {args.requests} requests at {args.qps} req/s; "
             f"Ray stats period {args.stats_period} s"
+            + (f"; our routers keep warm every {args.warm_every_ms:g} ms" if args.warm_every_ms else "")
             + ("; engines and load generator on one core, Ray (proxy, ingress, router) on the other"
                if args.cores == "split" else ""))
 
@@ -489,6 +494,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stats-period", type=float, default=0.5, help="Ray's request_routing_stats_period_s")
     p.add_argument("--stages", action="store_true",
                    help="our routers also time each decision's stages (the stage table; costs each decision a little)")
+    p.add_argument("--warm-every-ms", type=float, default=0.0,
+                   help="our routers rehearse a decision after this long without one "
+                        "(0: off; PolicyRequestRouter's warm_every_ms)")
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--out", default="runs/bench_ray_serve")
     p.add_argument("--report", action="store_true", help="reprint the tables from --out/ray_serve.json")
@@ -521,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
                   - {r.partition(":")[2] for r in routers if ":prefix_affinity" in r})
     data["decision_isolated"] = decision_times(ours, args.checkpoint, time_stages=args.stages)
     data["decision_paced"] = decision_times(ours, args.checkpoint, decisions=300, gap_s=1.0 / args.qps,
-                                            time_stages=args.stages)
+                                            time_stages=args.stages, warm_every_ms=args.warm_every_ms)
     (out / "ray_serve.json").write_text(json.dumps(data))
     print(report(data))
     return 0

@@ -87,6 +87,12 @@ class Policy(ABC):
         ``true_speed`` the replicas' current speeds when ``needs_true_speed``.
         """
 
+    def rehearse(self, snapshot: ReplicaSnapshot, prompt_tokens: float = 0.0, *,  # noqa: B027 - optional hook
+                 rows: np.ndarray | None = None) -> None:
+        """Run :meth:`decide`'s code and leave the policy exactly as it was: a live router rehearses
+        between requests so that its next decision finds code and data warm. The default rehearses
+        nothing (a policy with state of its own knows how to restore it)."""
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
 
@@ -111,6 +117,17 @@ class HeuristicPolicy(Policy):
         pick = self.pick(snapshot, prompt_tokens, true_speed)
         self.decisions += 1
         return pick
+
+    def rehearse(self, snapshot: ReplicaSnapshot, prompt_tokens: float = 0.0, *, rows: np.ndarray | None = None) -> None:
+        """:meth:`pick` on ``snapshot``, then the generator and the decision count put back as they were."""
+        if self.needs_true_speed:
+            return  # a simulator-only rule has no live decisions to keep warm
+        state, decisions = self.rng.bit_generator.state, self.decisions
+        try:
+            self.pick(snapshot, prompt_tokens, None)
+        finally:
+            self.rng.bit_generator.state = state
+            self.decisions = decisions
 
     @abstractmethod
     def pick(self, snapshot: ReplicaSnapshot, prompt_tokens: float, true_speed: np.ndarray | None) -> int:

@@ -71,13 +71,15 @@ def test_the_report_shows_where_decision_time_goes_and_the_paced_timing() -> Non
 def test_bench_cold_cpu_prints_a_row_per_operation_and_policy_and_a_column_per_pause(capsys):
     import bench_cold_cpu
 
-    assert bench_cold_cpu.main(["--pauses-ms", "0,1", "--repeats", "5", "--decisions", "10",
+    assert bench_cold_cpu.main(["--pauses-ms", "0,3", "--repeats", "5", "--decisions", "10", "--warm-every-ms", "1",
                                 "--policies", "least_prefill,cache_aware"]) == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("| ") and "after" not in line]
-    assert len(rows) == len(bench_cold_cpu.OPERATIONS) + 2
-    assert all(line.count(" / ") == 2 for line in rows)  # p50 / p99 after 0 ms and after 1 ms
-    assert "`cache_aware`" in out and "after 1 ms" in out
+    assert len(rows) == len(bench_cold_cpu.OPERATIONS) + 2 + 2  # operations, decisions, decisions keeping warm
+    assert all(line.count(" / ") == 2 for line in rows)  # p50 / p99 after 0 ms and after 3 ms
+    assert "`cache_aware`" in out and "after 3 ms" in out and "`warm_every_ms=1`" in out
+    share = out.split("share of one core over the run: ")[1]
+    assert share.startswith("`least_prefill` 0.00%, ") and not share.split(";")[0].endswith(" 0.00%")
 
 
 def test_bench_cold_cpu_refuses_bad_pauses(capsys):

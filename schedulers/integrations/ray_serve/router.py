@@ -23,6 +23,14 @@ How it sees the replicas (docs/ray-serve.md has the table): the gateway's own
 replica is seen through the router's own bookkeeping alone (the gateway's view without scrapes),
 and the decision is counted as a fallback (``rewardkit_ray_router_fallback_decisions{reason=
 "missing"|"stale"}`` in Ray's metrics, and :func:`router_stats` in the router's process).
+
+**Keeping warm** (``warm_every_ms``, off by default): a router that decides once per request finds
+its CPU cold after each pause, and a decision then costs several times what it costs back to back
+(``benchmarks/bench_cold_cpu.py``). With ``warm_every_ms`` set, a router that has not decided for
+that long rehearses its last decision on the view as it is now (the last candidates and prompt;
+nothing folded or counted, the policy's generator put back, so every real decision is the one it
+would have been) and stops after :data:`WARM_FOR_S` without a request. Its cost is in
+:meth:`~PolicyRequestRouter.stats` (``rehearsals``, ``rehearsal_cpu_ms``).
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+import warnings
 from collections import deque
 from typing import Any, List, Optional
 
@@ -76,6 +85,9 @@ def _metric(kind: str, name: str, description: str, **kwargs: Any) -> Any:
         return None
 
 
+#: a router keeping warm (``warm_every_ms``) stops rehearsing after this long without a request (s)
+WARM_FOR_S = 30.0
+
 #: the stages of one decision, timed apart: folding new replica stats in, finding the request among
 #: Ray's arguments, the snapshot (prefix lookup included), the policy's observation rows, the policy
 STAGES = ("stats", "request", "snapshot", "observation", "policy")
@@ -90,18 +102,24 @@ class PolicyRequestRouter(RequestRouter):
     def initialize_state(self, policy: str = "least_prefill", checkpoint: Optional[str] = None, *,
                          seed: int = 0, stale_s: float = 2.0, block_size: int = 32, kv_capacity_blocks: float = 1024.0,
                          threads: int = 1, keep_decision_times: int = 100_000, time_stages: bool = False,
-                         **options: Any) -> None:
+                         warm_every_ms: float = 0.0, **options: Any) -> None:
         """Called by Ray Serve with ``request_router_kwargs``: ``policy`` (a router name of
         :func:`~schedulers.routing.policy.make_policy`, thresholds after the name), ``checkpoint``
         (a learned policy's file), ``stale_s`` (stats older than this are not used), ``block_size``
         (tokens per prefix block, as the engines'), ``kv_capacity_blocks`` (until a replica reports
         its own), ``threads`` (torch threads of a learned policy), ``time_stages`` (also time each
         decision's stages, :data:`STAGES`: a profile, off by default as its clock reads add to each
-        decision); other keys go to ``make_policy``."""
+        decision), ``warm_every_ms`` (rehearse a decision whenever the router has not decided for this
+        long, while requests keep coming: the module doc's "Keeping warm"; 0: never); other keys go to
+        ``make_policy``."""
         if not isinstance(policy, str) or not policy:
             raise ValueError(f"request_router_kwargs.policy: expected a router name, got {policy!r}")
         if not (isinstance(stale_s, (int, float)) and stale_s > 0):
             raise ValueError(f"request_router_kwargs.stale_s: expected a positive number, got {stale_s!r}")
+        if not (isinstance(warm_every_ms, (int, float)) and not isinstance(warm_every_ms, bool)
+                and (warm_every_ms == 0 or 0.1 <= warm_every_ms <= 10_000)):
+            raise ValueError("request_router_kwargs.warm_every_ms: expected 0 (off) or a number of milliseconds "
+                             f"from 0.1 to 10000, got {warm_every_ms!r}")
         if checkpoint is not None:
             options.setdefault("threads", threads)
         try:
@@ -134,6 +152,15 @@ class PolicyRequestRouter(RequestRouter):
         self.stage_times: dict[str, deque[float]] = {s: deque(maxlen=keep_decision_times) for s in STAGES}
         #: per request, ms from Ray creating its pending request to the replica accepting it
         self.routing_ms: deque[float] = deque(maxlen=keep_decision_times)
+        #: keeping warm: the pause after which the router rehearses (s; 0 off), rehearsals made, their CPU time (s)
+        self.warm_every_s = float(warm_every_ms) / 1000.0
+        self.rehearsals = 0
+        self.rehearsal_cpu_s = 0.0
+        self.rehearsal_error: Optional[str] = None
+        self._warm_timer: Optional[asyncio.TimerHandle] = None
+        self._last_decision_at = 0.0
+        self._last_candidates: List[RunningReplica] = []
+        self._last_prompt: tuple[int, Any] = (1, [])
         tags = ("deployment", "application")
         defaults = {"deployment": self._deployment_id.name, "application": self._deployment_id.app_name} \
             if getattr(self, "_deployment_id", None) is not None else {}
@@ -228,15 +255,8 @@ class PolicyRequestRouter(RequestRouter):
         timed = self.time_stages
         t0 = time.perf_counter() if timed else 0.0
         tokens, ids = (request.prompt_tokens, request.prompt_ids) if request is not None else (1, [])
-        snap = self.view.snapshot(ids)
-        if self._any_reported_blocks:
-            snap = with_prefix_blocks(snap, self._reported_blocks)
-        order = None
-        if len(slots) != self.view.num_replicas or slots != list(range(len(slots))):
-            keep = np.zeros(self.view.num_replicas, dtype=bool)
-            keep[slots] = True
-            order = np.argsort(slots)  # restrict keeps slot order; map back to the candidates' order
-            snap = restrict(snap, keep)
+        self._last_prompt = (tokens, ids)
+        snap, order = self._snapshot(slots, ids)
         t1 = time.perf_counter() if timed else 0.0
         rows = build_observation(snap, tokens, self.obs_config) if self.policy.observation is not None else None
         t2 = time.perf_counter() if timed else 0.0
@@ -248,6 +268,53 @@ class PolicyRequestRouter(RequestRouter):
             stage["observation"].append(t2 - t1)
             stage["policy"].append(t3 - t2)
         return pick if order is None else int(order[pick])
+
+    def _snapshot(self, slots: List[int], ids: Any) -> tuple[ReplicaSnapshot, Optional[np.ndarray]]:
+        """The snapshot of the candidates' slots for a prompt of ``ids``, and the candidates' order in it
+        (None: all replicas, in slot order)."""
+        snap = self.view.snapshot(ids)
+        if self._any_reported_blocks:
+            snap = with_prefix_blocks(snap, self._reported_blocks)
+        if len(slots) == self.view.num_replicas and slots == list(range(len(slots))):
+            return snap, None
+        keep = np.zeros(self.view.num_replicas, dtype=bool)
+        keep[slots] = True
+        return restrict(snap, keep), np.argsort(slots)  # restrict keeps slot order; map back to the candidates'
+
+    # ---- keeping warm ----------------------------------------------------------------------------
+    def _keep_warm(self) -> None:
+        """After a decision: make sure a rehearsal is due ``warm_every_s`` from now."""
+        if self._warm_timer is None and self._loop is not None:
+            self._warm_timer = self._loop.call_later(self.warm_every_s, self._rehearse)
+
+    def _rehearse(self) -> None:
+        """Rehearse the last decision (its candidates, its prompt) on the view as it is now, changing
+        nothing: no stats folded, nothing counted, the policy's generator put back. Stops after
+        :data:`WARM_FOR_S` without a request; the next decision starts it again."""
+        self._warm_timer = None
+        since = time.perf_counter() - self._last_decision_at
+        if since > WARM_FOR_S or self.rehearsal_error is not None:
+            return
+        if since >= self.warm_every_s:
+            start_cpu = time.thread_time()
+            try:
+                _, slots = self._slots(self._last_candidates)
+                tokens, ids = self._last_prompt
+                snap, _ = self._snapshot(slots, ids)
+                rows = build_observation(snap, tokens, self.obs_config) if self.policy.observation is not None else None
+                self.policy.rehearse(snap, tokens, rows=rows)
+            except Exception as exc:  # noqa: BLE001 - keeping warm must never stop routing: it stops itself
+                self.rehearsal_error = f"{type(exc).__name__}: {exc}"
+                warnings.warn(f"PolicyRequestRouter({self.spec}): keeping warm stopped: {self.rehearsal_error}",
+                              RuntimeWarning, stacklevel=1)
+                return
+            self.rehearsals += 1
+            self.rehearsal_cpu_s += time.thread_time() - start_cpu
+            delay = self.warm_every_s
+        else:
+            delay = self.warm_every_s - since
+        if self._loop is not None and not self._loop.is_closed():
+            self._warm_timer = self._loop.call_later(delay, self._rehearse)
 
     async def choose_replicas(self, candidate_replicas: List[RunningReplica],
                               pending_request: Optional[PendingRequest] = None) -> List[List[RunningReplica]]:
@@ -270,10 +337,14 @@ class PolicyRequestRouter(RequestRouter):
             reason = self._fold_stats(candidates, slots)
             request = _routed_request(pending_request)
         chosen = candidates[self._decide(slots, request)]
-        elapsed = time.perf_counter() - start
+        end = time.perf_counter()
+        elapsed = end - start
         self.decision_cpu_times.append(time.thread_time() - start_cpu)
         self.decision_times.append(elapsed)
         self.decisions += 1
+        if self.warm_every_s:
+            self._last_decision_at, self._last_candidates = end, candidates
+            self._keep_warm()
         if self._decision_hist is not None:
             self._decision_hist.observe(1000.0 * elapsed)
         if reason is not None:
@@ -322,6 +393,8 @@ class PolicyRequestRouter(RequestRouter):
                 "decision_ms": [round(float(t), 5) for t in times[-5000:]],
                 "decision_cpu_ms": [round(1000.0 * t, 5) for t in list(self.decision_cpu_times)[-5000:]],
                 "routing_ms": [round(float(t), 4) for t in list(self.routing_ms)[-5000:]],
+                "rehearsals": self.rehearsals, "rehearsal_cpu_ms": round(1000.0 * self.rehearsal_cpu_s, 3),
+                "rehearsal_error": self.rehearsal_error,
                 "in_flight": len(self.view.inflight), "replicas": len(self._ids),
                 "replica_stats": [dict(s) for s in self._last_stats]}
 

@@ -335,3 +335,84 @@ def test_ray_serve_runs_vllm_cpu_replicas_each_owning_its_engine(ray_serve):
         assert all(s.get("kv_capacity_tokens", 0) > 0 for s in stats["replica_stats"])  # read from each engine
     finally:
         serve.delete("v")
+
+
+async def _route_paced(router: PolicyRequestRouter, replicas: list, pause_s: float, n: int = 24) -> list[str]:
+    """n decisions ``pause_s`` apart on the router's loop (ties and a third of requests completing), their picks."""
+    picks = []
+    for k in range(n):
+        request = pending(RoutedRequest("/v1/completions", b"{}", 30 + k % 5, list(range(30 + k % 5))))
+        ranks = await router.choose_replicas(replicas, request)
+        router.on_request_routed(request, ranks[0][0].replica_id, None)
+        if k % 3 == 0:
+            router.on_request_completed(ranks[0][0].replica_id, request.metadata.internal_request_id)
+        picks.append(ranks[0][0].replica_id.unique_id)
+        await asyncio.sleep(pause_s)
+    return picks
+
+
+@pytest.mark.parametrize("policy", ["jsq", "power_of_two", "cache_aware:balance_abs_threshold=2", "ppo",
+                                    "ppo-sampling"])
+def test_keeping_warm_rehearses_between_requests_and_changes_no_pick(policy, tmp_path):
+    """With warm_every_ms the router rehearses while it waits for requests; every real pick (random
+    tie-breaks and a sampling policy's draws included) is the one it makes without."""
+    extra = {"checkpoint": random_checkpoint(tmp_path)} if policy.startswith("ppo") else {}
+    if policy == "ppo-sampling":
+        extra["deterministic"] = False
+    spec = policy.partition("-")[0]
+
+    async def run(**kwargs) -> tuple[list[str], dict]:
+        router, replicas = make_router(spec, seed=5, **extra, **kwargs)
+        return await _route_paced(router, replicas, 0.02), router.stats()
+
+    plain, plain_stats = asyncio.run(run())
+    warm, warm_stats = asyncio.run(run(warm_every_ms=2))
+    assert warm == plain
+    assert plain_stats["rehearsals"] == 0 and warm_stats["rehearsals"] >= 24  # several per 20 ms pause
+    assert warm_stats["rehearsal_cpu_ms"] > 0 and warm_stats["rehearsal_error"] is None
+    assert warm_stats["decisions"] == plain_stats["decisions"] == 24
+
+
+def test_keeping_warm_stops_when_requests_stop_and_starts_again_with_the_next(monkeypatch):
+    from schedulers.integrations.ray_serve import router as router_module
+
+    monkeypatch.setattr(router_module, "WARM_FOR_S", 0.1)
+
+    async def run() -> list[int]:
+        router, replicas = make_router("least_prefill", warm_every_ms=5)
+        await _route_paced(router, replicas, 0.0, n=2)
+        counts = []
+        for _ in range(3):
+            await asyncio.sleep(0.3)
+            counts.append(router.rehearsals)
+        await _route_paced(router, replicas, 0.05, n=1)
+        counts.append(router.rehearsals)
+        return counts
+
+    counts = asyncio.run(run())
+    assert 5 <= counts[0] == counts[1] == counts[2] < counts[3]  # rehearsed ~0.1 s, then idle, then again
+
+
+def test_a_failing_rehearsal_stops_keeping_warm_and_says_why_without_stopping_routing():
+    async def run() -> tuple[list[str], dict]:
+        router, replicas = make_router("least_prefill", warm_every_ms=1)
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("cold")
+
+        router.policy.rehearse = broken
+        with pytest.warns(RuntimeWarning, match=r"PolicyRequestRouter\(least_prefill\): keeping warm stopped: "
+                                                r"RuntimeError: cold"):
+            picks = await _route_paced(router, replicas, 0.01, n=5)
+        return picks, router.stats()
+
+    picks, stats = asyncio.run(run())
+    assert len(picks) == 5 and stats["decisions"] == 5
+    assert stats["rehearsal_error"] == "RuntimeError: cold" and stats["rehearsals"] == 0
+
+
+@pytest.mark.parametrize("value", [-1, 0.01, 20_000, "5", True])
+def test_warm_every_ms_is_checked_with_the_key_named(value):
+    router = PolicyRequestRouter(deployment_id=DEPLOYMENT, handle_source=DeploymentHandleSource.UNKNOWN)
+    with pytest.raises(ValueError, match=r"request_router_kwargs.warm_every_ms: expected 0 \(off\) or a number"):
+        router.initialize_state(policy="least_prefill", warm_every_ms=value)

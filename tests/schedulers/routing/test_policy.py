@@ -149,3 +149,20 @@ def test_make_policy_is_a_lookup_that_checks_what_the_class_declares():
         make_policy("jsq", checkpoint="x")
     assert make_policy("jsq", threads=4).decide(ReplicaSnapshot.build(waiting=[3, 0])) == 1  # threads: ignored
     assert np.isfinite(make_policy("llm_d_default").decide(ReplicaSnapshot.build(waiting=[1, 0])))
+
+
+@pytest.mark.parametrize("name", [n for n in policy_names() if policy_class(n).live and not policy_class(n).needs_checkpoint
+                                  and issubclass(policy_class(n), HeuristicPolicy)])
+def test_rehearsing_between_decisions_changes_no_heuristics_later_pick(name):
+    """Policy.rehearse runs the rule and puts its generator and decision count back: the picks with a
+    rehearsal before each decision are those without (ties and random draws included)."""
+    snapshots = [ReplicaSnapshot.build(waiting=[k % 2, 0, k % 3, 0], prefix_match=[0.5, 0.5, 0.0, 0.5])
+                 for k in range(40)]
+    plain, rehearsed = make_policy(name, seed=7, simulated=False), make_policy(name, seed=7, simulated=False)
+    expected = [plain.decide(s, 100) for s in snapshots]
+    picks = []
+    for s in snapshots:
+        rehearsed.rehearse(s, 100)
+        rehearsed.rehearse(s, 100)
+        picks.append(rehearsed.decide(s, 100))
+    assert picks == expected and rehearsed.decisions == plain.decisions == 40
