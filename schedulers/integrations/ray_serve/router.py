@@ -160,7 +160,7 @@ class PolicyRequestRouter(RequestRouter):
         self._warm_timer: Optional[asyncio.TimerHandle] = None
         self._last_decision_at = 0.0
         self._last_candidates: List[RunningReplica] = []
-        self._last_prompt: tuple[int, Any] = (1, [])
+        self._last_request: Any = None
         tags = ("deployment", "application")
         defaults = {"deployment": self._deployment_id.name, "application": self._deployment_id.app_name} \
             if getattr(self, "_deployment_id", None) is not None else {}
@@ -187,9 +187,12 @@ class PolicyRequestRouter(RequestRouter):
         replicas that stay are carried over; the prefix mirror starts over)."""
         super().update_replicas(replicas)
         ids = sorted(self._replicas, key=lambda rid: rid.unique_id)
-        if ids == self._ids:
-            self._slot_by_replica = {r: self._slot[r.replica_id] for r in replicas if r.replica_id in self._slot}
-            return
+        if ids != self._ids:
+            self._rebuild_view(ids)
+        self._slot_by_replica = {r: self._slot[r.replica_id] for r in replicas if r.replica_id in self._slot}
+
+    def _rebuild_view(self, ids: list[ReplicaID]) -> None:
+        """A new view over ``ids``, carrying over the in-flight requests of replicas that stay."""
         old_view, old_ids = self.view, self._ids
         self._ids = ids
         self._slot = {rid: i for i, rid in enumerate(ids)}
@@ -201,7 +204,6 @@ class PolicyRequestRouter(RequestRouter):
                 keys[key] = self.view.sent(self._slot[rid], req.prompt_tokens)
         self._routed = {rid: (self._slot[old_ids[slot]], keys[k]) for rid, (slot, k) in self._routed.items() if k in keys}
         self._by_key = {name: keys[k] for name, k in self._by_key.items() if k in keys}
-        self._slot_by_replica = {r: self._slot[r.replica_id] for r in replicas if r.replica_id in self._slot}
 
     def _slots(self, replicas: List[RunningReplica]) -> tuple[list[RunningReplica], list[int]]:
         """The candidates this router knows and their view slots (by object; by id for a replica object
@@ -245,20 +247,18 @@ class PolicyRequestRouter(RequestRouter):
     # ---- deciding ----------------------------------------------------------------------------------
     def decide(self, replicas: List[RunningReplica], request: Any) -> int:
         """Index into ``replicas`` of the policy's pick for ``request`` (a :class:`~.request.RoutedRequest`;
-        None: a one-token prompt without ids)."""
-        known, slots = self._slots(replicas)
-        return self._decide(slots, request)
+        None: a one-token prompt without ids); every replica must be one Ray gave :meth:`update_replicas`."""
+        return self._decide([self._slot[r.replica_id] for r in replicas], request)
 
     def _decide(self, slots: List[int], request: Any) -> int:
         """Index into ``slots`` (view slots of the candidates) of the policy's pick for ``request``; with
         ``time_stages`` its stages go into :attr:`stage_times`."""
         timed = self.time_stages
         t0 = time.perf_counter() if timed else 0.0
-        tokens, ids = (request.prompt_tokens, request.prompt_ids) if request is not None else (1, [])
-        self._last_prompt = (tokens, ids)
+        tokens, ids = _prompt(request)
         snap, order = self._snapshot(slots, ids)
         t1 = time.perf_counter() if timed else 0.0
-        rows = build_observation(snap, tokens, self.obs_config) if self.policy.observation is not None else None
+        rows = self._rows(snap, tokens)
         t2 = time.perf_counter() if timed else 0.0
         pick = int(self.policy.decide(snap, tokens, rows=rows))
         if timed:
@@ -281,6 +281,10 @@ class PolicyRequestRouter(RequestRouter):
         keep[slots] = True
         return restrict(snap, keep), np.argsort(slots)  # restrict keeps slot order; map back to the candidates'
 
+    def _rows(self, snap: ReplicaSnapshot, tokens: float) -> Optional[np.ndarray]:
+        """The policy's observation rows of ``snap`` (None: it reads the snapshot alone)."""
+        return build_observation(snap, tokens, self.obs_config) if self.policy.observation is not None else None
+
     # ---- keeping warm ----------------------------------------------------------------------------
     def _keep_warm(self) -> None:
         """After a decision: make sure a rehearsal is due ``warm_every_s`` from now."""
@@ -299,10 +303,9 @@ class PolicyRequestRouter(RequestRouter):
             start_cpu = time.thread_time()
             try:
                 _, slots = self._slots(self._last_candidates)
-                tokens, ids = self._last_prompt
+                tokens, ids = _prompt(self._last_request)
                 snap, _ = self._snapshot(slots, ids)
-                rows = build_observation(snap, tokens, self.obs_config) if self.policy.observation is not None else None
-                self.policy.rehearse(snap, tokens, rows=rows)
+                self.policy.rehearse(snap, tokens, rows=self._rows(snap, tokens))
             except Exception as exc:  # noqa: BLE001 - keeping warm must never stop routing: it stops itself
                 self.rehearsal_error = f"{type(exc).__name__}: {exc}"
                 warnings.warn(f"PolicyRequestRouter({self.spec}): keeping warm stopped: {self.rehearsal_error}",
@@ -326,16 +329,14 @@ class PolicyRequestRouter(RequestRouter):
         candidates, slots = self._slots(candidate_replicas)
         if not candidates:
             return [candidate_replicas] if candidate_replicas else []
-        if self.time_stages:
-            t_stats = time.perf_counter()
-            reason = self._fold_stats(candidates, slots)
-            t_request = time.perf_counter()
-            request = _routed_request(pending_request)
+        timed = self.time_stages
+        t_stats = time.perf_counter() if timed else 0.0
+        reason = self._fold_stats(candidates, slots)
+        t_request = time.perf_counter() if timed else 0.0
+        request = _routed_request(pending_request)
+        if timed:
             self.stage_times["stats"].append(t_request - t_stats)
             self.stage_times["request"].append(time.perf_counter() - t_request)
-        else:
-            reason = self._fold_stats(candidates, slots)
-            request = _routed_request(pending_request)
         chosen = candidates[self._decide(slots, request)]
         end = time.perf_counter()
         elapsed = end - start
@@ -343,7 +344,7 @@ class PolicyRequestRouter(RequestRouter):
         self.decision_times.append(elapsed)
         self.decisions += 1
         if self.warm_every_s:
-            self._last_decision_at, self._last_candidates = end, candidates
+            self._last_decision_at, self._last_candidates, self._last_request = end, candidates, request
             self._keep_warm()
         if self._decision_hist is not None:
             self._decision_hist.observe(1000.0 * elapsed)
@@ -361,7 +362,7 @@ class PolicyRequestRouter(RequestRouter):
         if slot is None:
             return
         request = _routed_request(pending_request)
-        tokens, ids = (request.prompt_tokens, request.prompt_ids) if request is not None else (1, [])
+        tokens, ids = _prompt(request)
         key = self.view.sent(slot, tokens, ids)
         self._routed[pending_request.metadata.internal_request_id] = (slot, key)
         if request is not None:
@@ -423,6 +424,11 @@ def with_prefix_blocks(snapshot: ReplicaSnapshot, reported: np.ndarray) -> Repli
         return {name: np.maximum(value, reported) if name == "prefix_blocks" else value}
 
     return LazySnapshot(field)
+
+
+def _prompt(request: Any) -> tuple[int, Any]:
+    """A routed request's prompt tokens and ids (None: a one-token prompt without ids)."""
+    return (request.prompt_tokens, request.prompt_ids) if request is not None else (1, [])
 
 
 def _routed_request(pending_request: Optional[PendingRequest]) -> Any:
