@@ -250,7 +250,7 @@ def live(args: argparse.Namespace, routers: list[str], out: Path) -> dict[str, A
     A Ray run that fails (the cluster lost under it) restarts Ray and runs again, once; ``--resume``
     keeps the runs already in ``--out``'s JSON (same settings) and runs the rest."""
     rounds, warmup = workloads(args, routers)
-    ray_cores = None
+    ray_cores, own_cores = None, os.sched_getaffinity(0)
     if args.cores == "split":  # engines and the load generator on the first core, Ray on the rest
         engine_cores, ray_cores = split_cores()
         os.sched_setaffinity(0, engine_cores)
@@ -303,6 +303,7 @@ def live(args: argparse.Namespace, routers: list[str], out: Path) -> dict[str, A
                     saved.write_text(json.dumps({"setup": setup(args), "results": results}))
         finally:
             stop_ray()
+            os.sched_setaffinity(0, own_cores)  # the timings after the live rounds run on every core again
     return {"setup": setup(args), "results": results}
 
 
