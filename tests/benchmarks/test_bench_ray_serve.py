@@ -57,15 +57,35 @@ def test_bad_router_names_are_refused_with_the_name_and_key(tmp_path: Path) -> N
 def test_the_report_shows_where_decision_time_goes_and_the_paced_timing() -> None:
     run = {"answered": 2, "requests": 2, "ttft_ms": [10.0, 20.0], "e2e_ms": [30.0, 40.0], "hits": 1, "queries": 2,
            "decision_ms": [0.2, 0.4], "decision_cpu_ms": [0.1, 0.3], "routing_ms": [3.0, 3.0], "fallbacks": {},
-           "router_decisions": 2, "stage_ms": {"stats": [0.01, 0.02], "policy": [0.1, 0.3]}}
+           "router_decisions": 2, "stage_ms": {"stats": [0.01, 0.02], "policy": [0.1, 0.3]},
+           "rehearsal_cpu_ms": 30.0, "wall_s": 10.0}
+    second = dict(run, decision_ms=[0.1, 0.2], rehearsal_cpu_ms=10.0)
     pow2 = dict(run, decision_ms=[], decision_cpu_ms=[], stage_ms={})
     timing = {"least_prefill": {"p50": 0.1, "p99": 0.2, "stage_p50": {"stats": 0.01, "policy": 0.05}}}
-    text = bench_ray_serve.report({"setup": "s", "results": {"ray:pow2": [pow2], "ray:least_prefill": [run]},
+    text = bench_ray_serve.report({"setup": "s", "results": {"ray:pow2": [pow2, pow2], "ray:least_prefill": [run, second]},
                                    "decision_isolated": timing, "decision_paced": timing})
-    assert "| router | decision | decision, CPU time of the router's thread | stats | policy |" in text
-    assert "| `ray:least_prefill` | 0.300 / 0.398 | 0.200 / 0.298 | 0.015 / 0.020 | 0.200 / 0.298 |" in text
+    assert ("| router | decision | decision p99, by round | decision, CPU time of the router's thread "
+            "| keeping warm, share of a core | stats | policy |") in text
+    # pooled 0.1, 0.2, 0.2, 0.4; per round p99 0.199 and 0.398; rehearsals 40 ms of CPU over 20 s
+    assert ("| `ray:least_prefill` | 0.200 / 0.394 | 0.199-0.398 | 0.200 / 0.300 | 0.2% | 0.015 / 0.020 "
+            "| 0.200 / 0.300 |") in text
     assert "back to back" in text and "1/qps s apart" in text
     assert "| `least_prefill` | 0.100 | 0.200 | stats 0.010, policy 0.050 |" in text
+
+
+def test_a_runs_router_stats_keep_the_measured_requests_alone_not_the_warm_up() -> None:
+    warmed = {"decisions": 3, "fallbacks": {"missing": 2, "stale": 0}, "decision_ms": [9.0, 1.0, 1.0],
+              "decision_cpu_ms": [8.0, 1.0, 1.0], "routing_ms": [5.0, 4.0, 4.0], "stage_ms": {"policy": [7.0, 1.0, 1.0]},
+              "rehearsals": 10, "rehearsal_cpu_ms": 1.5, "policy": "least_prefill"}
+    final = {"decisions": 5, "fallbacks": {"missing": 2, "stale": 1}, "decision_ms": [9.0, 1.0, 1.0, 0.2, 0.3],
+             "decision_cpu_ms": [8.0, 1.0, 1.0, 0.1, 0.2], "routing_ms": [5.0, 4.0, 4.0, 3.0, 3.5],
+             "stage_ms": {"policy": [7.0, 1.0, 1.0, 0.05, 0.06]}, "rehearsals": 25, "rehearsal_cpu_ms": 4.0,
+             "policy": "least_prefill"}
+    out = bench_ray_serve.measured_only(warmed, final)
+    assert out["decision_ms"] == [0.2, 0.3] and out["decision_cpu_ms"] == [0.1, 0.2]
+    assert out["routing_ms"] == [3.0, 3.5] and out["stage_ms"] == {"policy": [0.05, 0.06]}
+    assert out["decisions"] == 2 and out["fallbacks"] == {"missing": 0, "stale": 1}
+    assert out["rehearsals"] == 15 and out["rehearsal_cpu_ms"] == 2.5 and out["policy"] == "least_prefill"
 
 
 def test_bench_cold_cpu_prints_a_row_per_operation_and_policy_and_a_column_per_pause(capsys):

@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
+import threading
 import time
 import warnings
 from collections import deque
@@ -102,7 +104,7 @@ class PolicyRequestRouter(RequestRouter):
     def initialize_state(self, policy: str = "least_prefill", checkpoint: Optional[str] = None, *,
                          seed: int = 0, stale_s: float = 2.0, block_size: int = 32, kv_capacity_blocks: float = 1024.0,
                          threads: int = 1, keep_decision_times: int = 100_000, time_stages: bool = False,
-                         warm_every_ms: float = 0.0, **options: Any) -> None:
+                         warm_every_ms: float = 0.0, thread_nice: Optional[int] = None, **options: Any) -> None:
         """Called by Ray Serve with ``request_router_kwargs``: ``policy`` (a router name of
         :func:`~schedulers.routing.policy.make_policy`, thresholds after the name), ``checkpoint``
         (a learned policy's file), ``stale_s`` (stats older than this are not used), ``block_size``
@@ -110,8 +112,11 @@ class PolicyRequestRouter(RequestRouter):
         its own), ``threads`` (torch threads of a learned policy), ``time_stages`` (also time each
         decision's stages, :data:`STAGES`: a profile, off by default as its clock reads add to each
         decision), ``warm_every_ms`` (rehearse a decision whenever the router has not decided for this
-        long, while requests keep coming: the module doc's "Keeping warm"; 0: never); other keys go to
-        ``make_policy``."""
+        long, while requests keep coming: the module doc's "Keeping warm"; 0: never), ``thread_nice`` (the
+        niceness, -20 to 19, of the thread that decides, set at its first decision: below the engines' or
+        the process's other threads', a co-located router is not made to wait for them; negative values need
+        ``CAP_SYS_NICE``, and a refusal is a warning and :meth:`stats`'s ``thread_nice_error``, never a
+        reason not to route; None: as Ray made it); other keys go to ``make_policy``."""
         if not isinstance(policy, str) or not policy:
             raise ValueError(f"request_router_kwargs.policy: expected a router name, got {policy!r}")
         if not (isinstance(stale_s, (int, float)) and stale_s > 0):
@@ -120,6 +125,10 @@ class PolicyRequestRouter(RequestRouter):
                 and (warm_every_ms == 0 or 0.1 <= warm_every_ms <= 10_000)):
             raise ValueError("request_router_kwargs.warm_every_ms: expected 0 (off) or a number of milliseconds "
                              f"from 0.1 to 10000, got {warm_every_ms!r}")
+        if thread_nice is not None and not (isinstance(thread_nice, int) and not isinstance(thread_nice, bool)
+                                            and -20 <= thread_nice <= 19):
+            raise ValueError("request_router_kwargs.thread_nice: expected an integer niceness from -20 to 19, "
+                             f"got {thread_nice!r}")
         if checkpoint is not None:
             options.setdefault("threads", threads)
         try:
@@ -161,6 +170,10 @@ class PolicyRequestRouter(RequestRouter):
         self._last_decision_at = 0.0
         self._last_candidates: List[RunningReplica] = []
         self._last_request: Any = None
+        #: the niceness asked for the deciding thread, whether it is still to be set, and why it could not be
+        self.thread_nice = thread_nice
+        self._nice_due = thread_nice is not None
+        self.thread_nice_error: Optional[str] = None
         tags = ("deployment", "application")
         defaults = {"deployment": self._deployment_id.name, "application": self._deployment_id.app_name} \
             if getattr(self, "_deployment_id", None) is not None else {}
@@ -285,6 +298,16 @@ class PolicyRequestRouter(RequestRouter):
         """The policy's observation rows of ``snap`` (None: it reads the snapshot alone)."""
         return build_observation(snap, tokens, self.obs_config) if self.policy.observation is not None else None
 
+    def _set_thread_nice(self) -> None:
+        """Give this thread (the one Ray decides on) the niceness ``thread_nice``, once; a refusal is reported."""
+        self._nice_due = False
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.thread_nice)
+        except OSError as exc:
+            self.thread_nice_error = f"{type(exc).__name__}: {exc}"
+            warnings.warn(f"PolicyRequestRouter({self.spec}): thread_nice={self.thread_nice} not set: "
+                          f"{self.thread_nice_error}", RuntimeWarning, stacklevel=2)
+
     # ---- keeping warm ----------------------------------------------------------------------------
     def _keep_warm(self) -> None:
         """After a decision: make sure a rehearsal is due ``warm_every_s`` from now."""
@@ -322,6 +345,8 @@ class PolicyRequestRouter(RequestRouter):
     async def choose_replicas(self, candidate_replicas: List[RunningReplica],
                               pending_request: Optional[PendingRequest] = None) -> List[List[RunningReplica]]:
         """The policy's pick first, then the other candidates (Ray moves on when a replica is full)."""
+        if self._nice_due:
+            self._set_thread_nice()
         start, start_cpu = time.perf_counter(), time.thread_time()
         self._loop = asyncio.get_running_loop()
         if pending_request is not None:
@@ -395,7 +420,7 @@ class PolicyRequestRouter(RequestRouter):
                 "decision_cpu_ms": [round(1000.0 * t, 5) for t in list(self.decision_cpu_times)[-5000:]],
                 "routing_ms": [round(float(t), 4) for t in list(self.routing_ms)[-5000:]],
                 "rehearsals": self.rehearsals, "rehearsal_cpu_ms": round(1000.0 * self.rehearsal_cpu_s, 3),
-                "rehearsal_error": self.rehearsal_error,
+                "rehearsal_error": self.rehearsal_error, "thread_nice_error": self.thread_nice_error,
                 "in_flight": len(self.view.inflight), "replicas": len(self._ids),
                 "replica_stats": [dict(s) for s in self._last_stats]}
 

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 
+from schedulers.engines.replicas import ReplicaSpec
 from schedulers.shared.prometheus import prefix_cache_hit_rate, scrape
 from schedulers.loadgen.runner import replay, summarize
 from schedulers.shared.requests import Lengths, SharedPrefix, build_requests
@@ -37,3 +42,15 @@ def test_shared_prefixes_hit_the_engines_prefix_cache(vllm_cluster) -> None:
     assert queries >= sum(s.prompt_tokens for s in specs) * 0.9
     # 14 of 16 requests repeat a 192-token system prompt (6 blocks of 32) of their 232 tokens
     assert rate > 0.5, (hits, queries)
+
+
+def test_a_replica_spec_with_a_niceness_starts_its_engine_at_that_niceness() -> None:
+    def niceness_of(spec: ReplicaSpec) -> int:
+        command = spec.command(Path(sys.executable))
+        prefix = command[:command.index(sys.executable)]  # nice and taskset, as the engine starts
+        out = subprocess.run(prefix + [sys.executable, "-c", "import os; print(os.nice(0))"], capture_output=True,
+                             text=True, check=True)
+        return int(out.stdout)
+
+    assert niceness_of(ReplicaSpec(model="m", nice=10)) == os.nice(0) + 10
+    assert niceness_of(ReplicaSpec(model="m")) == os.nice(0)

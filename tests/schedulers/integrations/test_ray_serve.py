@@ -416,3 +416,61 @@ def test_warm_every_ms_is_checked_with_the_key_named(value):
     router = PolicyRequestRouter(deployment_id=DEPLOYMENT, handle_source=DeploymentHandleSource.UNKNOWN)
     with pytest.raises(ValueError, match=r"request_router_kwargs.warm_every_ms: expected 0 \(off\) or a number"):
         router.initialize_state(policy="least_prefill", warm_every_ms=value)
+
+
+def _decide_in_a_thread(**kwargs) -> tuple[int, list[str], dict]:
+    """A router (``make_router("least_prefill", **kwargs)``) made and deciding three times on an event loop
+    in a thread of its own, as Ray's routing loop: that thread's niceness after, the picks, the router's stats."""
+    import os
+    import threading
+
+    out = {}
+
+    async def route() -> None:
+        router, replicas = make_router("least_prefill", **kwargs)
+        out["picks"] = await _route_paced(router, replicas, 0.0, n=3)
+        out["stats"] = router.stats()
+
+    def run() -> None:
+        asyncio.run(route())
+        out["nice"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    return out["nice"], out["picks"], out["stats"]
+
+
+def test_thread_nice_sets_the_niceness_of_the_deciding_thread_alone():
+    import os
+
+    main_before = os.getpriority(os.PRIO_PROCESS, 0)
+    nice, picks, stats = _decide_in_a_thread(thread_nice=7)
+    assert nice == 7
+    assert os.getpriority(os.PRIO_PROCESS, 0) == main_before  # the test's own thread is left as it was
+    assert picks == _decide_in_a_thread()[1]
+    assert stats["thread_nice_error"] is None and stats["decisions"] == 3
+
+
+def test_a_refused_thread_nice_is_a_warning_and_a_stat_and_routing_goes_on(monkeypatch):
+    import os
+
+    from schedulers.integrations.ray_serve import router as router_module
+
+    def refuse(which: int, who: int, value: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(router_module.os, "setpriority", refuse)  # as an unprivileged process is refused -10
+    with pytest.warns(RuntimeWarning, match=r"PolicyRequestRouter\(least_prefill\): thread_nice=-10 not set: "
+                                            r"PermissionError: .*Operation not permitted"):
+        nice, picks, stats = _decide_in_a_thread(thread_nice=-10)
+    assert len(picks) == 3 and stats["decisions"] == 3
+    assert "Operation not permitted" in stats["thread_nice_error"]
+    assert nice == os.getpriority(os.PRIO_PROCESS, 0)  # unchanged: as the thread that started it
+
+
+@pytest.mark.parametrize("value", [-21, 20, 1.5, "5", True])
+def test_thread_nice_is_checked_with_the_key_named(value):
+    router = PolicyRequestRouter(deployment_id=DEPLOYMENT, handle_source=DeploymentHandleSource.UNKNOWN)
+    with pytest.raises(ValueError, match=r"request_router_kwargs.thread_nice: expected an integer niceness from -20 to 19"):
+        router.initialize_state(policy="least_prefill", thread_nice=value)
