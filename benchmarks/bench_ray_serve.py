@@ -16,10 +16,17 @@ Rounds are workload seeds ``--seed``, ``--seed``+1, ...; the router order rotate
 router TTFT p50/p99 (pooled), e2e mean, engine prefix-cache hit rate, decision time p99 (our
 routers), routing time per request (Ray creating the request to the replica accepting it) and
 its ratio to Ray's default in the same rounds; then each router's TTFT p99 over Ray's default's,
-round by round, with the pooled ratio's 90% paired bootstrap interval over rounds. Saves
-``ray_serve.json`` in ``--out``; ``--report`` reprints from it. Run::
+round by round, with the pooled ratio's 90% paired bootstrap interval over rounds. Every figure
+leaves out the warm-up's requests. Saves ``ray_serve.json`` in ``--out``; ``--report`` reprints
+from it. Run::
 
     PYTHONPATH=$PWD python benchmarks/bench_ray_serve.py --checkpoint runs/ppo_prefix_live/policy.pt
+
+The decision-time setting of docs/ray-serve.md (a router sharing two cores with its engines: Ray's
+throughput-optimized mode, keeping warm every 2 ms, the deciding thread ahead of the others)::
+
+    RAY_SERVE_THROUGHPUT_OPTIMIZED=1 PYTHONPATH=$PWD python benchmarks/bench_ray_serve.py \
+        --checkpoint runs/ppo_prefix_live/policy.pt --warm-every-ms 2 --router-nice -10
 """
 
 from __future__ import annotations
