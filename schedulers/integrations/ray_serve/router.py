@@ -31,6 +31,10 @@ that long rehearses its last decision on the view as it is now (the last candida
 nothing folded or counted, the policy's generator put back, so every real decision is the one it
 would have been) and stops after :data:`WARM_FOR_S` without a request. Its cost is in
 :meth:`~PolicyRequestRouter.stats` (``rehearsals``, ``rehearsal_cpu_ms``).
+
+**The deciding thread first** (``thread_nice``, unset by default): where the router shares cores with
+engines or Ray's other processes, the scheduler may run their threads in the middle of a decision;
+a niceness below theirs for the thread the router decides on lets each decision run through.
 """
 
 from __future__ import annotations
