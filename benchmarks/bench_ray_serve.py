@@ -168,10 +168,12 @@ def measured_only(warmed: dict[str, Any], stats: dict[str, Any]) -> dict[str, An
     """A router's ``stats`` with its per-request lists (decision, CPU, stage and routing times) cut to the
     requests after ``warmed`` (its stats when the warm-up ended), and its counts (decisions, fallbacks,
     rehearsals) less the warm-up's: the warm-up's decisions, the very first among them, are not the workload's."""
+    from schedulers.integrations.ray_serve.router import REPORTED_TIMES
+
     def since(before: Any, now: Any) -> Any:
         if isinstance(now, list) and isinstance(before, list):
-            if len(now) >= 5000:  # the router's stats keep its last 5,000: the warm-up's end is lost
-                raise SystemExit("error: more than 4,999 decisions in one run: run fewer --requests per round")
+            if len(now) >= REPORTED_TIMES:  # a router reports its last REPORTED_TIMES: the warm-up's end is lost
+                raise SystemExit(f"error: {REPORTED_TIMES:,} decisions or more in one run: run fewer --requests per round")
             return now[len(before):]
         if isinstance(now, dict) and isinstance(before, dict):
             return {k: since(before.get(k, []), v) for k, v in now.items()}

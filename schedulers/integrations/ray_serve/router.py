@@ -76,6 +76,16 @@ def report_first_token(request_key: str, tokens: int = 1) -> None:
             loop.call_soon_threadsafe(router.first_token, request_key, tokens)
 
 
+#: a router's :meth:`~PolicyRequestRouter.stats` reports its last this many times per list (decision,
+#: CPU, stage and routing times)
+REPORTED_TIMES = 5000
+
+
+def reported_times(values: Any, scale: float = 1.0, digits: int = 5) -> list[float]:
+    """The last :data:`REPORTED_TIMES` of ``values``, times ``scale``, rounded to ``digits`` (for JSON)."""
+    return [round(scale * float(t), digits) for t in list(values)[-REPORTED_TIMES:]]
+
+
 def router_stats() -> list[dict[str, Any]]:
     """:meth:`PolicyRequestRouter.stats` of every router in this process."""
     return [router.stats() for router in list(live_routers.ROUTERS)]
@@ -412,17 +422,15 @@ class PolicyRequestRouter(RequestRouter):
 
     # ---- report --------------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
-        """Decisions, fallbacks by reason, decision time p50/p99 (ms), the last 5,000 decision times in
-        all and per stage (ms), requests in flight, the policy."""
+        """Decisions, fallbacks by reason, decision time p50/p99 (ms), the last :data:`REPORTED_TIMES`
+        decision times in all and per stage (ms), requests in flight, the policy."""
         times = np.asarray(self.decision_times) * 1000.0
-        stages = {name: [round(1000.0 * t, 5) for t in list(values)[-5000:]] for name, values in self.stage_times.items()
-                  if values}
+        stages = {name: reported_times(values, 1000.0) for name, values in self.stage_times.items() if values}
         return {"stage_ms": stages, "policy": self.spec, "decisions": self.decisions, "fallbacks": dict(self.fallbacks),
                 "decision_ms_p50": float(np.percentile(times, 50)) if len(times) else None,
                 "decision_ms_p99": float(np.percentile(times, 99)) if len(times) else None,
-                "decision_ms": [round(float(t), 5) for t in times[-5000:]],
-                "decision_cpu_ms": [round(1000.0 * t, 5) for t in list(self.decision_cpu_times)[-5000:]],
-                "routing_ms": [round(float(t), 4) for t in list(self.routing_ms)[-5000:]],
+                "decision_ms": reported_times(times), "decision_cpu_ms": reported_times(self.decision_cpu_times, 1000.0),
+                "routing_ms": reported_times(self.routing_ms, digits=4),
                 "rehearsals": self.rehearsals, "rehearsal_cpu_ms": round(1000.0 * self.rehearsal_cpu_s, 3),
                 "rehearsal_error": self.rehearsal_error, "thread_nice_error": self.thread_nice_error,
                 "in_flight": len(self.view.inflight), "replicas": len(self._ids),

@@ -22,6 +22,7 @@ import numpy as np
 from ray.serve._private.request_router.pow_2_router import PowerOfTwoChoicesRequestRouter
 
 from .. import live_routers
+from .router import reported_times
 
 PREFIX_AFFINITY_PATH = "ray.llm._internal.serve.routing_policies.prefix_aware.prefix_aware_router"
 
@@ -46,7 +47,7 @@ class RoutingTimer:
         times = np.asarray(self.routing_ms)
         return {"policy": self.spec, "decisions": len(times), "fallbacks": {},
                 "decision_ms_p50": None, "decision_ms_p99": None, "decision_ms": [],
-                "routing_ms": [round(float(t), 4) for t in times[-5000:]]}
+                "routing_ms": reported_times(times, digits=4)}
 
 
 class TimedPowerOfTwo(RoutingTimer, PowerOfTwoChoicesRequestRouter):
