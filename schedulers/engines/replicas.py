@@ -94,8 +94,8 @@ class ReplicaSpec:
     #: name the engine serves the model under (``model`` in requests).
     served_name: str = "tiny-llama"
     extra_args: tuple[str, ...] = ()
-    #: the engine's scheduling niceness (0: as its parent's; 10: other work on its cores runs first, as a router
-    #: co-located with engines needs: ``bench_ray_serve --engine-nice``)
+    #: the engine's scheduling niceness (0: as its parent's; above 0, other work on its cores runs first:
+    #: ``bench_ray_serve --engine-nice``)
     nice: int = 0
 
     def command(self, python: Path) -> list[str]:
