@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import threading
 import time
 import uuid
 
@@ -421,9 +423,6 @@ def test_warm_every_ms_is_checked_with_the_key_named(value):
 def _decide_in_a_thread(**kwargs) -> tuple[int, list[str], dict]:
     """A router (``make_router("least_prefill", **kwargs)``) made and deciding three times on an event loop
     in a thread of its own, as Ray's routing loop: that thread's niceness after, the picks, the router's stats."""
-    import os
-    import threading
-
     out = {}
 
     async def route() -> None:
@@ -442,8 +441,6 @@ def _decide_in_a_thread(**kwargs) -> tuple[int, list[str], dict]:
 
 
 def test_thread_nice_sets_the_niceness_of_the_deciding_thread_alone():
-    import os
-
     main_before = os.getpriority(os.PRIO_PROCESS, 0)
     nice, picks, stats = _decide_in_a_thread(thread_nice=7)
     assert nice == 7
@@ -453,8 +450,6 @@ def test_thread_nice_sets_the_niceness_of_the_deciding_thread_alone():
 
 
 def test_a_refused_thread_nice_is_a_warning_and_a_stat_and_routing_goes_on(monkeypatch):
-    import os
-
     from schedulers.integrations.ray_serve import router as router_module
 
     def refuse(which: int, who: int, value: int) -> None:
