@@ -23,10 +23,11 @@ from it. Run::
     PYTHONPATH=$PWD python benchmarks/bench_ray_serve.py --checkpoint runs/ppo_prefix_live/policy.pt
 
 The decision-time setting of docs/ray-serve.md (a router sharing two cores with its engines: Ray's
-throughput-optimized mode, keeping warm every 2 ms, the deciding thread ahead of the others)::
+throughput-optimized mode, keeping warm every 2 ms, the deciding thread ahead of the others and
+each decision under ``SCHED_FIFO``)::
 
     RAY_SERVE_THROUGHPUT_OPTIMIZED=1 PYTHONPATH=$PWD python benchmarks/bench_ray_serve.py \
-        --checkpoint runs/ppo_prefix_live/policy.pt --warm-every-ms 2 --router-nice -10
+        --checkpoint runs/ppo_prefix_live/policy.pt --warm-every-ms 2 --router-nice -10 --realtime
 """
 
 from __future__ import annotations
@@ -179,11 +180,11 @@ def measured_only(warmed: dict[str, Any], stats: dict[str, Any]) -> dict[str, An
             return {k: since(before.get(k, []), v) for k, v in now.items()}
         return now
 
-    out = {key: since(warmed.get(key, []), value) if key in ("decision_ms", "decision_cpu_ms", "stage_ms", "routing_ms")
-           else value for key, value in stats.items()}
+    listed = ("decision_ms", "decision_cpu_ms", "decision_gc_ms", "stage_ms", "routing_ms")
+    out = {key: since(warmed.get(key, []), value) if key in listed else value for key, value in stats.items()}
     out["decisions"] = stats.get("decisions", 0) - warmed.get("decisions", 0)
     out["fallbacks"] = {k: n - warmed.get("fallbacks", {}).get(k, 0) for k, n in stats.get("fallbacks", {}).items()}
-    for key in ("rehearsals", "rehearsal_cpu_ms"):
+    for key in ("rehearsals", "rehearsal_cpu_ms", "decisions_preempted", "decisions_blocked"):
         if key in stats:
             out[key] = stats[key] - warmed.get(key, 0)
     return out
@@ -216,6 +217,8 @@ def round_summary(run: dict[str, Any]) -> dict[str, Any]:
             "hits": sum(r[0] for r in rates), "queries": sum(r[1] for r in rates),
             "decision_ms": stats.get("decision_ms", []), "routing_ms": stats.get("routing_ms", []),
             "stage_ms": stats.get("stage_ms", {}), "decision_cpu_ms": stats.get("decision_cpu_ms", []),
+            "decision_gc_ms": stats.get("decision_gc_ms"), "preempted": stats.get("decisions_preempted"),
+            "blocked": stats.get("decisions_blocked"),
             "fallbacks": stats.get("fallbacks", {}), "router_decisions": stats.get("decisions", 0),
             "rehearsal_cpu_ms": stats.get("rehearsal_cpu_ms", 0.0), "wall_s": run["wall"],
             "errors": sorted({r.error for r in run["records"] if not r.ok and r.error})[:3]}
@@ -238,7 +241,8 @@ def workloads(args: argparse.Namespace, routers: list[str]) -> tuple[list[dict[s
 def router_profile(args: argparse.Namespace) -> dict[str, Any]:
     """The ``request_router_kwargs`` our routers get from the command line, beyond their policy."""
     return (({"time_stages": True} if args.stages else {}) | ({"warm_every_ms": args.warm_every_ms} if args.warm_every_ms else {})
-            | ({"thread_nice": args.router_nice} if args.router_nice is not None else {}))
+            | ({"thread_nice": args.router_nice} if args.router_nice is not None else {})
+            | ({"realtime_decisions": True} if args.realtime else {}))
 
 
 def split_cores() -> tuple[set[int], set[int]]:
@@ -423,7 +427,8 @@ def setup(args: argparse.Namespace) -> str:
             + ("; engines and load generator on one core, Ray (proxy, ingress, router) on the other"
                if args.cores == "split" else "")
             + (f"; engines at niceness {args.engine_nice}" if args.engine_nice else "")
-            + (f"; our routers' thread at niceness {args.router_nice}" if args.router_nice is not None else ""))
+            + (f"; our routers' thread at niceness {args.router_nice}" if args.router_nice is not None else "")
+            + ("; our routers decide under SCHED_FIFO (realtime_decisions)" if args.realtime else ""))
 
 
 def pct(values: list[float], q: float) -> float:
@@ -468,18 +473,26 @@ def report(data: dict[str, Any]) -> str:
         lines += ["", "Decision time inside Ray (`PolicyRequestRouter.choose_replicas`, pooled over rounds; ms, p50 / p99"
                   + ("; then each stage, with `--stages`" if stages else "") + "):", "",
                   "| router | decision | decision p99, by round | decision, CPU time of the router's thread "
-                  "| keeping warm, share of a core | " + "".join(f"{st} | " for st in stages),
-                  "|---" * (len(stages) + 5) + "|"]
+                  "| keeping warm, share of a core | decisions switched out in the middle: preempted; blocked "
+                  "| decisions with a garbage collection in them; its time, p50 / max | " + "".join(f"{st} | " for st in stages),
+                  "|---" * (len(stages) + 7) + "|"]
         for name in decided:
             decision = [t for r in results[name] for t in r["decision_ms"]]
             by_round = [pct(r["decision_ms"], 99) for r in results[name] if r["decision_ms"]]
             cpu = [t for r in results[name] for t in r.get("decision_cpu_ms", [])]
             wall_s = sum(r.get("wall_s", 0.0) for r in results[name])
             warm = sum(r.get("rehearsal_cpu_ms", 0.0) for r in results[name]) / (1000.0 * wall_s) if wall_s else 0.0
+            measured = all(r.get("preempted") is not None for r in results[name])  # not in runs before they were
+            collected = [t for r in results[name] for t in r.get("decision_gc_ms") or [] if t > 0]
+            gc_cell = ("-" if not measured else f"0/{len(decision)}" if not collected else
+                       f"{len(collected)}/{len(decision)}; {pct(collected, 50):.3f} / {max(collected):.3f}")
+            preempted = (f"{sum(r['preempted'] for r in results[name])}; {sum(r.get('blocked') or 0 for r in results[name])} "
+                         f"of {len(decision)}" if measured else "-")
             cells = [[t for r in results[name] for t in r.get("stage_ms", {}).get(st, [])] for st in stages]
             lines.append(f"| `{name}` | {pct(decision, 50):.3f} / {pct(decision, 99):.3f} | "
                          f"{min(by_round):.3f}-{max(by_round):.3f} | {pct(cpu, 50):.3f} / {pct(cpu, 99):.3f} | "
-                         f"{warm:.1%} | " + "".join(f"{pct(c, 50):.3f} / {pct(c, 99):.3f} | " for c in cells))
+                         f"{warm:.1%} | {preempted} | {gc_cell} | "
+                         + "".join(f"{pct(c, 50):.3f} / {pct(c, 99):.3f} | " for c in cells))
     if data.get("decision_isolated"):
         for key, title in (("decision_isolated", "back to back"),
                            ("decision_paced", "one decision per request of the workload (1/qps s apart, the CPU idle "
@@ -549,6 +562,8 @@ def main(argv: list[str] | None = None) -> int:
                         "docs/results/ray-serve.md)")
     p.add_argument("--router-nice", type=int, default=None, choices=range(-20, 20), metavar="-20..19",
                    help="the niceness of the thread our routers decide on (PolicyRequestRouter's thread_nice)")
+    p.add_argument("--realtime", action="store_true",
+                   help="our routers run each decision under SCHED_FIFO (PolicyRequestRouter's realtime_decisions)")
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--out", default="runs/bench_ray_serve")
     p.add_argument("--report", action="store_true", help="reprint the tables from --out/ray_serve.json")

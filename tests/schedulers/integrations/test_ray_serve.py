@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -25,6 +28,7 @@ from schedulers.live.view import LiveClusterView  # noqa: E402
 from schedulers.serve.gateway import Gateway, GatewaySettings  # noqa: E402
 
 DEPLOYMENT = DeploymentID(name="engines", app_name="test")
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class FakeReplica:
@@ -469,3 +473,188 @@ def test_thread_nice_is_checked_with_the_key_named(value):
     router = PolicyRequestRouter(deployment_id=DEPLOYMENT, handle_source=DeploymentHandleSource.UNKNOWN)
     with pytest.raises(ValueError, match=r"request_router_kwargs.thread_nice: expected an integer niceness from -20 to 19"):
         router.initialize_state(policy="least_prefill", thread_nice=value)
+
+
+def _decide_watched(*, spin_s: float = 0.0, fail: bool = False, cpu: int | None = None,
+                    **kwargs) -> tuple[list[tuple[int, int, int]], tuple[int, int, int], list[str], dict]:
+    """Three decisions of ``make_router("least_prefill", **kwargs)`` on a thread of their own (on ``cpu`` alone
+    if given), each policy call busy for ``spin_s`` (or raising, with ``fail``): the thread's scheduling
+    policy, real-time priority and niceness inside each decision and after the last, the picks, the stats."""
+    out: dict = {"inside": [], "picks": []}
+
+    def state() -> tuple[int, int, int]:
+        nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        return os.sched_getscheduler(0), os.sched_getparam(0).sched_priority, nice
+
+    async def route() -> None:
+        router, replicas = make_router("least_prefill", **kwargs)
+        decide = router.policy.decide
+
+        def watched(*args, **kw):
+            out["inside"].append(state())
+            if fail:
+                raise RuntimeError("policy broke")
+            end = time.perf_counter() + spin_s
+            while time.perf_counter() < end:
+                pass
+            return decide(*args, **kw)
+
+        router.policy.decide = watched
+        try:
+            out["picks"] = await _route_paced(router, replicas, 0.0, n=3)
+        except RuntimeError as exc:
+            out["error"] = str(exc)
+        out["stats"] = router.stats()
+
+    def run() -> None:
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
+        asyncio.run(route())
+        out["after"] = state()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if fail:
+        assert out["error"] == "policy broke"
+    return out["inside"], out["after"], out["picks"], out["stats"]
+
+
+def _realtime_allowed() -> bool:
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    except OSError:
+        return False
+    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    return True
+
+
+needs_realtime = pytest.mark.skipif(not _realtime_allowed(), reason="SCHED_FIFO refused here: run as root, or give "
+                                    "the user CAP_SYS_NICE (setcap) or an RLIMIT_RTPRIO of at least 1 (limits.conf)")
+
+
+@needs_realtime
+def test_realtime_decisions_run_each_decision_under_sched_fifo_and_put_the_thread_back():
+    """Each decision runs under SCHED_FIFO at priority 1; after it the thread has its own policy again and
+    the niceness thread_nice gave it; the picks are the ones made without."""
+    inside, after, picks, stats = _decide_watched(realtime_decisions=True, thread_nice=5)
+    assert inside == [(os.SCHED_FIFO, 1, 5)] * 3
+    assert after == (os.SCHED_OTHER, 0, 5)
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the test's own thread never changed
+    plain_inside, _, plain_picks, plain_stats = _decide_watched()
+    assert plain_inside == [(os.SCHED_OTHER, 0, os.getpriority(os.PRIO_PROCESS, 0))] * 3
+    assert picks == plain_picks
+    assert stats["realtime_error"] is None and stats["decisions"] == 3
+
+
+@needs_realtime
+def test_real_time_lasts_until_the_loop_has_finished_the_step_the_decision_is_in():
+    """Right after choose_replicas (the routing step goes on: Ray hands the request on) the thread is still
+    real-time; once the loop has run that step, it has its own policy back."""
+    out = []
+
+    async def route() -> tuple[int, int]:
+        router, replicas = make_router("least_prefill", realtime_decisions=True)
+        await router.choose_replicas(replicas, pending(RoutedRequest("/v1/completions", b"{}", 30, list(range(30)))))
+        in_step = os.sched_getscheduler(0)
+        await asyncio.sleep(0)
+        return in_step, os.sched_getscheduler(0)
+
+    thread = threading.Thread(target=lambda: out.append(asyncio.run(route())))
+    thread.start()
+    thread.join()
+    assert out == [(os.SCHED_FIFO, os.SCHED_OTHER)]
+
+
+@needs_realtime
+def test_a_decision_that_fails_leaves_the_thread_out_of_real_time():
+    inside, after, _, stats = _decide_watched(realtime_decisions=True, fail=True)
+    assert inside == [(os.SCHED_FIFO, 1, os.getpriority(os.PRIO_PROCESS, 0))]
+    assert after[:2] == (os.SCHED_OTHER, 0)
+
+
+@needs_realtime
+def test_decisions_switched_out_are_counted_and_real_time_ones_are_not():
+    """A process spinning on the deciding thread's CPU switches a 30 ms decision out (counted in
+    decisions_preempted); under realtime_decisions it cannot, and nothing is counted."""
+    cpu = min(os.sched_getaffinity(0))
+    rival = subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
+    try:
+        time.sleep(0.2)  # the rival runs
+        _, _, _, shared = _decide_watched(spin_s=0.03, cpu=cpu)
+        _, _, _, realtime = _decide_watched(spin_s=0.03, cpu=cpu, realtime_decisions=True)
+    finally:
+        rival.kill()
+        rival.wait()
+    assert shared["decisions_preempted"] >= 1
+    assert realtime["decisions_preempted"] == 0 and realtime["decisions"] == 3
+
+
+def test_a_refused_realtime_decision_is_a_warning_and_a_stat_and_routing_goes_on(monkeypatch):
+    from schedulers.integrations.ray_serve import router as router_module
+
+    def refuse(pid: int, policy: int, param: os.sched_param) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(router_module.os, "sched_setscheduler", refuse)  # as a process without CAP_SYS_NICE is refused
+    with pytest.warns(RuntimeWarning, match=r"PolicyRequestRouter\(least_prefill\): realtime_decisions not used: "
+                                            r"PermissionError: .*Operation not permitted"):
+        inside, after, picks, stats = _decide_watched(realtime_decisions=True)
+    assert len(picks) == 3 and stats["decisions"] == 3
+    assert "Operation not permitted" in stats["realtime_error"]
+    assert [s[:2] for s in inside] == [(os.SCHED_OTHER, 0)] * 3  # tried once, then routed as a plain thread
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="drops root's privileges to be refused for real")
+def test_realtime_decisions_are_refused_for_real_to_an_unprivileged_process():
+    """As user nobody, with no real-time allowance, the system refuses SCHED_FIFO; the router warns and routes.
+    (The router is made while still root: user nobody may not read the interpreter's files.)"""
+    script = ("import asyncio, os, resource, sys, warnings\n"
+              f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+              "from test_ray_serve import _route_paced, make_router\n"
+              "async def main():\n"
+              "    router, replicas = make_router('least_prefill', realtime_decisions=True)\n"
+              "    resource.setrlimit(resource.RLIMIT_RTPRIO, (0, 0)); os.setgid(65534); os.setuid(65534)\n"
+              "    with warnings.catch_warnings(record=True) as caught:\n"
+              "        warnings.simplefilter('always')\n"
+              "        picks = await _route_paced(router, replicas, 0.0, n=3)\n"
+              "    print(len(picks), router.stats()['realtime_error'], [str(w.message) for w in caught])\n"
+              "asyncio.run(main())\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env=os.environ | {"PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("3 PermissionError") and "realtime_decisions not used" in done.stdout
+
+
+@pytest.mark.parametrize("value", [1, "yes", None])
+def test_realtime_decisions_is_checked_with_the_key_named(value):
+    router = PolicyRequestRouter(deployment_id=DEPLOYMENT, handle_source=DeploymentHandleSource.UNKNOWN)
+    with pytest.raises(ValueError, match=r"request_router_kwargs.realtime_decisions: expected true or false"):
+        router.initialize_state(policy="least_prefill", realtime_decisions=value)
+
+
+def test_a_garbage_collection_in_a_decision_is_timed_apart():
+    """decision_gc_ms gives the time the collector ran inside each decision: 0 without, more with one."""
+    import gc
+
+    async def run() -> dict:
+        router, replicas = make_router("least_prefill")
+        decide = router.policy.decide
+
+        def collecting(*args, **kw):
+            if router.decisions == 1:
+                gc.collect()
+            return decide(*args, **kw)
+
+        router.policy.decide = collecting
+        gc.disable()  # no collection of its own in the test's decisions
+        try:
+            await _route_paced(router, replicas, 0.0, n=3)
+        finally:
+            gc.enable()
+        return router.stats()
+
+    stats = asyncio.run(run())
+    gc_ms, decision_ms = stats["decision_gc_ms"], stats["decision_ms"]
+    assert gc_ms[0] == gc_ms[2] == 0.0
+    assert 0.0 < gc_ms[1] <= decision_ms[1]
