@@ -17,7 +17,8 @@ Which fields are live and which estimated (docs/serving.md has the table):
   first, averaged per replica and compared with the other replicas' per unit of declared speed:
   :meth:`LiveClusterView.measured_speeds`), so ``adaptive`` sees a replica that slows down;
   ``prefix_match`` from a :class:`~schedulers.routing.prefix_index.PrefixIndex`
-  mirror of what each replica was sent (token-id prompts only).
+  mirror of what each replica was sent (token-id prompts only); ``prefix_blocks`` the mirror's size,
+  or what the replica itself reported holding when that is larger (:meth:`LiveClusterView.prefix_reported`).
 
 Replicas marked unhealthy are left out of a decision: the gateway hands its policy the snapshot of
 the healthy ones (:func:`restrict`) and maps the choice back.
@@ -96,6 +97,7 @@ class LiveClusterView:
         self.engine_waiting, self.engine_running, self.engine_kv = (np.full(n, np.nan) for _ in range(3))
         self.engine_at = np.full(n, -np.inf)
         self.capacity = np.full(n, float(self.kv_capacity))  # KV blocks of ``block_size`` tokens per replica
+        self.reported_prefix_blocks = [0.0] * n  # prefix blocks each replica last said it holds (0: nothing said)
         self._keys = itertools.count()
         # per-replica sums over the in-flight requests, kept as each one changes (Python floats: a
         # decision reads them instead of walking every request): waiting, running, their prompt
@@ -115,7 +117,7 @@ class LiveClusterView:
         self.inflight[key] = req
         self._count(req, 1.0)
         if len(prompt_ids):
-            self.prefix.insert(int(replica), list(prompt_ids))
+            self.prefix.insert(int(replica), prompt_ids)
         return key
 
     def token(self, key: int, count: int = 1) -> None:
@@ -221,6 +223,14 @@ class LiveClusterView:
         if np.isfinite(tokens) and tokens > 0:
             self.capacity[int(replica)] = float(tokens) / self.block_size
 
+    def prefix_reported(self, replica: int, blocks: float) -> None:
+        """Replica ``replica`` says it holds ``blocks`` prefix blocks (a Ray Serve replica's routing stats):
+        its ``prefix_blocks`` is the larger of that and the mirror's count. A value that is not a finite
+        number of at least 0 is ignored."""
+        self._settle()
+        if math.isfinite(blocks) and blocks >= 0:
+            self.reported_prefix_blocks[int(replica)] = float(blocks)
+
     # ---- what routers see ----------------------------------------------------------------------
     def snapshot(self, prompt_ids: Sequence[int] = ()) -> ReplicaSnapshot:
         """The replicas' load now, as a :class:`ReplicaSnapshot` whose fields are computed on first read.
@@ -244,14 +254,15 @@ class LiveClusterView:
             if snap is not None:
                 snap.complete()
 
-    def _snapshot_field(self, now: float, prompt_ids: Sequence[int], name: str) -> dict[str, np.ndarray]:
+    def _snapshot_field(self, now: float, prompt_ids: Sequence[int], name: str) -> dict[str, Any]:
         """Snapshot field ``name`` at ``now`` (with the fields computed alongside it)."""
         n = self.num_replicas
+        # the fields a heuristic reads come as lists (LazySnapshot.floats: no NumPy call on the way)
         if name in ("prefill_tokens", "waiting_prefill_tokens"):
-            prefill = np.array(self._sums[2])  # the prompt tokens of waiting requests, for both fields
-            return {"prefill_tokens": prefill, "waiting_prefill_tokens": prefill}
+            prefill = list(self._sums[2])  # the prompt tokens of waiting requests, for both fields
+            return {"prefill_tokens": prefill, "waiting_prefill_tokens": list(prefill)}
         if name == "decoded_tokens":
-            return {name: np.array(self._sums[3])}
+            return {name: list(self._sums[3])}
         if name in ("waiting", "running", "kv_blocks", "busy"):
             return self._load_fields(now)
         if name in ("recent_completions", "tokens_per_s"):
@@ -266,7 +277,7 @@ class LiveClusterView:
             return {"recent_completions": np.array([len(c) for c in self.completions], dtype=float),
                     "tokens_per_s": self.recent_tokens / span}
         if name == "kv_capacity":
-            return {name: self.capacity.copy()}
+            return {name: self.capacity.tolist()}
         if name == "declared_speed":
             return {name: self.speeds}
         if name == "measured_speed":
@@ -274,12 +285,13 @@ class LiveClusterView:
         if name == "since_completion":
             return {name: np.array([max(now - t, 0.0) for t in self.last_completion.tolist()])}
         if name == "prefix_match":
-            return {name: self.prefix_match(prompt_ids)}
+            shares = self.prefix.shares(prompt_ids) if len(prompt_ids) else [0.0] * n
+            return {name: shares}
         if name == "prefix_blocks":
-            return {name: np.array([self.prefix.size(i) for i in range(n)], dtype=float)}
+            return {name: [max(float(self.prefix.size(i)), reported) for i, reported in enumerate(self.reported_prefix_blocks)]}
         raise AttributeError(f"ReplicaSnapshot has no field {name!r}")
 
-    def _load_fields(self, now: float) -> dict[str, np.ndarray]:
+    def _load_fields(self, now: float) -> dict[str, list[float]]:
         """``waiting``, ``running``, ``kv_blocks`` and ``busy``: the router's own counts, raised to what each
         engine last reported when that is fresh."""
         n = self.num_replicas
@@ -302,12 +314,12 @@ class LiveClusterView:
                     running[i] = max(running[i], engine_running[i] + new_running[i])
                 if engine_kv[i] == engine_kv[i]:
                     kv[i] = min(max(engine_kv[i], 0.0), 1.0) * capacity[i] + new_kv[i]
-        return {"waiting": np.array(waiting), "running": np.array(running), "kv_blocks": np.array(kv),
-                "busy": np.array([1.0 if w + r > 0 else 0.0 for w, r in zip(waiting, running, strict=True)])}
+        return {"waiting": waiting, "running": running, "kv_blocks": kv,
+                "busy": [1.0 if w + r > 0 else 0.0 for w, r in zip(waiting, running, strict=True)]}
 
     def prefix_match(self, prompt_ids: Sequence[int]) -> np.ndarray:
         """Per replica, the share of ``prompt_ids`` its prefix cache likely holds (zeros without ids)."""
-        return self.prefix.match(list(prompt_ids)) if len(prompt_ids) else np.zeros(self.num_replicas)
+        return self.prefix.match(prompt_ids) if len(prompt_ids) else np.zeros(self.num_replicas)
 
 
 def restrict(snapshot: ReplicaSnapshot, keep: np.ndarray) -> ReplicaSnapshot:

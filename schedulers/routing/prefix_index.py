@@ -37,8 +37,9 @@ class PrefixIndex:
         out: list[int] = []
         prev = 0
         size = self.block_size
-        for start in range(0, len(prompt) - size + 1, size):
-            prev = hash((prev, tuple(prompt[start:start + size])))
+        items = prompt if isinstance(prompt, tuple) else tuple(prompt)  # a tuple's slices are tuples: one copy per block
+        for start in range(0, len(items) - size + 1, size):
+            prev = hash((prev, items[start:start + size]))
             out.append(prev)
         return out
 
@@ -59,11 +60,15 @@ class PrefixIndex:
 
     def match(self, prompt: Sequence[Hashable], hashes: Sequence[int] | None = None) -> np.ndarray:
         """Per replica, the share (0-1) of ``prompt`` its longest remembered prefix covers."""
+        return np.array(self.shares(prompt, hashes), dtype=np.float64)
+
+    def shares(self, prompt: Sequence[Hashable], hashes: Sequence[int] | None = None) -> list[float]:
+        """:meth:`match` as a list of Python floats (what a router's decision reads)."""
         if len(prompt) == 0:
-            return np.zeros(self.num_replicas)
+            return [0.0] * self.num_replicas
         hashes = self.block_hashes(prompt) if hashes is None else hashes
         size, length = self.block_size, len(prompt)
-        return np.array([min(float(n) * size / length, 1.0) for n in self._matched_counts(hashes)])
+        return [min(float(n) * size / length, 1.0) for n in self._matched_counts(hashes)]
 
     def insert(self, replica: int, prompt: Sequence[Hashable], hashes: Sequence[int] | None = None) -> None:
         """Remember that ``prompt`` was sent to ``replica`` (its blocks become most recently used)."""

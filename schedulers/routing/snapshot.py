@@ -10,7 +10,10 @@ import numpy as np
 
 def as_floats(values: Any) -> list[float]:
     """A snapshot field as a list of Python floats: on a handful of replicas plain Python is cheaper
-    than NumPy's calls, by ten times on the cold CPU a router decides on between requests."""
+    than NumPy's calls, by ten times on the cold CPU a router decides on between requests. A list
+    (:meth:`ReplicaSnapshot.floats` gives them) is taken as it is."""
+    if isinstance(values, list):
+        return values
     return np.asarray(values, dtype=np.float64).tolist()
 
 
@@ -80,6 +83,10 @@ class ReplicaSnapshot:
     def num_replicas(self) -> int:
         return len(self.waiting)
 
+    def floats(self, name: str) -> list[float]:
+        """Field ``name`` as a new list of Python floats (what a heuristic reads: see :func:`as_floats`)."""
+        return np.asarray(getattr(self, name), dtype=np.float64).tolist()
+
     @property
     def outstanding_requests(self) -> np.ndarray:
         """Waiting plus running requests."""
@@ -110,25 +117,38 @@ class LazySnapshot(ReplicaSnapshot):
     """A :class:`ReplicaSnapshot` whose fields are computed on first read, by ``compute(name)``.
 
     ``compute`` returns a dict holding at least field ``name`` (fields computed together come
-    together). A router reads a few fields per decision; this spares building the rest. Given plain
-    ``arrays`` instead (as :func:`dataclasses.replace` does) it holds them as they are.
+    together), each as an array or as a list of floats: a list is what :meth:`floats` hands a
+    heuristic, with no NumPy call on the way, and becomes an array only when read as one. A router
+    reads a few fields per decision; this spares building the rest. Given plain ``arrays`` instead
+    (as :func:`dataclasses.replace` does) it holds them as they are.
     """
 
-    def __init__(self, compute: Callable[[str], dict[str, np.ndarray]] | None = None, **arrays: np.ndarray) -> None:
+    def __init__(self, compute: Callable[[str], dict[str, Any]] | None = None, **arrays: np.ndarray) -> None:
         object.__setattr__(self, "_compute", compute)
         object.__setattr__(self, "_values", dict(arrays))
 
-    def _field(self, name: str) -> np.ndarray:
+    def _raw(self, name: str) -> Any:
+        """Field ``name`` as computed (a list or an array), computing it on first read."""
         values = self._values
         if name not in values:
             for key, value in self._compute(name).items():
                 values.setdefault(key, value)
         return values[name]
 
+    def _field(self, name: str) -> np.ndarray:
+        value = self._raw(name)
+        if isinstance(value, list):
+            value = self._values[name] = np.array(value, dtype=np.float64)
+        return value
+
+    def floats(self, name: str) -> list[float]:
+        value = self._raw(name)
+        return list(value) if isinstance(value, list) else np.asarray(value, dtype=np.float64).tolist()
+
     def complete(self) -> None:
         """Compute every field now (then later changes to what ``compute`` reads do not show)."""
         for name in self.__dataclass_fields__:
-            self._field(name)
+            self._raw(name)
         object.__setattr__(self, "_compute", None)
 
     def __reduce__(self) -> tuple[type, tuple[np.ndarray, ...]]:

@@ -69,7 +69,7 @@ from .. import live_routers
 from ...live.view import LiveClusterView, restrict
 from ...routing.observation import ObservationConfig, build_observation
 from ...routing.policy import Policy, make_policy
-from ...routing.snapshot import LazySnapshot, ReplicaSnapshot
+from ...routing.snapshot import ReplicaSnapshot
 
 
 
@@ -255,8 +255,6 @@ class PolicyRequestRouter(RequestRouter):
                                     engine_stale_s=self.stale_s, clock=self.view_clock)
         self._seen_at = [None] * max(n, 1)
         self._last_stats: list[dict[str, Any]] = [{} for _ in range(max(n, 1))]
-        self._reported_blocks = np.zeros(max(n, 1))
-        self._any_reported_blocks = False  # a replica reported prefix blocks (then the snapshot reads the larger)
 
     def update_replicas(self, replicas: List[RunningReplica]) -> None:
         """Ray's replica set changed: the view is rebuilt when its members change (in-flight requests of
@@ -314,10 +312,6 @@ class PolicyRequestRouter(RequestRouter):
             self._seen_at[slot] = at
             self._last_stats[slot] = dict(stats)
             fold_stats(self.view, slot, stats)
-            blocks = stats.get("prefix_blocks")
-            if isinstance(blocks, (int, float)):
-                self._reported_blocks[slot] = float(blocks)
-                self._any_reported_blocks = self._any_reported_blocks or blocks > 0
         return reason
 
     # ---- deciding ----------------------------------------------------------------------------------
@@ -349,8 +343,6 @@ class PolicyRequestRouter(RequestRouter):
         """The snapshot of the candidates' slots for a prompt of ``ids``, and the candidates' order in it
         (None: all replicas, in slot order)."""
         snap = self.view.snapshot(ids)
-        if self._any_reported_blocks:
-            snap = with_prefix_blocks(snap, self._reported_blocks)
         if len(slots) == self.view.num_replicas and slots == list(range(len(slots))):
             return snap, None
         keep = np.zeros(self.view.num_replicas, dtype=bool)
@@ -543,21 +535,15 @@ def fold_stats(view: LiveClusterView, slot: int, stats: dict[str, Any]) -> None:
         if isinstance(value, (int, float)) and math.isfinite(value):
             metrics[name] = float(value)
     view.engine_reported(slot, metrics)
+    blocks = stats.get("prefix_blocks")
+    if isinstance(blocks, (int, float)):
+        view.prefix_reported(slot, float(blocks))
     capacity = stats.get("kv_capacity_tokens")
     if isinstance(capacity, (int, float)):
         view.engine_capacity(slot, float(capacity))
     rate = stats.get("decode_rate")
     if isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0:
         view.decode_rate[slot] = float(rate)
-
-
-def with_prefix_blocks(snapshot: ReplicaSnapshot, reported: np.ndarray) -> ReplicaSnapshot:
-    """``snapshot`` whose ``prefix_blocks`` is the larger of its own (the router's mirror) and ``reported``."""
-    def field(name: str) -> dict[str, np.ndarray]:
-        value = np.asarray(getattr(snapshot, name))
-        return {name: np.maximum(value, reported) if name == "prefix_blocks" else value}
-
-    return LazySnapshot(field)
 
 
 def _context_switches() -> tuple[int, int]:

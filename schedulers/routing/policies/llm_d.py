@@ -47,11 +47,14 @@ class LlmDDefaultParams:
 
 def queue_scores(waiting: np.ndarray) -> np.ndarray:
     """llm-d's queue scorer: fewer waiting requests score higher, min-max normalized; all 1 when equal."""
-    values = as_floats(waiting)
+    return np.array(_queue_scores(as_floats(waiting)))
+
+
+def _queue_scores(values: list[float]) -> list[float]:
     low, high = min(values), max(values)
     if high == low:
-        return np.ones(len(values))
-    return np.array([(high - w) / (high - low) for w in values])
+        return [1.0] * len(values)
+    return [(high - w) / (high - low) for w in values]
 
 
 def _unit(value: float) -> float:
@@ -60,13 +63,18 @@ def _unit(value: float) -> float:
 
 
 def llm_d_scores(snapshot: ReplicaSnapshot, params: LlmDDefaultParams = LlmDDefaultParams()) -> np.ndarray:
-    """Every replica's weighted score under llm-d's default profile (see the module doc). In plain
-    Python over the replicas (cheaper than NumPy's calls on a handful, see ``snapshot.as_floats``)."""
-    queue = queue_scores(snapshot.waiting).tolist()
-    kv = as_floats(snapshot.kv_fraction)
-    prefix = as_floats(snapshot.prefix_match)
+    """Every replica's weighted score under llm-d's default profile (see the module doc)."""
+    return np.array(_llm_d_scores(snapshot, params))
+
+
+def _llm_d_scores(snapshot: ReplicaSnapshot, params: LlmDDefaultParams) -> list[float]:
+    """:func:`llm_d_scores` as a list, in plain Python over the replicas (cheaper than NumPy's calls on a
+    handful, see ``snapshot.as_floats``); the KV use is ``ReplicaSnapshot.kv_fraction``'s, to the bit."""
+    queue = _queue_scores(snapshot.floats("waiting"))
+    kv = [b / max(c, 1.0) for b, c in zip(snapshot.floats("kv_blocks"), snapshot.floats("kv_capacity"), strict=True)]
+    prefix = snapshot.floats("prefix_match")
     wq, wk, wp = params.queue_weight, params.kv_cache_weight, params.prefix_weight
-    return np.array([wq * _unit(q) + wk * _unit(1.0 - k) + wp * _unit(m) for q, k, m in zip(queue, kv, prefix, strict=True)])
+    return [wq * _unit(q) + wk * _unit(1.0 - k) + wp * _unit(m) for q, k, m in zip(queue, kv, prefix, strict=True)]
 
 
 @register_policy("llm_d_default")
@@ -79,4 +87,4 @@ class LlmDDefault(HeuristicPolicy):
         super().__init__(params or LlmDDefaultParams())
 
     def pick(self, snapshot: ReplicaSnapshot, prompt_tokens: float, true_speed: np.ndarray | None) -> int:
-        return argmin_random([-score for score in llm_d_scores(snapshot, self.params).tolist()], self.rng)
+        return argmin_random([-score for score in _llm_d_scores(snapshot, self.params)], self.rng)

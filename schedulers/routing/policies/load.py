@@ -40,7 +40,7 @@ def least_tokens(snapshot: ReplicaSnapshot, rng: np.random.Generator) -> int:
 
 def least_prefill(snapshot: ReplicaSnapshot, rng: np.random.Generator) -> int:
     """Fewest prompt tokens not yet processed, queued or running."""
-    return argmin_random(snapshot.prefill_tokens, rng)
+    return argmin_random(snapshot.floats("prefill_tokens"), rng)
 
 
 def power_of_two(snapshot: ReplicaSnapshot, rng: np.random.Generator) -> int:

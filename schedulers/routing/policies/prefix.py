@@ -137,13 +137,13 @@ def imbalanced(load: np.ndarray, abs_threshold: float, rel_threshold: float) -> 
 def cache_aware(snapshot: ReplicaSnapshot, rng: np.random.Generator, params: CacheAwareParams = CacheAwareParams()) -> int:
     """SGLang's cache-aware choice (see the module doc)."""
     p = params
-    load = snapshot.outstanding_requests
+    load = [w + r for w, r in zip(snapshot.floats("waiting"), snapshot.floats("running"), strict=True)]
     if imbalanced(load, p.balance_abs_threshold, p.balance_rel_threshold):
         return argmin_random(load, rng)
-    match = as_floats(snapshot.prefix_match)
+    match = snapshot.floats("prefix_match")
     if max(match) > p.cache_threshold:
         return argmin_random([-m for m in match], rng)
-    return argmin_random(as_floats(snapshot.prefix_blocks), rng)
+    return argmin_random(snapshot.floats("prefix_blocks"), rng)
 
 
 def affinity_filter(snapshot: ReplicaSnapshot, rng: np.random.Generator,
@@ -189,7 +189,7 @@ def affinity_token_load(snapshot: ReplicaSnapshot, rng: np.random.Generator, pro
                         params: AffinityTokenLoadParams = AffinityTokenLoadParams()) -> int:
     """llm-d's prefix-cache affinity filter, then the least token load among the replicas it keeps
     (each snapshot field read once)."""
-    match, prefill = as_floats(snapshot.prefix_match), as_floats(snapshot.prefill_tokens)
+    match, prefill = snapshot.floats("prefix_match"), snapshot.floats("prefill_tokens")
     keep = [i for i, kept in enumerate(_affinity_keep(match, prefill, rng, params)) if kept]
     load = _token_load(match, prefill, prompt_tokens, params)
     return keep[argmin_random([load[i] for i in keep], rng)]

@@ -658,3 +658,21 @@ def test_a_garbage_collection_in_a_decision_is_timed_apart():
     gc_ms, decision_ms = stats["decision_gc_ms"], stats["decision_ms"]
     assert gc_ms[0] == gc_ms[2] == 0.0
     assert 0.0 < gc_ms[1] <= decision_ms[1]
+
+
+def test_prefix_blocks_a_replica_reports_are_read_when_larger_than_the_routers_mirror():
+    """cache_aware with no prefix match sends a request to the smaller prefix tree: here the one whose
+    replica reported the fewer blocks, the router's own mirror being empty; a NaN report is ignored."""
+    async def run() -> tuple[list[float], str, list[float]]:
+        router, replicas = make_router("cache_aware")
+        for replica, blocks in zip(replicas, (40.0, 7.0), strict=True):
+            replica.routing_stats = {"at": time.time(), "waiting": 0.0, "running": 0.0, "prefix_blocks": blocks}
+        ranks = await router.choose_replicas(replicas, pending(RoutedRequest("/v1/completions", b"{}", 8, list(range(8)))))
+        seen = router.view.snapshot().prefix_blocks.tolist()
+        replicas[0].routing_stats = {"at": time.time() + 0.001, "prefix_blocks": float("nan")}
+        await router.choose_replicas(replicas, pending(RoutedRequest("/v1/completions", b"{}", 8, list(range(8)))))
+        return seen, ranks[0][0].replica_id.unique_id, router.view.snapshot().prefix_blocks.tolist()
+
+    seen, pick, after_nan = asyncio.run(run())
+    assert seen == [40.0, 7.0] and pick == "r1"
+    assert after_nan == [40.0, 7.0]

@@ -199,8 +199,8 @@ def test_a_policy_that_never_reads_prefix_match_does_not_hash_the_prompt(monkeyp
     view = LiveClusterView(2, block_size=4)
     view.sent(0, prompt_tokens=12, prompt_ids=list(range(12)))
     calls = []
-    original = view.prefix.match
-    monkeypatch.setattr(view.prefix, "match", lambda ids, *a: calls.append(len(ids)) or original(ids, *a))
+    original = view.prefix.block_hashes
+    monkeypatch.setattr(view.prefix, "block_hashes", lambda ids: calls.append(len(ids)) or original(ids))
     assert make_policy("least_prefill").decide(view.snapshot(list(range(12))), 12) == 1
     assert calls == []
     snap = view.snapshot(list(range(12)))
@@ -224,3 +224,16 @@ def test_measured_speeds_match_the_array_formula(speeds, data):
         reference = float(np.median((view.decode_rate[known] / declared[known])[declared[known] >= declared[known].max()]))
         expected[known] = np.clip(view.decode_rate[known] / reference, MIN_SPEED, MAX_SPEED)
     assert np.array_equal(view.measured_speeds(), expected)
+
+
+def test_a_replicas_own_count_of_prefix_blocks_counts_when_larger_than_the_mirrors():
+    view = LiveClusterView(3, block_size=4)
+    view.sent(0, 8, list(range(8)))  # the mirror: 2 blocks on replica 0
+    view.prefix_reported(1, 5.0)
+    view.prefix_reported(0, 1.0)  # fewer than the mirror holds: the mirror's count stands
+    snap = view.snapshot()
+    assert snap.prefix_blocks.tolist() == [2.0, 5.0, 0.0]
+    view.prefix_reported(1, float("nan"))  # garbage is ignored, the last good report stands
+    view.prefix_reported(2, -3.0)
+    assert view.snapshot().prefix_blocks.tolist() == [2.0, 5.0, 0.0]
+    assert snap.prefix_blocks.tolist() == [2.0, 5.0, 0.0]  # a snapshot taken before keeps its values

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from schedulers.routing.policies.llm_d import LlmDDefaultParams, llm_d_scores, queue_scores
 from schedulers.routing.policy import make_policy
@@ -49,3 +51,17 @@ def test_weights_are_parameters_checked_like_any_other():
     with pytest.raises(ValueError, match="queue_weight: expected a number >= 0"):
         make_policy("llm_d_default:queue_weight=-1")
     assert make_policy("llm_d_default", kv_cache_weight=0).params == LlmDDefaultParams(kv_cache_weight=0)
+
+
+@given(st.lists(st.tuples(st.integers(0, 40), st.floats(0, 5000), st.floats(0, 2000), st.floats(0, 1)),
+                min_size=1, max_size=6))
+@settings(max_examples=200, deadline=None)
+def test_the_plain_python_scores_are_the_numpy_formulas_to_the_bit(replicas):
+    """The scores a decision computes over lists equal llm-d's formulas written in NumPy over the
+    snapshot's arrays (the queue scorer's min-max, ``kv_fraction``, the clamps), bit for bit."""
+    waiting, kv_blocks, capacity, match = (np.array(v, dtype=float) for v in zip(*replicas, strict=True))
+    snap = ReplicaSnapshot.build(waiting=waiting, kv_blocks=kv_blocks, kv_capacity=capacity, prefix_match=match)
+    spread = waiting.max() - waiting.min()
+    queue = np.ones(len(waiting)) if spread == 0 else (waiting.max() - waiting) / spread
+    expected = 2 * np.clip(queue, 0, 1) + 2 * np.clip(1 - snap.kv_fraction, 0, 1) + 3 * np.clip(match, 0, 1)
+    assert llm_d_scores(snap).tolist() == expected.tolist()
