@@ -43,7 +43,8 @@ p99). With ``realtime_decisions`` each decision runs under ``SCHED_FIFO`` at pri
 ordinary thread preempts, and the thread gets its own policy back when its event loop has finished
 the step the decision is in (``call_soon``): leaving real time makes the kernel reschedule at once,
 and at the end of the step that falls after the request has been handed on, not in the middle of
-its routing (put back at the decision's end, it switched out 44-63% of the decisions). Outside those steps
+its routing (put back at the decision's end, it switched out 44-63% of the decisions). A thread
+started meanwhile does not inherit real time (``SCHED_RESET_ON_FORK``). Outside those steps
 the thread (in Ray's throughput-optimized mode, the ingress's event loop) keeps its place, so the
 engines are not starved. :meth:`~PolicyRequestRouter.stats` counts the decisions switched out
 (``decisions_preempted``) either way.
@@ -374,9 +375,10 @@ class PolicyRequestRouter(RequestRouter):
         try:
             if own is None:
                 own = self._thread_policies[thread] = (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority)
-            if own[0] in (os.SCHED_FIFO, os.SCHED_RR):
+            if own[0] & ~os.SCHED_RESET_ON_FORK in (os.SCHED_FIFO, os.SCHED_RR):
                 return False
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+            # threads started meanwhile (torch's or Ray's) must not inherit real time: reset on fork
+            os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(1))
         except (OSError, AttributeError) as exc:  # no CAP_SYS_NICE / RLIMIT_RTPRIO, or not Linux
             self.realtime_decisions = False
             self.realtime_error = f"{type(exc).__name__}: {exc}"

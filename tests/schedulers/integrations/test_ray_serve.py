@@ -529,6 +529,8 @@ def _realtime_allowed() -> bool:
     return True
 
 
+#: the policy a decision runs under with realtime_decisions (threads it starts are reset to the ordinary one)
+REAL_TIME = os.SCHED_FIFO | os.SCHED_RESET_ON_FORK
 needs_realtime = pytest.mark.skipif(not _realtime_allowed(), reason="SCHED_FIFO refused here: run as root, or give "
                                     "the user CAP_SYS_NICE (setcap) or an RLIMIT_RTPRIO of at least 1 (limits.conf)")
 
@@ -538,7 +540,7 @@ def test_realtime_decisions_run_each_decision_under_sched_fifo_and_put_the_threa
     """Each decision runs under SCHED_FIFO at priority 1; after it the thread has its own policy again and
     the niceness thread_nice gave it; the picks are the ones made without."""
     inside, after, picks, stats = _decide_watched(realtime_decisions=True, thread_nice=5)
-    assert inside == [(os.SCHED_FIFO, 1, 5)] * 3
+    assert inside == [(REAL_TIME, 1, 5)] * 3
     assert after == (os.SCHED_OTHER, 0, 5)
     assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the test's own thread never changed
     plain_inside, _, plain_picks, plain_stats = _decide_watched()
@@ -563,13 +565,39 @@ def test_real_time_lasts_until_the_loop_has_finished_the_step_the_decision_is_in
     thread = threading.Thread(target=lambda: out.append(asyncio.run(route())))
     thread.start()
     thread.join()
-    assert out == [(os.SCHED_FIFO, os.SCHED_OTHER)]
+    assert out == [(REAL_TIME, os.SCHED_OTHER)]
+
+
+@needs_realtime
+def test_a_thread_started_in_a_real_time_decision_is_not_real_time():
+    """A thread a policy starts while it decides (torch's pools start lazily) is an ordinary one: a real-time
+    thread that spins would keep the CPU from everything else."""
+    seen = []
+
+    async def route() -> None:
+        router, replicas = make_router("least_prefill", realtime_decisions=True)
+        decide = router.policy.decide
+
+        def starting_a_thread(*args, **kw):
+            thread = threading.Thread(target=lambda: seen.append(("started", os.sched_getscheduler(0))))
+            thread.start()
+            thread.join()
+            seen.append(("deciding", os.sched_getscheduler(0)))
+            return decide(*args, **kw)
+
+        router.policy.decide = starting_a_thread
+        await _route_paced(router, replicas, 0.0, n=1)
+
+    thread = threading.Thread(target=lambda: asyncio.run(route()))
+    thread.start()
+    thread.join()
+    assert seen == [("started", os.SCHED_OTHER), ("deciding", REAL_TIME)]
 
 
 @needs_realtime
 def test_a_decision_that_fails_leaves_the_thread_out_of_real_time():
     inside, after, _, stats = _decide_watched(realtime_decisions=True, fail=True)
-    assert inside == [(os.SCHED_FIFO, 1, os.getpriority(os.PRIO_PROCESS, 0))]
+    assert inside == [(REAL_TIME, 1, os.getpriority(os.PRIO_PROCESS, 0))]
     assert after[:2] == (os.SCHED_OTHER, 0)
 
 
