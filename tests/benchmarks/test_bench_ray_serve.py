@@ -58,17 +58,21 @@ def test_the_report_shows_where_decision_time_goes_and_the_paced_timing() -> Non
     run = {"answered": 2, "requests": 2, "ttft_ms": [10.0, 20.0], "e2e_ms": [30.0, 40.0], "hits": 1, "queries": 2,
            "decision_ms": [0.2, 0.4], "decision_cpu_ms": [0.1, 0.3], "routing_ms": [3.0, 3.0], "fallbacks": {},
            "router_decisions": 2, "stage_ms": {"stats": [0.01, 0.02], "policy": [0.1, 0.3]},
-           "rehearsal_cpu_ms": 30.0, "wall_s": 10.0}
-    second = dict(run, decision_ms=[0.1, 0.2], rehearsal_cpu_ms=10.0)
+           "rehearsal_cpu_ms": 30.0, "wall_s": 10.0, "preempted": 1, "blocked": 0, "decision_gc_ms": [0.0, 0.05]}
+    second = dict(run, decision_ms=[0.1, 0.2], rehearsal_cpu_ms=10.0, preempted=0, blocked=1, decision_gc_ms=[0.0, 0.0])
     pow2 = dict(run, decision_ms=[], decision_cpu_ms=[], stage_ms={})
     timing = {"least_prefill": {"p50": 0.1, "p99": 0.2, "stage_p50": {"stats": 0.01, "policy": 0.05}}}
     text = bench_ray_serve.report({"setup": "s", "results": {"ray:pow2": [pow2, pow2], "ray:least_prefill": [run, second]},
                                    "decision_isolated": timing, "decision_paced": timing})
     assert ("| router | decision | decision p99, by round | decision, CPU time of the router's thread "
-            "| keeping warm, share of a core | stats | policy |") in text
+            "| keeping warm, share of a core | decisions switched out in the middle: preempted; blocked "
+            "| decisions with a garbage collection in them; its time, p50 / max | stats | policy |") in text
     # pooled 0.1, 0.2, 0.2, 0.4; per round p99 0.199 and 0.398; rehearsals 40 ms of CPU over 20 s
-    assert ("| `ray:least_prefill` | 0.200 / 0.394 | 0.199-0.398 | 0.200 / 0.300 | 0.2% | 0.015 / 0.020 "
-            "| 0.200 / 0.300 |") in text
+    assert ("| `ray:least_prefill` | 0.200 / 0.394 | 0.199-0.398 | 0.200 / 0.300 | 0.2% | 1; 1 of 4 | 1/4; 0.050 / 0.050 "
+            "| 0.015 / 0.020 | 0.200 / 0.300 |") in text
+    older = {k: v for k, v in run.items() if k not in ("preempted", "blocked", "decision_gc_ms")}  # runs from before
+    text = bench_ray_serve.report({"setup": "s", "results": {"ray:pow2": [pow2], "ray:least_prefill": [older]}})
+    assert "% | - | - | " in text  # not measured then: no count shown
     assert "back to back" in text and "1/qps s apart" in text
     assert "| `least_prefill` | 0.100 | 0.200 | stats 0.010, policy 0.050 |" in text
 

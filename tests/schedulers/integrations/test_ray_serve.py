@@ -475,9 +475,9 @@ def test_thread_nice_is_checked_with_the_key_named(value):
         router.initialize_state(policy="least_prefill", thread_nice=value)
 
 
-def _decide_watched(*, spin_s: float = 0.0, fail: bool = False, cpu: int | None = None,
+def _decide_watched(*, spin_s: float = 0.0, fail: bool = False, cpu: int | None = None, n: int = 3,
                     **kwargs) -> tuple[list[tuple[int, int, int]], tuple[int, int, int], list[str], dict]:
-    """Three decisions of ``make_router("least_prefill", **kwargs)`` on a thread of their own (on ``cpu`` alone
+    """``n`` decisions of ``make_router("least_prefill", **kwargs)`` on a thread of their own (on ``cpu`` alone
     if given), each policy call busy for ``spin_s`` (or raising, with ``fail``): the thread's scheduling
     policy, real-time priority and niceness inside each decision and after the last, the picks, the stats."""
     out: dict = {"inside": [], "picks": []}
@@ -501,7 +501,7 @@ def _decide_watched(*, spin_s: float = 0.0, fail: bool = False, cpu: int | None 
 
         router.policy.decide = watched
         try:
-            out["picks"] = await _route_paced(router, replicas, 0.0, n=3)
+            out["picks"] = await _route_paced(router, replicas, 0.0, n=n)
         except RuntimeError as exc:
             out["error"] = str(exc)
         out["stats"] = router.stats()
@@ -603,19 +603,20 @@ def test_a_decision_that_fails_leaves_the_thread_out_of_real_time():
 
 @needs_realtime
 def test_decisions_switched_out_are_counted_and_real_time_ones_are_not():
-    """A process spinning on the deciding thread's CPU switches a 30 ms decision out (counted in
-    decisions_preempted); under realtime_decisions it cannot, and nothing is counted."""
+    """A process spinning on the deciding thread's CPU switches 20 ms decisions out (counted in
+    decisions_preempted); under realtime_decisions it cannot (the kernel's own stop-class work still
+    may, rarely: hence at most one of six)."""
     cpu = min(os.sched_getaffinity(0))
     rival = subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
     try:
         time.sleep(0.2)  # the rival runs
-        _, _, _, shared = _decide_watched(spin_s=0.03, cpu=cpu)
-        _, _, _, realtime = _decide_watched(spin_s=0.03, cpu=cpu, realtime_decisions=True)
+        _, _, _, shared = _decide_watched(spin_s=0.02, cpu=cpu, n=6)
+        _, _, _, realtime = _decide_watched(spin_s=0.02, cpu=cpu, n=6, realtime_decisions=True)
     finally:
         rival.kill()
         rival.wait()
-    assert shared["decisions_preempted"] >= 1
-    assert realtime["decisions_preempted"] == 0 and realtime["decisions"] == 3
+    assert shared["decisions_preempted"] >= 5
+    assert realtime["decisions_preempted"] <= 1 and realtime["decisions"] == 6
 
 
 def test_a_refused_realtime_decision_is_a_warning_and_a_stat_and_routing_goes_on(monkeypatch):
