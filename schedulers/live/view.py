@@ -285,8 +285,7 @@ class LiveClusterView:
         if name == "since_completion":
             return {name: np.array([max(now - t, 0.0) for t in self.last_completion.tolist()])}
         if name == "prefix_match":
-            shares = self.prefix.shares(prompt_ids) if len(prompt_ids) else [0.0] * n
-            return {name: shares}
+            return {name: self.prefix.shares(prompt_ids)}  # zeros without ids
         if name == "prefix_blocks":
             return {name: [max(float(self.prefix.size(i)), reported) for i, reported in enumerate(self.reported_prefix_blocks)]}
         raise AttributeError(f"ReplicaSnapshot has no field {name!r}")
@@ -319,7 +318,7 @@ class LiveClusterView:
 
     def prefix_match(self, prompt_ids: Sequence[int]) -> np.ndarray:
         """Per replica, the share of ``prompt_ids`` its prefix cache likely holds (zeros without ids)."""
-        return self.prefix.match(prompt_ids) if len(prompt_ids) else np.zeros(self.num_replicas)
+        return self.prefix.match(prompt_ids)
 
 
 def restrict(snapshot: ReplicaSnapshot, keep: np.ndarray) -> ReplicaSnapshot:

@@ -85,7 +85,7 @@ class ReplicaSnapshot:
 
     def floats(self, name: str) -> list[float]:
         """Field ``name`` as a new list of Python floats (what a heuristic reads: see :func:`as_floats`)."""
-        return np.asarray(getattr(self, name), dtype=np.float64).tolist()
+        return as_floats(getattr(self, name))
 
     @property
     def outstanding_requests(self) -> np.ndarray:
@@ -143,7 +143,7 @@ class LazySnapshot(ReplicaSnapshot):
 
     def floats(self, name: str) -> list[float]:
         value = self._raw(name)
-        return list(value) if isinstance(value, list) else np.asarray(value, dtype=np.float64).tolist()
+        return list(value) if isinstance(value, list) else as_floats(value)
 
     def complete(self) -> None:
         """Compute every field now (then later changes to what ``compute`` reads do not show)."""

@@ -548,12 +548,16 @@ def fold_stats(view: LiveClusterView, slot: int, stats: dict[str, Any]) -> None:
         view.decode_rate[slot] = float(rate)
 
 
+#: ``getrusage``'s per-thread target (Linux); None where the system has none
+_RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", None)
+
+
 def _context_switches() -> tuple[int, int]:
     """How many times so far this thread was switched out against its will (preempted) and of its own
     (it blocked); zeros where the system does not say per thread."""
-    if not hasattr(resource, "RUSAGE_THREAD"):
+    if _RUSAGE_THREAD is None:
         return 0, 0
-    usage = resource.getrusage(resource.RUSAGE_THREAD)
+    usage = resource.getrusage(_RUSAGE_THREAD)
     return usage.ru_nivcsw, usage.ru_nvcsw
 
 
