@@ -180,7 +180,7 @@ def measured_only(warmed: dict[str, Any], stats: dict[str, Any]) -> dict[str, An
             return {k: since(before.get(k, []), v) for k, v in now.items()}
         return now
 
-    listed = ("decision_ms", "decision_cpu_ms", "decision_gc_ms", "stage_ms", "routing_ms")
+    listed = ("decision_ms", "decision_cpu_ms", "decision_gc_ms", "decision_faults", "stage_ms", "routing_ms")
     out = {key: since(warmed.get(key, []), value) if key in listed else value for key, value in stats.items()}
     out["decisions"] = stats.get("decisions", 0) - warmed.get("decisions", 0)
     out["fallbacks"] = {k: n - warmed.get("fallbacks", {}).get(k, 0) for k, n in stats.get("fallbacks", {}).items()}
@@ -218,7 +218,7 @@ def round_summary(run: dict[str, Any]) -> dict[str, Any]:
             "decision_ms": stats.get("decision_ms", []), "routing_ms": stats.get("routing_ms", []),
             "stage_ms": stats.get("stage_ms", {}), "decision_cpu_ms": stats.get("decision_cpu_ms", []),
             "decision_gc_ms": stats.get("decision_gc_ms"), "preempted": stats.get("decisions_preempted"),
-            "blocked": stats.get("decisions_blocked"),
+            "blocked": stats.get("decisions_blocked"), "faults": stats.get("decision_faults"),
             "fallbacks": stats.get("fallbacks", {}), "router_decisions": stats.get("decisions", 0),
             "rehearsal_cpu_ms": stats.get("rehearsal_cpu_ms", 0.0), "wall_s": run["wall"],
             "errors": sorted({r.error for r in run["records"] if not r.ok and r.error})[:3]}

@@ -17,7 +17,9 @@ How it sees the replicas (docs/ray-serve.md has the table): the gateway's own
   and its token ids go into the router's prefix mirror (``prefix_match``);
 - each replica's ``record_routing_stats`` (:class:`~.replica_stats.ReplicaStats`), folded in as the
   gateway folds an engine scrape: requests waiting and running, KV use and capacity, decode rate
-  (``measured_speed``), and prefix blocks (the larger of the replica's count and the mirror's).
+  (``measured_speed``), and prefix blocks (the larger of the replica's count and the mirror's). They
+  are folded as they arrive (Ray hands a replica's new stats to ``update_replicas``), not in the
+  decision after.
 
 **Fallback**: stats older than ``stale_s`` (by their ``at`` time) or missing are not used: that
 replica is seen through the router's own bookkeeping alone (the gateway's view without scrapes),
@@ -238,6 +240,9 @@ class PolicyRequestRouter(RequestRouter):
         self.decisions_preempted = 0
         #: decisions the thread blocked in the middle of (voluntary context switches: waiting for the GIL, say)
         self.decisions_blocked = 0
+        #: per decision, the page faults the thread took in it (memory the process touched for the first
+        #: time, or that the kernel had to map again: each costs the kernel's time, and the host's in a VM)
+        self.decision_faults: deque[int] = deque(maxlen=keep_decision_times)
         tags = ("deployment", "application")
         defaults = {"deployment": self._deployment_id.name, "application": self._deployment_id.app_name} \
             if getattr(self, "_deployment_id", None) is not None else {}
@@ -258,13 +263,17 @@ class PolicyRequestRouter(RequestRouter):
         self._last_stats: list[dict[str, Any]] = [{} for _ in range(max(n, 1))]
 
     def update_replicas(self, replicas: List[RunningReplica]) -> None:
-        """Ray's replica set changed: the view is rebuilt when its members change (in-flight requests of
-        replicas that stay are carried over; the prefix mirror starts over)."""
+        """Ray's replica set or a replica's routing stats changed: the view is rebuilt when its members
+        change (in-flight requests of replicas that stay are carried over; the prefix mirror starts over),
+        and new fresh stats are folded in."""
         super().update_replicas(replicas)
         ids = sorted(self._replicas, key=lambda rid: rid.unique_id)
         if ids != self._ids:
             self._rebuild_view(ids)
         self._slot_by_replica = {r: self._slot[r.replica_id] for r in replicas if r.replica_id in self._slot}
+        # new routing stats reach a router only with an update (Ray broadcasts a replica's info when its
+        # stats change): folded here, on arrival, no decision pays for them
+        self._fold_stats(*self._slots(replicas))
 
     def _rebuild_view(self, ids: list[ReplicaID]) -> None:
         """A new view over ``ids``, carrying over the in-flight requests of replicas that stay."""
@@ -296,7 +305,9 @@ class PolicyRequestRouter(RequestRouter):
 
     # ---- stats -----------------------------------------------------------------------------------
     def _fold_stats(self, replicas: List[RunningReplica], slots: List[int]) -> str | None:
-        """Fold each candidate's new stats into the view; the fallback reason of this decision (None: all fresh)."""
+        """Fold each replica's new fresh stats into the view (:meth:`update_replicas` does as they arrive, so
+        a decision finds none new unless Ray changed a replica's stats without an update); the fallback
+        reason of a decision among ``replicas`` (None: all fresh)."""
         now = time.time()
         reason = None
         for r, slot in zip(replicas, slots, strict=True):
@@ -338,17 +349,24 @@ class PolicyRequestRouter(RequestRouter):
             stage["snapshot"].append(t1 - t0)
             stage["observation"].append(t2 - t1)
             stage["policy"].append(t3 - t2)
-        return pick if order is None else int(order[pick])
+        return pick if order is None else order[pick]
 
-    def _snapshot(self, slots: List[int], ids: Any) -> tuple[ReplicaSnapshot, Optional[np.ndarray]]:
-        """The snapshot of the candidates' slots for a prompt of ``ids``, and the candidates' order in it
-        (None: all replicas, in slot order)."""
+    def _snapshot(self, slots: List[int], ids: Any) -> tuple[ReplicaSnapshot, Optional[List[int]]]:
+        """The snapshot of the candidates' slots for a prompt of ``ids``, and for each of its replicas the
+        candidate's index (None: the candidates are all replicas in slot order)."""
         snap = self.view.snapshot(ids)
-        if len(slots) == self.view.num_replicas and slots == list(range(len(slots))):
-            return snap, None
-        keep = np.zeros(self.view.num_replicas, dtype=bool)
+        n = self.view.num_replicas
+        if len(slots) == n:
+            if slots == list(range(n)):
+                return snap, None
+            if len(set(slots)) == n:  # every replica, in Ray's order (its replica list's, set by updates)
+                order = [0] * n
+                for index, slot in enumerate(slots):
+                    order[slot] = index
+                return snap, order
+        keep = np.zeros(n, dtype=bool)
         keep[slots] = True
-        return restrict(snap, keep), np.argsort(slots)  # restrict keeps slot order; map back to the candidates'
+        return restrict(snap, keep), np.argsort(slots).tolist()  # restrict keeps slot order
 
     def _rows(self, snap: ReplicaSnapshot, tokens: float) -> Optional[np.ndarray]:
         """The policy's observation rows of ``snap`` (None: it reads the snapshot alone)."""
@@ -434,10 +452,13 @@ class PolicyRequestRouter(RequestRouter):
         """The policy's pick first, then the other candidates (Ray moves on when a replica is full)."""
         if self._nice_due:
             self._set_thread_nice()
-        # real time first: the clock reads below are system calls, where a task waiting for this CPU takes it
-        start = time.perf_counter()
+        # real time first: the counters read below are system calls, where a task waiting for this CPU
+        # takes it. Entering counts in the decision's time, the counters' own calls do not.
+        entering = time.perf_counter()
         realtime = self._enter_realtime()
-        start_cpu, start_gc, switched = time.thread_time(), _GC_SECONDS[0], _context_switches()
+        entered = time.perf_counter()
+        counted, start_gc, start_cpu = _thread_counts(), _GC_SECONDS[0], time.thread_time()
+        start = time.perf_counter()
         decided = False
         try:
             self._loop = asyncio.get_running_loop()
@@ -462,13 +483,14 @@ class PolicyRequestRouter(RequestRouter):
             elif realtime:
                 self._leave_realtime()
         end = time.perf_counter()
-        elapsed = end - start
+        elapsed = end - start + entered - entering
         self.decision_cpu_times.append(time.thread_time() - start_cpu)
         self.decision_times.append(elapsed)
         self.decision_gc_times.append(_GC_SECONDS[0] - start_gc)
-        switched_now = _context_switches()
-        self.decisions_preempted += int(switched_now[0] > switched[0])
-        self.decisions_blocked += int(switched_now[1] > switched[1])
+        counted_now = _thread_counts()
+        self.decisions_preempted += int(counted_now[0] > counted[0])
+        self.decisions_blocked += int(counted_now[1] > counted[1])
+        self.decision_faults.append(counted_now[2] - counted[2])
         self.decisions += 1
         if self.warm_every_s:
             self._last_decision_at, self._last_candidates, self._last_request = end, candidates, request
@@ -523,7 +545,7 @@ class PolicyRequestRouter(RequestRouter):
                 "rehearsals": self.rehearsals, "rehearsal_cpu_ms": round(1000.0 * self.rehearsal_cpu_s, 3),
                 "rehearsal_error": self.rehearsal_error, "thread_nice_error": self.thread_nice_error,
                 "realtime_error": self.realtime_error, "decisions_preempted": self.decisions_preempted,
-                "decisions_blocked": self.decisions_blocked,
+                "decisions_blocked": self.decisions_blocked, "decision_faults": list(self.decision_faults)[-REPORTED_TIMES:],
                 "in_flight": len(self.view.inflight), "replicas": len(self._ids),
                 "replica_stats": [dict(s) for s in self._last_stats]}
 
@@ -552,13 +574,14 @@ def fold_stats(view: LiveClusterView, slot: int, stats: dict[str, Any]) -> None:
 _RUSAGE_THREAD = getattr(resource, "RUSAGE_THREAD", None)
 
 
-def _context_switches() -> tuple[int, int]:
+def _thread_counts() -> tuple[int, int, int]:
     """How many times so far this thread was switched out against its will (preempted) and of its own
-    (it blocked); zeros where the system does not say per thread."""
+    (it blocked), and the page faults it took (minor and major); zeros where the system does not say
+    per thread."""
     if _RUSAGE_THREAD is None:
-        return 0, 0
+        return 0, 0, 0
     usage = resource.getrusage(_RUSAGE_THREAD)
-    return usage.ru_nivcsw, usage.ru_nvcsw
+    return usage.ru_nivcsw, usage.ru_nvcsw, usage.ru_minflt + usage.ru_majflt
 
 
 def _prompt(request: Any) -> tuple[int, Any]:

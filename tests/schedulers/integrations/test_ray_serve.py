@@ -109,6 +109,7 @@ def test_the_same_events_give_the_same_snapshot_and_decision_in_the_gateway_and_
                                                      "vllm:kv_cache_usage_perc": report["kv_usage"]})
                     gateway.view.engine_capacity(i, report["kv_capacity_tokens"])
                     replica.routing_stats = {**report, "at": time.time()}
+                router.update_replicas(replicas)  # as Ray hands new stats over: with a replica update
             ids = prefixes[int(rng.integers(0, 3))] + [int(t) for t in rng.integers(0, 1000, int(rng.integers(1, 80)))]
             request = RoutedRequest("/v1/completions", b"{}", len(ids), ids, stream=True)
             g_pick, _ = gateway.decide(len(ids), ids, set(), with_rows=False)
@@ -162,6 +163,65 @@ def test_missing_or_stale_stats_fall_back_to_the_routers_own_bookkeeping_and_are
     assert stats["decisions"] == 3 and stats["fallbacks"] == {"missing": 1, "stale": 1}
     assert stats["decision_ms_p99"] > 0
     assert stats in router_stats()
+
+
+def test_stats_are_folded_as_they_arrive_and_a_decision_folds_only_what_came_without_an_update(monkeypatch):
+    """Ray hands a replica's new routing stats to update_replicas: the view holds them at once and the
+    next decision folds nothing; stats that changed with no update are folded by the decision."""
+    from schedulers.integrations.ray_serve import router as router_module
+
+    folded: list[int] = []
+    fold = router_module.fold_stats
+    monkeypatch.setattr(router_module, "fold_stats", lambda view, slot, stats: (folded.append(slot), fold(view, slot, stats)))
+
+    async def run() -> None:
+        router, replicas = make_router("jsq")
+        for r, waiting in zip(replicas, (4.0, 1.0), strict=True):
+            r.routing_stats = {"at": time.time(), "waiting": waiting, "running": 0.0}
+        router.update_replicas(replicas)
+        assert sorted(folded) == [0, 1] and list(router.view.engine_waiting) == [4.0, 1.0]
+        request = RoutedRequest("/v1/completions", b"{}", 10, list(range(10)))
+        ranks = await router.choose_replicas(replicas, pending(request))
+        assert ranks[0][0] is replicas[1] and sorted(folded) == [0, 1]  # nothing new to fold
+        router.update_replicas(replicas)  # an update with the same stats folds nothing again
+        assert sorted(folded) == [0, 1]
+        replicas[1].routing_stats = {"at": time.time() + 0.001, "waiting": 9.0, "running": 0.0}
+        ranks = await router.choose_replicas(replicas, pending(request))
+        assert sorted(folded) == [0, 1, 1] and list(router.view.engine_waiting) == [4.0, 9.0]
+        assert ranks[0][0] is replicas[0] and router.fallbacks == {"missing": 0, "stale": 0}
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("policy", ["cache_aware:balance_abs_threshold=2", "llm_d_default", "ppo"])
+def test_the_candidates_order_changes_no_pick(policy, tmp_path):
+    """Ray lists the replicas in its own order (its replica list's, which need not be the router's slot
+    order), or a subset of them: each pick is the same replica as with the slot order, and a subset's
+    pick is one of its members."""
+    checkpoint = {"checkpoint": random_checkpoint(tmp_path)} if policy == "ppo" else {}
+
+    async def run(order: list[int], subset_every: int = 0) -> list[str]:
+        router, _ = make_router(policy, seed=3, **checkpoint)
+        replicas = [FakeReplica(f"r{i}") for i in range(3)]
+        router.update_replicas(replicas)
+        rng = np.random.default_rng(1)
+        picks = []
+        for k in range(40):
+            ids = [int(t) for t in rng.integers(0, 50, int(rng.integers(20, 120)))]
+            request = pending(RoutedRequest("/v1/completions", b"{}", len(ids), ids))
+            candidates = [replicas[i] for i in order]
+            if subset_every and k % subset_every == 0:
+                candidates = candidates[k % 2:k % 2 + 1]
+            ranks = await router.choose_replicas(candidates, request)
+            assert ranks[0][0] in candidates and sorted(map(id, sum(ranks, []))) == sorted(map(id, candidates))
+            router.on_request_routed(request, ranks[0][0].replica_id, None)
+            picks.append(ranks[0][0].replica_id.unique_id)
+        return picks
+
+    in_slot_order = asyncio.run(run([0, 1, 2]))
+    assert asyncio.run(run([2, 0, 1])) == in_slot_order and len(set(in_slot_order)) == 3
+    with_subsets = asyncio.run(run([2, 0, 1], subset_every=3))  # every third request: r2 alone, then r0 alone
+    assert [p for k, p in enumerate(with_subsets) if k % 3 == 0] == [("r2", "r0")[k % 2] for k in range(0, 40, 3)]
 
 
 def test_the_routers_pick_comes_first_and_the_other_replicas_after():
@@ -617,6 +677,32 @@ def test_decisions_switched_out_are_counted_and_real_time_ones_are_not():
         rival.wait()
     assert shared["decisions_preempted"] >= 5
     assert realtime["decisions_preempted"] <= 1 and realtime["decisions"] == 6
+
+
+def test_page_faults_in_a_decision_are_counted():
+    """A decision that touches memory the process never touched (here 4 MiB of a fresh anonymous map)
+    takes a page fault per page, and decision_faults says so; the others take next to none."""
+    import mmap
+
+    async def run() -> dict:
+        router, replicas = make_router("least_prefill")
+        decide = router.policy.decide
+        calls = []
+
+        def touching(*args, **kw):
+            calls.append(1)
+            if len(calls) == 3:
+                with mmap.mmap(-1, 4 << 20) as fresh:
+                    fresh.write(b"x" * (4 << 20))
+            return decide(*args, **kw)
+
+        router.policy.decide = touching
+        await _route_paced(router, replicas, 0.0, n=6)
+        return router.stats()
+
+    faults = asyncio.run(run())["decision_faults"]
+    assert len(faults) == 6 and faults[2] >= (4 << 20) // mmap.PAGESIZE
+    assert max(faults[:2] + faults[3:]) < 100
 
 
 def test_a_refused_realtime_decision_is_a_warning_and_a_stat_and_routing_goes_on(monkeypatch):
