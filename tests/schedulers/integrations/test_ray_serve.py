@@ -201,12 +201,14 @@ def test_the_candidates_order_changes_no_pick(policy, tmp_path):
     checkpoint = {"checkpoint": random_checkpoint(tmp_path)} if policy == "ppo" else {}
 
     async def run(order: list[int], subset_every: int = 0) -> list[str]:
-        router, _ = make_router(policy, seed=3, **checkpoint)
+        clock = Clock()  # the learned policy reads times (since a completion, tokens per second): fixed here
+        router, _ = make_router(policy, clock, seed=3, **checkpoint)
         replicas = [FakeReplica(f"r{i}") for i in range(3)]
         router.update_replicas(replicas)
         rng = np.random.default_rng(1)
         picks = []
         for k in range(40):
+            clock.now += 0.01
             ids = [int(t) for t in rng.integers(0, 50, int(rng.integers(20, 120)))]
             request = pending(RoutedRequest("/v1/completions", b"{}", len(ids), ids))
             candidates = [replicas[i] for i in order]
