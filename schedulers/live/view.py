@@ -93,10 +93,11 @@ class LiveClusterView:
         self.last_completion = np.full(n, self.start)
         self.prefix = PrefixIndex(n, self.block_size)
         self.decode_rate = np.full(n, np.nan)
-        # what each engine last reported on /metrics (NaN: nothing yet) and when
-        self.engine_waiting, self.engine_running, self.engine_kv = (np.full(n, np.nan) for _ in range(3))
-        self.engine_at = np.full(n, -np.inf)
-        self.capacity = np.full(n, float(self.kv_capacity))  # KV blocks of ``block_size`` tokens per replica
+        # what each engine last reported on /metrics (NaN: nothing yet) and when, and each replica's KV
+        # blocks of ``block_size`` tokens: lists of Python floats, which a decision reads with no NumPy call
+        self.engine_waiting, self.engine_running, self.engine_kv = ([math.nan] * n for _ in range(3))
+        self.engine_at = [-math.inf] * n
+        self.capacity = [float(self.kv_capacity)] * n
         self.reported_prefix_blocks = [0.0] * n  # prefix blocks each replica last said it holds (0: nothing said)
         self._keys = itertools.count()
         # per-replica sums over the in-flight requests, kept as each one changes (Python floats: a
@@ -207,10 +208,10 @@ class LiveClusterView:
         """Fold an engine's scraped ``/metrics`` (vLLM's names, :func:`schedulers.shared.prometheus.parse_metrics`) in."""
         self._settle()
         i = int(replica)
-        self.engine_waiting[i] = metrics.get("vllm:num_requests_waiting", np.nan)
-        self.engine_running[i] = metrics.get("vllm:num_requests_running", np.nan)
-        self.engine_kv[i] = metrics.get("vllm:kv_cache_usage_perc", np.nan)
-        self.engine_at[i] = now = self.clock()
+        self.engine_waiting[i] = float(metrics.get("vllm:num_requests_waiting", math.nan))
+        self.engine_running[i] = float(metrics.get("vllm:num_requests_running", math.nan))
+        self.engine_kv[i] = float(metrics.get("vllm:kv_cache_usage_perc", math.nan))
+        self.engine_at[i] = now = float(self.clock())
         for req in self.inflight.values():  # what the engine counted now no longer counts on top
             if req.replica == i and req.recent and req.sent_at < now:
                 self._count(req, -1.0)
@@ -277,7 +278,7 @@ class LiveClusterView:
             return {"recent_completions": np.array([len(c) for c in self.completions], dtype=float),
                     "tokens_per_s": self.recent_tokens / span}
         if name == "kv_capacity":
-            return {name: self.capacity.tolist()}
+            return {name: list(self.capacity)}
         if name == "declared_speed":
             return {name: self.speeds}
         if name == "measured_speed":
@@ -296,13 +297,14 @@ class LiveClusterView:
         n = self.num_replicas
         # in plain Python over a handful of replicas: a dozen NumPy calls cost more than the arithmetic,
         # ten times more on the cold CPU a router decides on between requests
-        waiting, running, _, _, kv, new_waiting, new_running, new_kv = (list(v) for v in self._sums)
-        engine_at = self.engine_at.tolist()
+        sums = self._sums  # the three an engine's report may raise are copied, the rest only read
+        waiting, running, kv = list(sums[0]), list(sums[1]), list(sums[4])
+        new_waiting, new_running, new_kv = sums[5], sums[6], sums[7]
         stale_s = self.engine_stale_s
-        fresh = [now - at <= stale_s for at in engine_at]
+        fresh = [now - at <= stale_s for at in self.engine_at]
         if any(fresh):  # the engines' own counts also hold other clients' requests; their KV use is exact
-            engine_waiting, engine_running = self.engine_waiting.tolist(), self.engine_running.tolist()
-            engine_kv, capacity = self.engine_kv.tolist(), self.capacity.tolist()
+            engine_waiting, engine_running = self.engine_waiting, self.engine_running
+            engine_kv, capacity = self.engine_kv, self.capacity
             for i in range(n):
                 if not fresh[i]:
                     continue

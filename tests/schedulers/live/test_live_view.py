@@ -185,11 +185,13 @@ def test_the_load_fields_match_the_array_formula_with_missing_and_stale_engine_n
     clock.now = 3.0
     snap = view.snapshot()
     waiting, running, _, _, kv, new_waiting, new_running, new_kv = np.array(view._sums)
-    fresh = clock.now - view.engine_at <= view.engine_stale_s
-    waiting = np.where(fresh, np.fmax(waiting, view.engine_waiting + new_waiting), waiting)
-    running = np.where(fresh, np.fmax(running, view.engine_running + new_running), running)
-    known = fresh & ~np.isnan(view.engine_kv)
-    kv = np.where(known, np.clip(view.engine_kv, 0.0, 1.0) * view.capacity + new_kv, kv)
+    engine_at, engine_waiting, engine_running, engine_kv, capacity = (np.array(v, dtype=float) for v in (
+        view.engine_at, view.engine_waiting, view.engine_running, view.engine_kv, view.capacity))
+    fresh = clock.now - engine_at <= view.engine_stale_s
+    waiting = np.where(fresh, np.fmax(waiting, engine_waiting + new_waiting), waiting)
+    running = np.where(fresh, np.fmax(running, engine_running + new_running), running)
+    known = fresh & ~np.isnan(engine_kv)
+    kv = np.where(known, np.clip(engine_kv, 0.0, 1.0) * capacity + new_kv, kv)
     assert np.array_equal(snap.waiting, waiting) and np.array_equal(snap.running, running)
     assert np.array_equal(snap.kv_blocks, kv)
     assert np.array_equal(snap.busy, ((waiting + running) > 0).astype(float))
