@@ -64,13 +64,6 @@ class NumpyScorer:
             out = out + (x @ self.linear[0] + self.linear[1])
         return out[:, 0]
 
-    #: scores this close to the best (relative, at least absolute for small ones) are a tie: BLAS may round
-    #: identical rows apart in the last bits, depending on how it blocks the matrix
-    TIE_TOLERANCE = 1e-6
-
     def pick(self, rows: Any) -> int:
-        """The arg-max replica, the lowest index among ties (as torch's argmax on exact ties)."""
-        scores = self.scores(rows).tolist()
-        best = max(scores)
-        floor = best - self.TIE_TOLERANCE * max(1.0, abs(best))
-        return next(i for i, score in enumerate(scores) if score >= floor)
+        """The arg-max replica (lowest index on ties)."""
+        return int(np.argmax(self.scores(rows)))
