@@ -356,17 +356,15 @@ class PolicyRequestRouter(RequestRouter):
         candidate's index (None: the candidates are all replicas in slot order)."""
         snap = self.view.snapshot(ids)
         n = self.view.num_replicas
-        if len(slots) == n:
-            if slots == list(range(n)):
-                return snap, None
-            if len(set(slots)) == n:  # every replica, in Ray's order (its replica list's, set by updates)
-                order = [0] * n
-                for index, slot in enumerate(slots):
-                    order[slot] = index
-                return snap, order
+        if len(slots) == n and slots == list(range(n)):
+            return snap, None
+        # the candidates' indices in slot order (the snapshot's, and restrict's, which keeps slot order)
+        order = sorted(range(len(slots)), key=slots.__getitem__)
+        if len(slots) == n and len(set(slots)) == n:  # every replica, in Ray's order (its replica list's)
+            return snap, order
         keep = np.zeros(n, dtype=bool)
         keep[slots] = True
-        return restrict(snap, keep), np.argsort(slots).tolist()  # restrict keeps slot order
+        return restrict(snap, keep), order
 
     def _rows(self, snap: ReplicaSnapshot, tokens: float) -> Optional[np.ndarray]:
         """The policy's observation rows of ``snap`` (None: it reads the snapshot alone)."""
