@@ -1,7 +1,8 @@
 """The ``rewardkit`` command: validate and explain reward configs, list and document components.
 
 Core subcommands: ``validate``, ``explain``, ``check`` (which imports Hypothesis only when it
-runs), ``components``, ``docs`` and ``optimize`` (which imports optuna only when it runs). Other packages add
+runs), ``stress``, ``components``, ``docs``, ``migrate``, ``optimize`` (which imports optuna only
+when it runs), ``audit`` and ``serve-reward``. Other packages add
 subcommands through the entry-point group ``rewardkit.commands``: each entry point loads a
 function ``add(subparsers)`` that adds its parser and sets ``func=callable(args) -> int``.
 A plugin is imported only when its subcommand runs (so ``validate`` never pays for torch), and
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -31,9 +33,10 @@ from .migrate_rllama import migrate_rllama_file
 from .monitor.audit import add_audit_parser
 from .params import describe
 from .serve_reward.command import add_serve_reward_parser
+from .testing.stress.command import add_stress_parser
 
 PLUGIN_GROUP = "rewardkit.commands"
-CORE_COMMANDS = ("validate", "explain", "check", "components", "docs", "migrate", "optimize", "audit",
+CORE_COMMANDS = ("validate", "explain", "check", "stress", "components", "docs", "migrate", "optimize", "audit",
                  "serve-reward")
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
@@ -45,7 +48,12 @@ class ContextError(RewardKitError):
 
 # ---- --import --------------------------------------------------------------------------------
 def import_modules(names: Sequence[str] | None) -> None:
-    """Import the user's modules named by ``--import`` so their ``@register`` components exist."""
+    """Import the user's modules named by ``--import`` so their ``@register`` components exist.
+
+    The working directory is importable first, as with ``python -m`` (the ``rewardkit`` script
+    alone would not find a module beside the user's config)."""
+    if names and "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     for name in names or ():
         try:
             importlib.import_module(name)
@@ -472,6 +480,7 @@ def build_parser(load_plugin: str | None = None) -> argparse.ArgumentParser:
 
     add_optimize_parser(sub)
     add_audit_parser(sub, add_import_option, import_modules)
+    add_stress_parser(sub, add_import_option, import_modules)
     add_serve_reward_parser(sub)
 
     for ep in plugin_entry_points():

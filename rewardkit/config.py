@@ -16,6 +16,7 @@ Schema (``version: 1``)::
       transforms: [...]
     expect: {...}                 # optional promises checked by `rewardkit check` (see expectations.py)
     monitor: {...}                # optional: what the reward-hacking monitor reads (see monitor/spec.py)
+    stress: {...}                 # optional: what `rewardkit stress` checks (see stress_spec.py)
 
 Every error is a :class:`~rewardkit.errors.ConfigError` naming the file, the key path and what
 was expected. YAML is parsed with a safe loader that also rejects duplicate keys.
@@ -37,6 +38,7 @@ from .base import BaseReward
 from .errors import ConfigError
 from .expectations import Expectations, parse_expectations
 from .monitor.spec import MonitorSettings, parse_monitor
+from .stress_spec import StressSettings, parse_stress
 from .normalizers import Normalizer, make_normalizer
 from .params import describe
 from .registry import get_component_class
@@ -45,7 +47,7 @@ from .transforms import Transform, make_transforms
 
 SCHEMA_VERSION = 1
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*")  # matched whole (fullmatch)
-TOP_KEYS = {"version", "components", "total", "description", "expect", "monitor"}
+TOP_KEYS = {"version", "components", "total", "description", "expect", "monitor", "stress"}
 TERM_KEYS = {"type", "params", "weight", "inputs", "normalize", "transforms", "description", "applies_to"}
 GROUP_KEYS = {"type", "components", "weight", "normalize", "transforms", "description"}
 TOTAL_KEYS = {"transforms"}
@@ -100,6 +102,7 @@ class RewardSpec:
     description: str | None = None
     expect: Expectations | None = None
     monitor: MonitorSettings | None = None
+    stress: StressSettings | None = None
 
 
 # ---- the one YAML loader ---------------------------------------------------------------------
@@ -405,9 +408,13 @@ def parse_config(data: Any, *, source: str | None = None) -> RewardSpec:
     if not problems.errors:
         monitor = problems.attempt(None, lambda: parse_monitor(data.get("monitor"), [n.name for n in nodes],
                                                                source=source), None)
+    stress = None
+    if not problems.errors:
+        stress = problems.attempt(None, lambda: parse_stress(data.get("stress"), [n.name for n in nodes],
+                                                             source=source), None)
     if problems.errors:
         raise ConfigError.combine(problems.errors)
-    return RewardSpec(nodes, total_transforms, description, expect, monitor)
+    return RewardSpec(nodes, total_transforms, description, expect, monitor, stress)
 
 
 def walk(nodes: Iterable[TermNode | GroupNode], *, children_first: bool = False) -> Iterator[TermNode | GroupNode]:
@@ -612,4 +619,6 @@ def spec_to_dict(spec: RewardSpec) -> dict[str, Any]:
         result["expect"] = spec.expect.to_dict()
     if spec.monitor is not None:
         result["monitor"] = spec.monitor.to_dict()
+    if spec.stress is not None:
+        result["stress"] = spec.stress.to_dict()
     return result
