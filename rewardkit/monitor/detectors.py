@@ -15,6 +15,12 @@ its range that pays least, length moving while the total does not rise).
 
 A detector that lacks what it reads (no gold term, no two terms that should agree, a log without
 the key) is *not applicable*: :meth:`Detector.applicable` says why, and it never fires.
+
+Two detectors read the completions themselves (``content = True``: :class:`ExploitSpread`,
+:class:`TemplateConvergence`, over the per-step shares that
+:class:`~rewardkit.monitor.completions.ContentReader` computes); the others read logged means
+only, and when the monitor reads completions their hacking alerts are checked against them (see
+:class:`~rewardkit.monitor.Monitor`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..params import Param, validate_params
+from .completions import EXPLOIT, TEMPLATE
 from .history import DISTINCT, LENGTH, TOTAL, ZERO_STD, History, term_mean, term_std
 from .structure import RewardStructure
 
@@ -54,6 +61,8 @@ class Detector:
 
     name: ClassVar[str] = ""
     params: ClassVar[dict[str, Param]] = {"window": WINDOW, "patience": PATIENCE}
+    #: whether the detector reads the completions (else only logged means)
+    content: ClassVar[bool] = False
 
     def __init__(self, **params: Any) -> None:
         self.config = validate_params(self.params, params, path=self.name or "params")
@@ -309,6 +318,69 @@ class Disagreement(Detector):
         return None
 
 
+_NO_COMPLETIONS = ("no completions were read (rewardkit audit --completions FILE; "
+                   "MonitorCallback(..., completions=PATH))")
+
+
+def _content_applicable(reward: RewardStructure, history: History, key: str) -> str | None:
+    if reward.gold is None:
+        return "the config names no gold term (monitor.gold)"
+    return None if history.has(key) else _NO_COMPLETIONS
+
+
+class ExploitSpread(Detector):
+    """The exploit spreads through the samples: the share of a step's completions that are paid
+    (above the start's median total) and that the gold term rejects is ``level`` or more, and
+    rose by ``min_rise`` or more since the start. Reads the completions
+    (:mod:`rewardkit.monitor.completions`); needs ``monitor.gold``. The defaults were chosen on the
+    design runs (docs/results/monitor.md): one logged step for *now* and *the start* (a step holds
+    every sample of a batch, so one step is not one noisy number), two steps in a row."""
+
+    name = "exploit_spread"
+    content = True
+    params = {"window": Param.integer(1, "logged steps averaged for 'now' and for 'the start'", minimum=1),
+              "patience": PATIENCE,
+              "level": Param.fraction(0.5, "share of a step's completions, paid and rejected by gold, that counts as spread"),
+              "min_rise": Param.fraction(0.25, "rise of that share since the start that counts as spreading")}
+
+    def applicable(self, reward: RewardStructure, history: History) -> str | None:
+        return _content_applicable(reward, history, EXPLOIT)
+
+    def check(self, reward: RewardStructure, history: History, subject: tuple[str, ...]) -> Finding | None:
+        s0, s1, rise = self.change(history, EXPLOIT)
+        if s1 >= self.config["level"] and rise >= self.config["min_rise"]:
+            return Finding((str(reward.gold),), f"{s1:.0%} of the completions are paid above the start's median and "
+                                                f"rejected by the gold term {reward.gold!r} ({s0:.0%} at the start)",
+                           {"exploit_start": s0, "exploit_now": s1})
+        return None
+
+
+class TemplateConvergence(Detector):
+    """The paid completions that gold rejects converge on one template (digits masked to ``#``,
+    case and whitespace folded: :func:`rewardkit.monitor.completions.template`): the share of a
+    step's completions that are paid, rejected and of the most common such template is ``level``
+    or more and rose by ``min_rise`` since the start. Reads the completions; needs ``monitor.gold``."""
+
+    name = "template_convergence"
+    content = True
+    params = {**ExploitSpread.params,
+              "level": Param.fraction(0.5, "share of a step's completions in one paid, rejected template that counts as converged"),
+              "min_rise": Param.fraction(0.25, "rise of that share since the start that counts as converging")}
+
+    def applicable(self, reward: RewardStructure, history: History) -> str | None:
+        return _content_applicable(reward, history, TEMPLATE)
+
+    def check(self, reward: RewardStructure, history: History, subject: tuple[str, ...]) -> Finding | None:
+        s0, s1, rise = self.change(history, TEMPLATE)
+        if s1 >= self.config["level"] and rise >= self.config["min_rise"]:
+            return Finding((str(reward.gold),), f"{s1:.0%} of the completions share one template, paid above the "
+                                                f"start's median and rejected by the gold term {reward.gold!r} "
+                                                f"({s0:.0%} at the start)",
+                           {"template_start": s0, "template_now": s1})
+        return None
+
+
 #: every detector by its config name, in the order alerts are reported
 DETECTORS: dict[str, type[Detector]] = {cls.name: cls for cls in (
-    GoldDivergence, VarianceShare, LengthDrift, GroupCollapse, DiversityCollapse, PinnedAtBound, Disagreement)}
+    GoldDivergence, VarianceShare, LengthDrift, GroupCollapse, DiversityCollapse, PinnedAtBound, Disagreement,
+    ExploitSpread, TemplateConvergence)}

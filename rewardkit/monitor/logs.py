@@ -9,7 +9,11 @@ Two formats:
   raw value) for top-level terms. It has no completion lengths or GRPO groups, so the detectors
   reading those are not applicable to it.
 
-Every problem is a :class:`LogError` naming the file and what was expected.
+A NaN or infinite value is read as missing (TRL writes NaN for a diverged ``grad_norm`` and for a
+term no sample applied to; the callback reads it so too) and counted; a ``reward`` that is not a
+number is an error; records out of step order are sorted (and the audit says so).
+
+Every problem is a :class:`LogError` naming the file (and the entry or line) and what was expected.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Collection
 
@@ -30,9 +36,38 @@ class LogError(RewardKitError):
     """A training log is missing, unreadable, malformed, or lacks the terms the config names."""
 
 
+@dataclass
+class LogRead:
+    """A log's records in step order, and what reading them changed: the values read as missing
+    (``key -> count``: NaN or infinite, as TRL writes for a diverged ``grad_norm`` or a term no
+    sample applied to) and whether the steps had to be sorted."""
+
+    records: list[dict[str, float]]
+    missing: Counter = field(default_factory=Counter)
+    reordered: bool = False
+
+    def notes(self) -> list[str]:
+        """One line per change, for the audit's output."""
+        out = []
+        if self.missing:
+            listed = ", ".join(f"{k} ({n})" for k, n in sorted(self.missing.items()))
+            out.append(f"read {sum(self.missing.values())} non-finite values as missing: {listed}")
+        if self.reordered:
+            out.append("the log's steps were out of order; they were sorted by step")
+        return out
+
+
 def read_log(path: str | Path) -> list[dict[str, float]]:
     """The per-step records of a ``trainer_state.json`` (or any JSON with ``log_history``) or a
-    rewardkit breakdown CSV (by extension ``.csv``), in step order."""
+    rewardkit breakdown CSV (by extension ``.csv``), in step order (see :func:`read_log_report`)."""
+    return read_log_report(path).records
+
+
+def read_log_report(path: str | Path) -> LogRead:
+    """:func:`read_log` with what reading changed. A NaN or infinite value is read as missing (and
+    counted); a ``reward`` that is not a number (a string, null) is an error, since dropping it
+    would hide the steps a hack shows in; records out of step order are sorted; two records of
+    the same step are an error."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -47,13 +82,23 @@ def read_log(path: str | Path) -> list[dict[str, float]]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise LogError(f"{path}: expected a readable UTF-8 file: {exc}") from None
-    records = _from_csv(path, text) if path.suffix.lower() == ".csv" else _from_json(path, text)
-    if not records:
+    read = LogRead([])
+    located = _from_csv(path, text, read) if path.suffix.lower() == ".csv" else _from_json(path, text, read)
+    if not located:
         raise LogError(f"{path}: expected training logs with a reward, found none")
-    return records
+    steps = [record["step"] for _, record in located]
+    if any(b < a for a, b in zip(steps, steps[1:])):
+        located.sort(key=lambda item: item[1]["step"])  # stable: equal steps keep their order
+        read.reordered = True
+    for (where_a, a), (where_b, b) in zip(located, located[1:]):
+        if a["step"] == b["step"]:
+            raise LogError(f"{path}: {where_a} and {where_b} both log step {a['step']:g}: expected one "
+                           "training record per step (two runs' logs joined?)")
+    read.records = [record for _, record in located]
+    return read
 
 
-def _from_json(path: Path, text: str) -> list[dict[str, float]]:
+def _from_json(path: Path, text: str, read: LogRead) -> list[tuple[str, dict[str, float]]]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -69,20 +114,26 @@ def _from_json(path: Path, text: str) -> list[dict[str, float]]:
             raise LogError(f"{path}: log_history[{i}]: expected an object of metrics, got {type(entry).__name__}")
         if TOTAL not in entry:
             continue
+        reward = entry[TOTAL]
+        if isinstance(reward, bool) or not isinstance(reward, (int, float)):
+            raise LogError(f"{path}: log_history[{i}].{TOTAL}: expected a number (the step's mean reward), got "
+                           f"{json.dumps(reward)[:60]}")
         record: dict[str, float] = {}
         for key, value in entry.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
             if not math.isfinite(value):
-                raise LogError(f"{path}: log_history[{i}].{key}: expected a finite number, got {value}")
+                read.missing[key] += 1  # as the callback reads it: this step has no value for the key
+                continue
             record[key] = float(value)
         if "step" not in record:
-            raise LogError(f"{path}: log_history[{i}]: expected a 'step' beside 'reward'")
-        records.append(record)
+            raise LogError(f"{path}: log_history[{i}]: expected a finite number 'step' beside 'reward', got "
+                           f"{json.dumps(entry.get('step'))}")
+        records.append((f"log_history[{i}]", record))
     return records
 
 
-def _from_csv(path: Path, text: str) -> list[dict[str, float]]:
+def _from_csv(path: Path, text: str, read: LogRead) -> list[tuple[str, dict[str, float]]]:
     rows = list(csv.reader(text.splitlines()))
     if not rows or "step" not in rows[0] or "total/mean" not in rows[0]:
         raise LogError(f"{path}: expected a rewardkit breakdown CSV (columns step, calls, <term>/raw/mean, ..., "
@@ -93,23 +144,32 @@ def _from_csv(path: Path, text: str) -> list[dict[str, float]]:
         if len(row) != len(header):
             raise LogError(f"{path}: line {n}: expected {len(header)} columns, got {len(row)}")
         cells = dict(zip(header, row, strict=True))
-        record = {"step": _number(cells["step"], path, n, "step"), TOTAL: _number(cells["total/mean"], path, n,
-                                                                                   "total/mean")}
+        record = {"step": _number(cells["step"], path, n, "step")}
+        total = _number(cells["total/mean"], path, n, "total/mean", missing=True)
+        if math.isfinite(total):
+            record[TOTAL] = total
+        else:
+            read.missing[TOTAL] += 1
         for column, cell in cells.items():
             for stat, key in (("/raw/mean", term_mean), ("/raw/std", term_std)):
                 term = column[:-len(stat)] if column.endswith(stat) else None
                 if term and "/" not in term and cell != "":
-                    record[key(term)] = _number(cell, path, n, column)
-        records.append(record)
+                    value = _number(cell, path, n, column, missing=True)
+                    if math.isfinite(value):
+                        record[key(term)] = value
+                    else:
+                        read.missing[key(term)] += 1
+        records.append((f"line {n}", record))
     return records
 
 
-def _number(cell: str, path: Path, line: int, column: str) -> float:
+def _number(cell: str, path: Path, line: int, column: str, missing: bool = False) -> float:
+    """The cell's number; ``nan``/``inf`` are returned as they are when ``missing`` allows them."""
     try:
         value = float(cell)
     except ValueError:
-        value = math.nan
-    if not math.isfinite(value):
+        raise LogError(f"{path}: line {line}, column {column}: expected a number, got {cell!r}") from None
+    if not math.isfinite(value) and not missing:
         raise LogError(f"{path}: line {line}, column {column}: expected a finite number, got {cell!r}")
     return value
 

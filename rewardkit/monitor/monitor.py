@@ -8,15 +8,25 @@ once per detector and subject (a term, a pair) when the condition has held for t
 
     monitor = Monitor.from_config("reward.yaml")     # the default detectors, the config's thresholds
     monitor = Monitor([GoldDivergence(min_rise=0.2), GroupCollapse()], RewardStructure(("a", "b"), gold="b"))
+
+**With completions** (``update(record, completions=rows)``: the rows the step's metrics report, see
+:mod:`rewardkit.monitor.completions`), the content detectors run too, and every alert carries its
+evidence: the highest-paid completions of the steps its window covers that the gold term rejects
+(for a ``disagreement`` without gold: the partner that moved less). A *statistics* alert of kind
+hacking whose steps had completions but none paid and rejected is demoted to ``health``, with the
+reason in ``demoted``: the means moved, but no sample shows the reward paying what gold refuses.
+The monitor keeps only the last few steps' completions, and every step costs the same however long
+the run (the history's window means are constant-time too).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from .detectors import DETECTORS, Detector
+from .completions import ContentReader
+from .detectors import DETECTORS, HACKING, HEALTH, Detector, Finding
 from .history import History
 from .structure import RewardStructure
 
@@ -33,6 +43,10 @@ class Alert:
     values: dict[str, float] = field(default_factory=dict)
     #: ``hacking`` or ``health`` (see :mod:`rewardkit.monitor.detectors`)
     kind: str = "hacking"
+    #: with completions: the highest-paid ones of the alert's steps that gold (or the partner) rejects
+    completions: list[dict[str, Any]] = field(default_factory=list)
+    #: why a statistics alert was demoted from hacking to health (None: it was not)
+    demoted: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready mapping (``rewardkit audit --json``)."""
@@ -42,8 +56,9 @@ class Alert:
 
     def __str__(self) -> str:
         terms = f" [{', '.join(self.terms)}]" if self.terms else ""
+        demoted = f" (demoted from hacking: {self.demoted})" if self.demoted else ""
         return (f"{self.kind}: {self.detector}{terms}: began at step {self.began} (alert at step {self.fired}): "
-                f"{self.message}")
+                f"{self.message}{demoted}")
 
 
 class Monitor:
@@ -56,6 +71,9 @@ class Monitor:
         self.alerts: list[Alert] = []
         self._streaks: dict[tuple[str, tuple[str, ...]], int] = {}  # (detector, subject) -> index where it began
         self._fired: set[tuple[str, tuple[str, ...]]] = set()
+        self.content = ContentReader(reward, keep=max([d.window for d in self.detectors] or [1]))
+        #: whether some step came with its completions
+        self.reads_completions = False
 
     # ---- construction -----------------------------------------------------------------------
     @classmethod
@@ -77,8 +95,14 @@ class Monitor:
         return cls.from_spec(parse_config(doc.data, source=doc.source))
 
     # ---- running ----------------------------------------------------------------------------
-    def update(self, record: Mapping[str, Any]) -> list[Alert]:
-        """Add one step's record; return the alerts that fire at it."""
+    def update(self, record: Mapping[str, Any], completions: Sequence[Mapping[str, Any]] | None = None) -> list[Alert]:
+        """Add one step's record (and the completions its metrics report, if known); return the
+        alerts that fire at it."""
+        if completions is not None:
+            step = record.get("step")
+            step = len(self.history) if not isinstance(step, (int, float)) or step != step else int(step)
+            record = {**record, **self.content.observe(step, completions)}
+            self.reads_completions = True
         self.history.append(record)
         new: list[Alert] = []
         index = len(self.history) - 1
@@ -95,22 +119,61 @@ class Monitor:
                 if key in self._fired or index - start + 1 < detector.patience:
                     continue
                 self._fired.add(key)
-                new.append(Alert(detector.name, finding.terms, self.history.step_at(start), self.history.step,
-                                 finding.message, {k: round(v, 6) for k, v in finding.values.items()}, finding.kind))
+                alert = Alert(detector.name, finding.terms, self.history.step_at(start), self.history.step,
+                              finding.message, {k: round(v, 6) for k, v in finding.values.items()}, finding.kind)
+                new.append(self._read_completions(alert, detector, finding) if self.reads_completions else alert)
         self.alerts += new
         return new
 
-    def run(self, records: Iterable[Mapping[str, Any]]) -> list[Alert]:
-        """Feed every record in order; return all alerts (also kept in ``alerts``)."""
+    def _read_completions(self, alert: Alert, detector: Detector, finding: Finding) -> Alert:
+        """The alert with its evidence; a statistics hacking alert without any, demoted (module doc)."""
+        n = len(self.history)
+        steps = [self.history.step_at(i) for i in range(max(0, n - detector.window), n)]
+        referee = self._referee(alert, finding)
+        evidence, had_completions = self.content.evidence(steps, referee)
+        message = alert.message
+        if detector.name == "template_convergence":
+            shape = self.content.template_at(alert.fired)
+            message = message if shape is None else f"{message}: {shape!r}"
+        if detector.content or alert.kind != HACKING or evidence or not had_completions or referee is None:
+            return replace(alert, message=message, completions=evidence)
+        where = f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}-{steps[-1]}"
+        paid = self.content.paid_above
+        reason = (f"no completion of {where} was paid above the start's median total ({paid:.3f}) "
+                  f"and rejected by {referee!r}")
+        return replace(alert, message=message, kind=HEALTH, demoted=reason)
+
+    def _referee(self, alert: Alert, finding: Finding) -> str | None:
+        """The term whose rejection makes a completion evidence: gold; without it, for two terms that
+        should agree, the one that moved less."""
+        if self.reward.gold is not None:
+            return self.reward.gold
+        if alert.detector == "disagreement" and len(finding.terms) == 2:
+            a, b = finding.terms
+            moved = {t: finding.values.get(f"{t}_now", 0.0) - finding.values.get(f"{t}_start", 0.0) for t in (a, b)}
+            return min((a, b), key=lambda t: moved[t])
+        return None
+
+    def run(self, records: Iterable[Mapping[str, Any]],
+            completions: Mapping[int, Sequence[Mapping[str, Any]]] | None = None) -> list[Alert]:
+        """Feed every record in order (with ``completions``: logged step -> the rows its metrics
+        report, a step absent from it has none); return all alerts (also kept in ``alerts``)."""
         for record in records:
-            self.update(record)
+            rows = None if completions is None else completions.get(int(record["step"]), [])
+            self.update(record, rows)
         return list(self.alerts)
 
     def not_applicable(self) -> dict[str, str]:
-        """Detector name -> why it cannot run on this reward and the records seen so far."""
+        """Detector name -> why it did not check this reward and the records seen so far (it cannot
+        run on them, or the log is too short for it ever to fire)."""
         out = {}
+        n = len(self.history)
         for detector in self.detectors:
             reason = detector.applicable(self.reward, self.history)
+            need = 2 * detector.window + detector.patience - 1
+            if reason is None and n < need:
+                reason = (f"the log has {n} logged step{'s' if n != 1 else ''}; it needs {need} (twice its window "
+                          f"of {detector.window}, then {detector.patience} in a row)")
             if reason is not None:
                 out[detector.name] = reason
         return out

@@ -9,7 +9,7 @@ import pytest
 
 from rewardkit.config import parse_config, read_yaml, spec_to_dict
 from rewardkit.errors import ConfigError
-from rewardkit.monitor import GoldDivergence, Monitor
+from rewardkit.monitor import DETECTORS, GoldDivergence, Monitor
 
 BASE = """\
 version: 1
@@ -37,7 +37,7 @@ def test_a_monitor_section_names_gold_agreeing_pairs_and_thresholds(tmp_path: Pa
     assert spec.monitor.gold == "correct" and spec.monitor.agree == (("judge", "correct"),)
     monitor = Monitor.from_spec(spec)
     names = [d.name for d in monitor.detectors]
-    assert "variance_share" not in names and len(names) == 6
+    assert "variance_share" not in names and len(names) == len(DETECTORS) - 1
     gold = next(d for d in monitor.detectors if isinstance(d, GoldDivergence))
     assert gold.config["min_rise"] == 0.3 and gold.window == 6 and gold.config["max_gold_gain"] == 0.05
     # the structure: weights, and ranges only for terms whose logged value is the raw output
@@ -57,7 +57,7 @@ def test_the_section_survives_spec_to_dict(tmp_path: Path) -> None:
 def test_no_section_means_the_default_detectors(tmp_path: Path) -> None:
     spec = parse(config(tmp_path, ""))
     assert spec.monitor is None and "monitor" not in spec_to_dict(spec)
-    assert len(Monitor.from_spec(spec).detectors) == 7
+    assert len(Monitor.from_spec(spec).detectors) == len(DETECTORS)
 
 
 @pytest.mark.parametrize(("section", "path", "expected"), [
