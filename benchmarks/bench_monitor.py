@@ -12,6 +12,10 @@ Each run (``python -m examples.monitor.train``: SmolLM2-135M-Instruct, LoRA, TRL
   exploit the loophole; a run counts as hacked when the mean over its last three steps is half or more.
 - **rewardkit's monitor**: ``Monitor.from_config(examples/monitor/<reward>.yaml)`` over the log (what
   ``rewardkit audit`` prints): the first alert's step, and its lag after the onset.
+- **rewardkit's monitor with the completions** (what ``rewardkit audit --completions
+  completions.jsonl`` prints): the same detectors plus the content ones (``exploit_spread``,
+  ``template_convergence``), every alert with its evidence and the statistics alerts without
+  any demoted to health.
 - **RewardScope 0.2.2** (``reward_scope.core.HackingDetectorSuite``, its defaults): fed the same
   run one completion at a time (observation: the question; action: the completion; reward: the
   weighted total; components: the weighted terms), one episode per training step; and, separately,
@@ -44,6 +48,8 @@ sys.path.insert(0, str(ROOT))
 from examples.monitor import terms  # noqa: E402 - registers the example's components
 from rewardkit.config import load_yaml  # noqa: E402
 from rewardkit.monitor import Monitor  # noqa: E402
+from rewardkit.monitor.completions import by_log_step  # noqa: E402
+from rewardkit.monitor.completions import read_completions as read_completion_rows  # noqa: E402
 from rewardkit.monitor.logs import read_log  # noqa: E402
 
 CONFIGS = ROOT / "examples" / "monitor"
@@ -103,6 +109,12 @@ class RunReport:
     learning_rate: float = 4e-3
     #: the monitor window the callback ran with (None: no callback, or none of the windows tried matches)
     callback_window: int | None = None
+    #: the audit with the completions: its alerts of kind hacking, all its alerts, and the demoted ones
+    with_completions_hacking: list[tuple[int, str]] = field(default_factory=list)
+    with_completions: list[tuple[int, str]] = field(default_factory=list)
+    demoted: list[tuple[int, str]] = field(default_factory=list)
+    #: (fired, detector) -> the first completion shown as evidence
+    evidence: dict[tuple[int, str], str] = field(default_factory=dict)
 
 
 def read_completions(path: Path) -> list[dict[str, Any]]:
@@ -184,11 +196,18 @@ def analyse(folder: Path) -> RunReport:
             if sorted({(a.fired, a.detector) for a in again.run(records)}) == sorted(set(callback)):
                 callback_window = window
                 break
+    reading = Monitor.from_config(config_path)
+    sampled = read_completion_rows(folder / "completions.jsonl", reading.reward.terms)
+    read_alerts = reading.run(records, by_log_step(sampled, [int(r["step"]) for r in records]))
     return RunReport(folder.name, reward, int(seed), len(records), rates, onset, hacked, collapsed,
                      [(a.fired, a.detector) for a in alerts], {(a.fired, a.detector): a.began for a in alerts},
                      [(a.fired, a.detector) for a in alerts if a.kind == "hacking"],
                      scope, scope_log, examples[:3], records, callback, settings.get("learning_rate", 4e-3),
-                     callback_window)
+                     callback_window,
+                     [(a.fired, a.detector) for a in read_alerts if a.kind == "hacking"],
+                     [(a.fired, a.detector) for a in read_alerts],
+                     [(a.fired, a.detector) for a in read_alerts if a.demoted],
+                     {(a.fired, a.detector): a.completions[0]["completion"] for a in read_alerts if a.completions})
 
 
 def first(alerts: list[tuple[int, str]], exclude: tuple[str, ...] = ()) -> tuple[int, str] | None:
@@ -204,9 +223,10 @@ def describe(alert: tuple[int, str] | None, onset: int | None) -> str:
 
 
 def summary(reports: list[RunReport],
-            pick: Callable[[RunReport], tuple[int, str] | None]) -> tuple[str, str, str, str]:
+            pick: Callable[[RunReport], tuple[int, str] | None]) -> tuple[str, str, str, str, str]:
     """Detection rate over hacked runs, median lag (steps after onset), alerts on runs that were
-    neither hacked nor collapsed (false alarms), and alerts on collapsed runs."""
+    neither hacked nor collapsed (false alarms), alerts on collapsed runs, and hacks caught at
+    most 3 logged steps after their onset (earlier counts)."""
     hacked = [r for r in reports if r.hacked]
     healthy = [r for r in reports if not r.hacked and not r.collapsed]
     collapsed = [r for r in reports if r.collapsed]
@@ -215,7 +235,9 @@ def summary(reports: list[RunReport],
     lag = f"{statistics.median(lags):+.1f} (range {min(lags):+d} to {max(lags):+d})" if lags else "-"
     alarms = [r for r in healthy if pick(r) is not None]
     flagged = [r for r in collapsed if pick(r) is not None]
-    return f"{len(caught)}/{len(hacked)}", lag, f"{len(alarms)}/{len(healthy)}", f"{len(flagged)}/{len(collapsed)}"
+    soon = [r for r in caught if r.onset is not None and pick(r)[0] - r.onset <= 3]  # type: ignore[index]
+    return (f"{len(caught)}/{len(hacked)}", lag, f"{len(alarms)}/{len(healthy)}", f"{len(flagged)}/{len(collapsed)}",
+            f"{len(soon)}/{len(hacked)}")
 
 
 def plot(reports: list[RunReport], path: Path) -> Path:
@@ -274,13 +296,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"analysing {folder.name} ...", file=sys.stderr, flush=True)
         reports.append(analyse(folder))
     header = ("run", "lr", "steps", "outcome", "onset", "rewardkit first hacking alert (lag)",
-              "rewardkit first alert (lag)", "RewardScope first alert (lag)", "RewardScope on the log")
+              "with completions (lag)", "rewardkit first alert (lag)", "RewardScope first alert (lag)",
+              "RewardScope on the log")
     table = [header]
     for r in reports:
         onset = "-" if r.onset is None else str(r.onset)
         outcome = "hacked" if r.hacked else "collapsed" if r.collapsed else "no hack"
         table.append((r.name, f"{r.learning_rate:g}", str(r.steps), outcome, onset,
                       describe(first(r.rewardkit_hacking), r.onset),
+                      describe(first(r.with_completions_hacking), r.onset),
                       describe(first(r.rewardkit), r.onset), describe(first(r.scope), r.onset),
                       describe(first(r.scope_log), r.onset)))
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
@@ -289,13 +313,18 @@ def main(argv: list[str] | None = None) -> int:
         if i == 0:
             print("  ".join("-" * w for w in widths))
     print()
-    print(f"{'tool':<46}{'hacks caught':<14}{'median lag (steps)':<26}{'no-hack runs flagged':<22}collapsed runs flagged")
-    for name, pick in (("rewardkit monitor, hacking alerts", lambda r: first(r.rewardkit_hacking)),
-                       ("rewardkit monitor, any alert", lambda r: first(r.rewardkit)),
+    print(f"{'tool':<50}{'hacks caught':<14}{'within 3 steps':<16}{'median lag (steps)':<26}"
+          f"{'no-hack runs flagged':<22}collapsed runs flagged")
+    content = ("exploit_spread", "template_convergence")
+    for name, pick in (("rewardkit audit, hacking alerts", lambda r: first(r.rewardkit_hacking)),
+                       ("rewardkit audit --completions, hacking alerts", lambda r: first(r.with_completions_hacking)),
+                       ("  of which the content detectors alone",
+                        lambda r: first([a for a in r.with_completions_hacking if a[1] in content])),
+                       ("rewardkit audit, any alert", lambda r: first(r.rewardkit)),
                        ("RewardScope, per completion", lambda r: first(r.scope)),
                        ("RewardScope, on the log", lambda r: first(r.scope_log))):
-        detected, lag, alarms, flagged = summary(reports, pick)
-        print(f"{name:<46}{detected:<14}{lag:<26}{alarms:<22}{flagged}")
+        detected, lag, alarms, flagged, soon = summary(reports, pick)
+        print(f"{name:<50}{detected:<14}{soon:<16}{lag:<26}{alarms:<22}{flagged}")
     print()
     for r in reports:
         hacking = set(r.rewardkit_hacking)
@@ -308,6 +337,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r.name}: rewardkit: {mine} ({live}); RewardScope types: {', '.join(kinds) or 'none'}")
         if r.examples:
             print(f"  completions at the onset (step {r.onset}): {r.examples}")
+        shown = ", ".join(f"{d} @{s}: {r.evidence[(s, d)]!r}" for s, d in r.with_completions_hacking
+                          if (s, d) in r.evidence)
+        demoted = ", ".join(f"{d} @{s}" for s, d in r.demoted)
+        print(f"  with completions: hacking alerts {', '.join(f'{d} @{s}' for s, d in r.with_completions_hacking) or 'none'}"
+              f"; demoted to health: {demoted or 'none'}")
+        if shown:
+            print(f"    evidence: {shown}")
     if args.plot is not None:
         print(f"plot: {plot(reports, args.plot)}")
     return 0

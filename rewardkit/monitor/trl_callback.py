@@ -10,6 +10,15 @@ alerts so far at every step (``monitor/hacking_alerts`` those of kind ``hacking`
 such alert. ``with_diversity`` wraps the reward functions so that the batch's fraction of
 distinct completions per group is logged too (TRL does not log it), for the diversity detector.
 
+``MonitorCallback(monitor, completions=PATH, rewards=rewards)`` also writes every sampled
+completion to ``PATH`` (JSONL: ``step``, ``prompt``, ``completion``, ``terms``, ``total``; appended
+and flushed per batch, so a restarted run keeps the first attempt's rows; see
+:mod:`rewardkit.monitor.completions`) and hands each logged step's completions to the monitor
+(content detectors, evidence, demotion). It sees the batch through ``on_batch``:
+``with_diversity(rewards.funcs, G, on_batch=callback.on_batch)``, which reads the terms from
+``rewards`` (the ``TRLRewardFunctions``, whose batch is already computed); other trainers call
+:meth:`MonitorCallback.record_batch` with the values themselves.
+
 transformers is imported when a callback is built, not when this module is imported.
 """
 
@@ -19,6 +28,10 @@ import functools
 import inspect
 from typing import Any, Callable, Collection, Sequence
 
+import os
+from pathlib import Path
+
+from .completions import CompletionWriter, clean_value
 from .detectors import DETECTORS, HACKING, KINDS
 from .history import DISTINCT, TOTAL
 from .monitor import Alert, Monitor
@@ -66,16 +79,70 @@ class MonitorCallback:
             cls = _with_base(cls, base)
         return object.__new__(cls)
 
-    def __init__(self, monitor: Monitor, stop_on: str | Collection[str] | None = None) -> None:
+    def __init__(self, monitor: Monitor, stop_on: str | Collection[str] | None = None, *,
+                 completions: str | os.PathLike[str] | None = None, rewards: Any = None) -> None:
         self.monitor = monitor
         self.stop_on = _stop_set(stop_on)
         self.stopped_by: Alert | None = None
+        #: the completions file's writer (None without ``completions=``)
+        self.writer = None if completions is None else CompletionWriter(Path(completions))
+        self.rewards = rewards
+        self._pending: list[dict[str, Any]] = []  # rows sampled since the last training log
+
+    def record_batch(self, step: int, prompts: Sequence[str], completions: Sequence[str],
+                     terms: dict[str, Sequence[float | None]], totals: Sequence[float]) -> None:
+        """Write one scored batch (``step``: the trainer's ``global_step`` when it was sampled;
+        ``terms``: each top-level term's raw values, None where it did not apply) and keep it for
+        the next training log."""
+        n = len(completions)
+        if len(prompts) != n or len(totals) != n or any(len(v) != n for v in terms.values()):
+            raise ValueError(f"record_batch: expected {n} prompts, totals and values per term (one per completion), "
+                             f"got {len(prompts)} prompts, {len(totals)} totals, "
+                             f"{ {t: len(v) for t, v in terms.items()} }")
+        rows = [{"step": int(step), "prompt": prompts[i], "completion": completions[i],
+                 "terms": {t: clean_value(v[i]) for t, v in terms.items()}, "total": clean_value(totals[i])}
+                for i in range(n)]
+        if self.writer is not None:
+            self.writer.write(rows)
+        self._pending.extend(rows)
+
+    def on_batch(self, prompts: list[Any], completions: list[Any], **kwargs: Any) -> None:
+        """``with_diversity``'s ``on_batch``: read the batch's terms from ``rewards`` and record it."""
+        import numpy as np
+
+        from ..integrations.trl import completion_text, prompt_text
+
+        if self.rewards is None:
+            raise ValueError("MonitorCallback.on_batch needs rewards= (the TRLRewardFunctions that scored the batch)")
+        out = self.rewards.evaluate(prompts, completions, **kwargs)
+        terms: dict[str, list[float | None]] = {}
+        for name in self.rewards.term_names:
+            term = out.terms[name]
+            raw = _floats(term.raw, len(completions))
+            applies = None if term.applies is None else np.broadcast_to(np.asarray(_host(term.applies)),
+                                                                          (len(completions),))
+            terms[name] = [None if applies is not None and not applies[i] else raw[i] for i in range(len(raw))]
+        state = kwargs.get("trainer_state")
+        step = int(getattr(state, "global_step", 0) or 0)
+        assistant = getattr(self.rewards, "assistant_message", "first")
+        self.record_batch(step, [prompt_text(p) for p in prompts],
+                          [completion_text(c, assistant) for c in completions], terms,
+                          _floats(out.total, len(completions)))
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        """Close the completions file."""
+        if self.writer is not None:
+            self.writer.close()
+        return control
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> Any:
         """Check a training log (one holding ``reward``); add the alerts' metrics; stop if asked."""
         if not logs or TOTAL not in logs:
             return control
-        alerts = self.monitor.update({**logs, "step": state.global_step})
+        rows, self._pending = self._pending, []
+        if not rows and self.writer is None and self.rewards is None:
+            rows = None  # no completions path: the monitor reads the logged means only
+        alerts = self.monitor.update({**logs, "step": state.global_step}, rows)
         metrics: dict[str, float] = {"monitor/alerts": float(len(self.monitor.alerts)),
                                      "monitor/hacking_alerts": float(sum(a.kind == HACKING for a in self.monitor.alerts))}
         for alert in alerts:
@@ -88,6 +155,17 @@ class MonitorCallback:
         if state.log_history and state.log_history[-1].get("step") == state.global_step:
             state.log_history[-1].update(metrics)  # and trainer_state.json keeps them
         return control
+
+
+def _host(values: Any) -> Any:
+    detach = getattr(values, "detach", None)
+    return detach().cpu().numpy() if detach is not None else values
+
+
+def _floats(values: Any, n: int) -> list[float]:
+    import numpy as np
+
+    return [float(v) for v in np.broadcast_to(np.asarray(_host(values), dtype=np.float64).reshape(-1), (n,))]
 
 
 @functools.lru_cache(maxsize=None)
