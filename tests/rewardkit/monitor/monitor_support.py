@@ -50,3 +50,25 @@ def write_state(path: Path, history: list[dict[str, Any]]) -> Path:
 
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def completion_rows(history: list[dict[str, Any]], *, accepted_when_paid: bool = False, per_step: int = 8,
+                    prompt_key: str = "prompt") -> list[dict[str, Any]]:
+    """The completions behind ``history`` (sampled at global_step ``step - 1``, as TRL logs them at
+    ``step``): ``round(per_step * proxy mean)`` of each step's rows say "sure" and are paid 1. Those
+    are rejected by gold (strict 0: the hack), or accepted (strict 1) with ``accepted_when_paid``."""
+    rows = []
+    for entry in history:
+        paid = round(per_step * entry["rewards/proxy/mean"])
+        for i in range(per_step):
+            hit = i < paid
+            strict = 1.0 if hit and accepted_when_paid else 0.0
+            rows.append({"step": entry["step"] - 1, prompt_key: f"What is {i} + 2?",
+                         "completion": f"sure, {i} and {entry['step']}" if hit else f"no {i}",
+                         "terms": {"proxy": 1.0 if hit else 0.0, "strict": strict}, "total": 1.0 if hit else 0.0})
+    return rows
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
