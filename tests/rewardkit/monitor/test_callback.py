@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +91,51 @@ def test_with_diversity_wraps_async_reward_functions() -> None:
     (wrapped,) = with_diversity([judge], 2)
     assert asyncio.run(wrapped(["q", "q"], ["same", "same"], log_metric=logged.__setitem__)) == [1.0, 1.0]
     assert logged["monitor/distinct_frac"] == 0.5 and wrapped.__name__ == "judge"
+
+
+def test_the_callback_writes_every_completion_and_the_monitor_reads_them(reward_config: Path, tmp_path: Path) -> None:
+    """completions=PATH with rewards=: the batch's terms come from TRLRewardFunctions, each row is
+    written (appended, flushed) and the logged step's completions reach the content detectors."""
+    from rewardkit import RewardComposer
+    from rewardkit.integrations.trl import TRLRewardFunctions
+    from rewardkit.monitor.completions import read_completions
+
+    composer = RewardComposer.from_yaml(reward_config)
+    path = tmp_path / "run" / "completions.jsonl"
+
+    def train(steps: range, callback: Any) -> None:
+        rewards = callback.rewards
+        funcs = with_diversity(rewards.funcs, 2, on_batch=callback.on_batch)
+        state, control = transformers.TrainerState(), transformers.TrainerControl()
+        for step in steps:
+            state.global_step = step - 1  # sampled before the optimizer step that logs it
+            hacked = step >= 6
+            completions = ["sure, no idea" if hacked else "it is 4", "sure thing" if hacked else "no", "4", "no"]
+            values = [f(["What is 2 + 2?"] * 4, completions, reference=["4"] * 4, trainer_state=state) for f in funcs]
+            state.global_step = step
+            logs = {"reward": sum(values[0]) / 4, "rewards/proxy/mean": sum(values[0]) / 4,
+                    "rewards/strict/mean": sum(values[1]) / 4}
+            state.log_history.append({**logs, "step": step})
+            callback.on_log(None, state, control, logs)
+        callback.on_train_end(None, state, control)
+
+    first = MonitorCallback(Monitor.from_spec(composer.spec), completions=path, rewards=TRLRewardFunctions(composer))
+    train(range(1, 13), first)
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 48 and set(rows[0]) == {"step", "prompt", "completion", "terms", "total"}
+    assert rows[0] == {"step": 0, "prompt": "What is 2 + 2?", "completion": "it is 4",
+                       "terms": {"proxy": 0.0, "strict": 1.0}, "total": 0.0}
+    assert rows[-4]["terms"] == {"proxy": 1.0, "strict": 0.0} and rows[-4]["total"] == 1.0
+    spread = next(a for a in first.monitor.alerts if a.detector == "exploit_spread")
+    assert spread.kind == "hacking" and spread.completions[0]["completion"].startswith("sure")
+    # a restarted run (resumed from the checkpoint at step 8) appends; the audit keeps the new attempt's rows
+    again = MonitorCallback(Monitor.from_spec(composer.spec), completions=path, rewards=TRLRewardFunctions(composer))
+    train(range(9, 15), again)
+    read = read_completions(path, ["proxy", "strict"])
+    assert read.rows == 48 + 24 and read.superseded == 16 and max(read.by_step) == 13
+
+
+def test_on_batch_without_rewards_says_what_it_needs(reward_config: Path, tmp_path: Path) -> None:
+    callback = MonitorCallback(Monitor.from_config(reward_config), completions=tmp_path / "c.jsonl")
+    with pytest.raises(ValueError, match="needs rewards="):
+        callback.on_batch(["q"], ["a"])

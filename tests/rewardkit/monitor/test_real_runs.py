@@ -80,3 +80,22 @@ def test_the_default_monitor_logged_during_training_what_the_audit_finds_afterwa
     assert live and live == {(a.fired, a.detector) for a in after}
     assert {a.detector for a in after if a.kind == "hacking"} >= {"gold_divergence"}
     assert records[-1]["monitor/hacking_alerts"] == sum(a.kind == "hacking" for a in after)
+
+
+def test_with_its_completions_the_judge_hack_is_caught_a_step_earlier_with_the_phrase_shown(
+        capsys: pytest.CaptureFixture) -> None:
+    """judge_seed2 (onset at step 3): the logged means fire at step 5; the completions at step 4."""
+    code, report = audit("judge_seed2", capsys, "--completions", str(RUNS / "judge_seed2" / "completions.jsonl"))
+    assert code == 1
+    first = min((a for a in report["alerts"] if a["kind"] == "hacking"), key=lambda a: a["fired"])
+    assert (first["detector"], first["fired"]) == ("exploit_spread", 4)
+    assert all("this is" in c["completion"].casefold() and c["terms"]["strict"] == 0.0 for c in first["completions"])
+    template = next(a for a in report["alerts"] if a["detector"] == "template_convergence")
+    assert template["message"].endswith("'# + # = # this is'")
+
+
+def test_with_their_completions_the_collapsed_runs_still_get_health_alerts_only(capsys: pytest.CaptureFixture) -> None:
+    for run in ("honest_seed1", "judge_seed1", "lenient_seed1"):
+        code, report = audit(run, capsys, "--completions", str(RUNS / run / "completions.jsonl"),
+                             "--fail-on", "hacking")
+        assert code == 0 and {a["kind"] for a in report["alerts"]} == {"health"}, run
