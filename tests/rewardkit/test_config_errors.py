@@ -26,7 +26,7 @@ CASES = [
     ("components_missing", V,
      "components: expected a non-empty mapping of component name to settings, got nothing (the key is missing)"),
     ("unknown_top_key", V + OK + "extra: 1\n",
-     "extra: unknown key; expected one of: components, description, expect, monitor, total, version"),
+     "extra: unknown key; expected one of: components, description, expect, monitor, stress, total, version"),
     ("unknown_component_key", V + "components:\n  a: {type: linear, wieght: 1}\n",
      "components.a.wieght: unknown key (did you mean 'weight'?); expected one of: applies_to, description, inputs, normalize, "
      "params, transforms, type, weight"),

@@ -124,7 +124,8 @@ def format_report(report: StressReport, config: str, data: str) -> str:
     from .families import summary
     for hole in report.loopholes:
         share = "" if math.isnan(hole.share) else f"{hole.share:.0%} of "
-        verb = "is paid more than" if hole.paid_more else "earns"
+        verb = "is paid more than" if hole.paid_more or math.isnan(hole.share) and hole.total > hole.control_total \
+            else "earns"
         lines.append(f"- {hole.family} (held on {hole.rows_held} of {report.rows} rows): {summary(hole.family)} "
                      f"{verb} {share}the control: {_quote(hole.completion)} total {hole.total:.3g} against "
                      f"{hole.control_total:.3g} for {_quote(hole.control, 60)} ({_terms(hole.terms)})")

@@ -28,6 +28,8 @@ LOOKALIKE = str.maketrans({"0": "O", "1": "l", "2": "Z", "5": "S", "8": "B", "6"
                            "A": "А", "E": "Е", "O": "О", "P": "Р", "C": "С", "T": "Т", "H": "Н"})
 #: longest padded probe, in characters (a limit of words is padded to about 6 characters a word)
 MAX_PAD_CHARS = 50_000
+#: padded lengths tried whatever the config declares
+DEFAULT_PAD = (256, 1024, 4096)
 
 
 class Context:
@@ -140,7 +142,6 @@ class SeveralAnswers(Family):
             yield self.probe(span.replaced(ctx.control, f"{right}}} \\boxed{{{w}"))
         else:
             yield self.probe(ctx.control + f" \\boxed{{{w}}} \\boxed{{{right}}}")
-            yield self.probe(f"\\boxed{{{w}}} " + ctx.control)
 
 
 class BareAnswer(Family):
@@ -155,7 +156,7 @@ class BareAnswer(Family):
         if span is None or ctx.control.strip() == span.text.strip():
             return
         yield self.probe(span.text)
-        if ctx.control.strip() != f"\\boxed{{{span.text}}}":
+        if ctx.control[max(0, span.start - len(BOXED)):span.start] != BOXED:  # a box is not the asked-for form
             yield self.probe(f"\\boxed{{{span.text}}}")
 
 
@@ -202,7 +203,8 @@ class Truncated(Family):
 
 
 class Padded(Family):
-    """Filler up to the config's length limits (and 2x and 4x the control): filler alone (wrong),
+    """Filler up to the config's length limits (and 2x and 4x the control, and 256, 1,024 and 4,096
+    characters, for terms that pay length without declaring a limit): filler alone (wrong),
     and the control padded before or after (it must not be paid more than the control)."""
 
     name = "padded"
@@ -210,7 +212,7 @@ class Padded(Family):
 
     def probes(self, ctx: Context) -> Iterable[Probe]:
         n = max(1, len(ctx.control))
-        targets = sorted({min(MAX_PAD_CHARS, t) for t in (*ctx.limits, *(6 * t for t in ctx.limits), 2 * n, 4 * n)
+        targets = sorted({min(MAX_PAD_CHARS, t) for t in (*ctx.limits, *(6 * t for t in ctx.limits), 2 * n, 4 * n, *DEFAULT_PAD)
                           if t > 0})
         for target in targets:
             filler = (FILLER * (target // len(FILLER) + 1))[:target]

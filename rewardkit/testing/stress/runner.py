@@ -70,8 +70,8 @@ class Loophole:
 
     @property
     def share(self) -> float:
-        """The exploit's total as a share of the control's (NaN when the control's total is 0)."""
-        return self.total / self.control_total if self.control_total else math.nan
+        """The exploit's total as a share of the control's (NaN unless the control's total is positive)."""
+        return self.total / self.control_total if self.control_total > 0 else math.nan
 
     def to_dict(self) -> dict[str, Any]:
         return {"family": self.family, "summary": summary(self.family), "row": self.row, "completion": self.completion,
@@ -302,7 +302,7 @@ def stress(composer: RewardComposer, rows: Sequence[Row], *, seed: int = 0, budg
         controls.append((row, control, accepted))
         held: set[str] = set()
         wrong_pool: dict[str, float] = {}
-        for probe, result in zip(probes, results):
+        for probe, result in zip(probes, results, strict=True):
             stats[probe.family].tried += 1
             verdict = oracle.verdict(probe, result)
             if verdict == WRONG:
@@ -361,7 +361,7 @@ def _run_search(searches: list[tuple[Row, RowSearch, Scored]], evaluate: _Evalua
 
     def score(state: RowSearch, texts: list[str]) -> None:
         row, control = by_state[id(state)]
-        for text, result in zip(texts, evaluate(row, texts)):
+        for text, result in zip(texts, evaluate(row, texts), strict=True):
             stats[SEARCH].tried += 1
             wrong = oracle.edit_is_wrong(text, result, row.reference)
             state.offer(text, result.total, wrong)

@@ -1,0 +1,4 @@
+"""Reward configs and rows for ``rewardkit stress``: seeded loopholes and honest rewards.
+
+Used by benchmarks/bench_stress.py and docs/stress.md.
+"""
