@@ -149,6 +149,8 @@ class InputReader:
                       for key, rs in self.readers.items()]
         #: text keys read as an :class:`IntegerColumn` when given a column of integers
         self.integer_keys = self._keys_read_as(leaves, "integer_text_inputs")
+        #: text keys whose items may be ``None`` (a sample without one; its readers score it themselves)
+        self.none_keys = self._keys_read_as(leaves, "none_text_inputs")
         #: text keys read as a :class:`TokenIdColumn`'s sequences when given one
         self.token_id_keys = self._keys_read_as(leaves, "token_id_inputs")
         self._numeric_keys = [slot.key for slot in self.slots if not slot.text]
@@ -297,6 +299,8 @@ class InputReader:
             return str(value)
         if isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim > 0):
             raise NotScalar
+        if value is None and key in self.none_keys:
+            return None  # type: ignore[return-value] - a sample without this text, read as None
         text = number_text(value)
         if text is None:
             raise self.bad_input(key, value, "text (a str or a number, or a list of them for a batch)")
@@ -360,8 +364,9 @@ class InputReader:
         if first is int and kinds.count(int) == n:  # an integer column (answers): digits, or integers for number readers
             return IntegerColumn(value) if integers else integer_texts(value)
         copied = None  # numbers are written as text into a copy, never into the caller's list
+        none_ok = key in self.none_keys  # None items kept: samples without this text
         for i, item in enumerate(value):
-            if item.__class__ is not str and not isinstance(item, str):
+            if item.__class__ is not str and not isinstance(item, str) and not (item is None and none_ok):
                 text = number_text(item)
                 if text is None:
                     raise InvalidInputError(f"context key {key!r} (read by {self.read_by(key)}): expected text (a "

@@ -27,8 +27,13 @@ from ..params import Param
 from ..inputs import IntegerColumn
 from ..registry import register
 from ._text import TextReward
+from . import _math_bound
 from . import regex_match as _regex_match
 from .regex_match import RegexTimeoutWarning
+
+
+class MathBoundWarning(RuntimeWarning):
+    """A ``mode: math`` item was refused before sympy, or cut off at its time bound (scored 0.0)."""
 
 #: A decimal number: sign, digits with optional thousands commas, fraction, exponent.
 NUMBER = re.compile(r"[-+]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
@@ -48,10 +53,42 @@ EXTRACT_TIMEOUT_S = 0.05
 EXTRACT_CALL_S = 1.0
 
 
+#: where a number's sign, decimal point or grouping comma is written (``-5``, ``69.1``, ``1,234``):
+#: texts without one take the plain normal form
+_NUMBER_MARKS = re.compile(r"-\.?\d|\.\d|\d,\d")
+#: a number as ``normalize`` keeps it: a sign, digits in thousands groups or plain, a fraction
+_NORMAL_NUMBER = re.compile(r"(-?)(\d{1,3}(?:,\d{3})+(?!\d)|\d+|(?=\.\d))((?:\.\d+)?)")
+
+
 def normalize(text: str) -> str:
     """``exact`` mode's normal form: case-folded, ASCII punctuation removed, runs of whitespace
-    made one space, no leading or trailing whitespace (``" The  Answer: 42. "`` -> ``"the answer 42"``)."""
-    return _SPACES.sub(" ", text.casefold().translate(_NO_PUNCTUATION)).strip()
+    made one space, no leading or trailing whitespace (``" The  Answer: 42. "`` -> ``"the answer 42"``).
+
+    Numbers keep what makes them that number: a minus sign (``-175`` is not ``175``; any Unicode
+    minus reads as ``-``), a decimal point between digits (``69.1`` is not ``691``); thousands
+    commas go (``1,234`` is ``1234``). A hyphen right after a digit is not a sign, and digits that
+    punctuation separated stay apart (``5-7`` and ``1,2`` read ``5 7`` and ``1 2``, not ``57``, ``12``)."""
+    text = text.casefold()
+    if not text.isascii():
+        text = text.translate(MINUS_SIGNS)
+    if _NUMBER_MARKS.search(text) is None:
+        return _SPACES.sub(" ", text.translate(_NO_PUNCTUATION)).strip()
+    pieces: list[str] = []
+    last, digit_last = 0, False  # digit_last: what is written so far ends with a digit
+    for found in _NORMAL_NUMBER.finditer(text):
+        start = found.start()
+        before = text[last:start].translate(_NO_PUNCTUATION)
+        sign, digits, fraction = found.groups()
+        if sign and start > 0 and text[start - 1].isdigit():
+            sign = ""  # "5-7": a hyphen between numbers
+        if before:
+            digit_last = before[-1].isdigit()
+        if digit_last and not sign:
+            before += " "  # digits that punctuation separated stay apart
+        pieces += (before, sign, digits.replace(",", ""), fraction)
+        last, digit_last = found.end(), True
+    pieces.append(text[last:].translate(_NO_PUNCTUATION))
+    return _SPACES.sub(" ", "".join(pieces)).strip()
 
 
 def last_number_text(text: str) -> str | None:
@@ -89,35 +126,109 @@ def final_number(text: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
+#: from here on float64 cannot tell every two integers apart (2**53 + 1 reads as 2**53)
+_EXACT_FLOAT = float(2 ** 53)
+
+
+def exact_number(text: str) -> int | float | None:
+    """The last number in ``text`` (see :func:`last_number_text`): an ``int`` when written without
+    a point or exponent (compared exactly: ``123456789012345678`` is not ``...679``), else a
+    float; ``None`` for no number or one beyond the float range."""
+    if text.isdigit() and text.isascii():
+        found = text
+    else:
+        found = last_number_text(text)
+        if found is None:
+            return None
+        found = found.replace(",", "")
+    try:
+        if "." in found or "e" in found or "E" in found:
+            value = float(found)
+            return value if math.isfinite(value) else None
+        if len(found) > 310:  # beyond the float range (as final_number reads it): no number
+            return None
+        integer = int(found)
+        return integer if abs(integer) <= _FLOAT_MAX_INT else None
+    except ValueError:
+        return None
+
+
+_FLOAT_MAX_INT = int(np.finfo(np.float64).max)
+
+
+def numbers_match(answer: str, reference: str, tolerance: float) -> bool:
+    """``numeric`` mode on one pair: both final numbers found and within ``tolerance`` (two
+    integers compared exactly, an integer and a float in float64)."""
+    got, want = exact_number(answer), exact_number(reference)
+    if got is None or want is None:
+        return False
+    if got.__class__ is int and want.__class__ is int:
+        return abs(got - want) <= tolerance
+    return abs(float(got) - float(want)) <= tolerance
+
+
 def _number(text: str) -> float:
     """:func:`final_number` with NaN for no number (compares unequal to everything)."""
     value = final_number(text)
     return _NAN if value is None else value
 
 
+#: what the one pass of :func:`last_boxed`'s fallback reads: a box's opening or a brace
+_BOX_TOKENS = re.compile(r"\\boxed\{|[{}]")
+
+
 def last_boxed(text: str) -> str | None:
-    """The content of the last ``\\boxed{...}`` whose braces close (nested braces allowed), or ``None``."""
-    end = len(text)
-    while True:
-        start = text.rfind("\\boxed{", 0, end)
-        if start < 0:
-            return None
-        depth, i = 0, start + len("\\boxed")
-        for i in range(start + len("\\boxed"), len(text)):
-            char = text[i]
-            if char == "{":
-                depth += 1
-            elif char == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[start + len("\\boxed{"):i]
-        end = start  # unclosed: try the one before
+    """The content of the last ``\\boxed{...}`` whose braces close (nested braces allowed), or ``None``.
+
+    Linear in the text: the last box is scanned to its closing brace (the common case: the answer
+    ends the text); if it never closes, one pass over every brace of the text finds the last box
+    that does (an unclosed box is not rescanned to the end for each earlier one)."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth = 0
+    for i in range(start + 6, len(text)):  # text[start + 6] is the box's "{"
+        char = text[i]
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start + 7:i]
+    return _last_closed_box(text, start)
+
+
+def _last_closed_box(text: str, end: int) -> str | None:
+    """The content of the box starting last before ``end`` whose braces close, in one pass over
+    the braces of ``text`` (a stack of the open ones: a ``}`` closes the latest open brace, as the
+    scan from a box's own start would find)."""
+    stack: list[int] = []  # start of each open brace's box, -1 for a plain brace
+    best_start, best = -1, None
+    for token in _BOX_TOKENS.finditer(text):
+        kind = token.group()
+        if kind == "}":
+            if stack:
+                opened = stack.pop()
+                if opened > best_start and opened < end:
+                    best_start, best = opened, text[opened + 7:token.start()]
+        else:
+            stack.append(token.start() if len(kind) > 1 else -1)
+    return best
 
 
 def gsm8k_answer(text: str) -> str | None:
-    """The number after the first ``####`` (GSM8K's answer line; thousands commas removed), or ``None``."""
-    found = _GSM8K.search(text if text.isascii() else text.translate(MINUS_SIGNS))
-    return None if found is None else found.group(1).replace(",", "")
+    """The number after the last ``####`` followed by one (GSM8K's answer line, as veRL's
+    ``gsm8k`` scorer reads it: a completion that corrects itself ends with its final answer;
+    thousands commas removed), or ``None``. Linear: each ``####`` is tried once, from the end."""
+    if not text.isascii():
+        text = text.translate(MINUS_SIGNS)
+    end = len(text)
+    while (start := text.rfind("####", 0, end)) >= 0:
+        found = _GSM8K.match(text, start)
+        if found is not None:
+            return found.group(1).replace(",", "")
+        end = start + 3  # a run of more than four "#" is tried at each of its positions
+    return None
 
 
 def _extract_param() -> Param:
@@ -208,9 +319,7 @@ class _Extractor:
                 return [None if found is None else found[1] for found in map(self._fast_search, texts)]
             return [*map(self.fn, texts)]
         if self.spec == "gsm8k":
-            if not all(map(str.isascii, texts)):
-                texts = [text if text.isascii() else text.translate(MINUS_SIGNS) for text in texts]
-            return [None if found is None else found[1].replace(",", "") for found in map(_GSM8K.search, texts)]
+            return [*map(gsm8k_answer, texts)]
         if self.spec == "none":
             return texts
         return [*map(self.fn, texts)]
@@ -219,12 +328,9 @@ class _Extractor:
         """Each text's answer read as its final number (``numeric`` mode; NaN: no answer, or none
         in it), a float64 array."""
         if self.spec == "gsm8k":
-            # searched and read in one pass: the group is a sign, digits and a point, which float()
-            # reads as _number does (an infinity where _number has NaN: neither matches anything)
-            if not all(map(str.isascii, texts)):
-                texts = [text if text.isascii() else text.translate(MINUS_SIGNS) for text in texts]
-            return np.array([_NAN if found is None else float(found[1].replace(",", ""))
-                             for found in map(_GSM8K.search, texts)], dtype=np.float64)
+            # the group is a sign, digits and a point, which float() reads as _number does (an
+            # infinity where _number has NaN: neither matches anything)
+            return np.array([_NAN if a is None else float(a) for a in map(gsm8k_answer, texts)], dtype=np.float64)
         return np.fromiter([_NAN if a is None else float(a) if a.isdigit() and a.isascii() else _number(a)
                             for a in self.many(texts)], dtype=np.float64, count=len(texts))
 
@@ -265,37 +371,100 @@ class _Extractor:
         self.__init__(state["spec"])  # type: ignore[misc]
 
 
-class _MathVerify:
-    """``math-verify``'s parse and verify as TRL's ``accuracy_reward`` calls them (imported once)."""
+#: outcomes of one ``mode: math`` item counted by the term (see :meth:`AnswerMatch.bound_counts`)
+BOUND_COUNTS = ("refused", "timed_out", "over_call_budget", "reference_unparsed")
+#: LaTeX that does not change what an answer says, dropped by :func:`plain_math`
+_LATEX_SPACING = re.compile(r"\\(?:left|right|displaystyle|[,;:! ])|\$|\s+")
+_LATEX_TEXT = re.compile(r"\\(?:text|textbf|mathrm|mathbf|mbox)\{([^{}]*)\}")
 
-    def __init__(self) -> None:
-        try:
-            from latex2sympy2_extended import NormalizationConfig
-            from math_verify import LatexExtractionConfig, parse, verify
-        except ImportError:
-            raise ConfigError("expected the math-verify package installed for mode 'math': "
-                              "pip install 'rewardkit[math]'", path="params.mode") from None
-        self.parse, self.verify = parse, verify
-        # the completion is read as TRL reads it: LaTeX, \boxed{} tried first, only anchored answers
-        self.answer_config = [LatexExtractionConfig(normalization_config=NormalizationConfig(units=True),
-                                                    boxed_match_priority=0, try_extract_without_anchor=False)]
 
-    def equal(self, answer: str, reference: str, whole_completion: bool) -> bool:
-        # math-verify's timeouts use signal.alarm, which works only in the main thread (as in TRL)
-        main = threading.current_thread() is threading.main_thread()
-        if not main:
-            logging.getLogger("math_verify.parser").setLevel(logging.ERROR)
-            logging.getLogger("math_verify.grader").setLevel(logging.ERROR)
-        timeout = 10 if main else None
-        gold = self.parse(reference, parsing_timeout=timeout)
-        if not gold:
-            return False
-        if whole_completion:
-            got = self.parse(answer, extraction_config=self.answer_config, extraction_mode="first_match",
-                             parsing_timeout=timeout)
-        else:  # an extracted answer is read like the reference
-            got = self.parse(answer, parsing_timeout=timeout)
-        return bool(self.verify(gold, got, timeout_seconds=5 if main else None))
+def plain_math(text: str) -> str:
+    """The normal form ``mode: math`` compares when math-verify cannot parse the reference:
+    spacing, ``\\left``/``\\right`` and ``$`` removed, ``\\text{...}`` unwrapped,
+    ``\\dfrac``/``\\tfrac`` read as ``\\frac``, case-folded, a final ``.`` dropped. Punctuation
+    stays (``(1,2)`` is not ``[1,2]``): text equal in this form is the same answer."""
+    text = _LATEX_TEXT.sub(r"\1", text)
+    text = _LATEX_SPACING.sub("", text).replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    return text.casefold().rstrip(".")
+
+
+class _MathTerm:
+    """``mode: math`` for one term: items refused before sympy (:func:`_math_bound.refusal`),
+    checked in a worker process within the per-item and per-call bounds, a reference math-verify
+    cannot parse compared as :func:`plain_math` text; each bounded or unparsed item counted."""
+
+    def __init__(self, whole: bool) -> None:
+        import importlib.util
+
+        for module in ("math_verify", "latex2sympy2_extended"):
+            if importlib.util.find_spec(module) is None:
+                raise ConfigError("expected the math-verify package installed for mode 'math': "
+                                  "pip install 'rewardkit[math]'", path="params.mode")
+        self.whole = whole
+        self.lock = threading.Lock()
+        self.counts = dict.fromkeys(BOUND_COUNTS, 0)
+        self._warned: set[str] = set()
+        self.checker = _math_bound.MathChecker()
+
+    def _count(self, kind: str, n: int, why: str) -> None:
+        with self.lock:
+            self.counts[kind] += n
+            first = kind not in self._warned
+            self._warned.add(kind)
+        if first:
+            warnings.warn(f"answer_match (mode: math): {why}; such items score 0.0 and are counted in "
+                          f"bound_counts()[{kind!r}] (this warning is shown once per term and kind)",
+                          MathBoundWarning, stacklevel=4)
+
+    def scores(self, answers: list[str | None], references: list[str | None]) -> list[float]:
+        """1.0 or 0.0 per item (``None``: no answer or no reference, 0.0)."""
+        values = [0.0] * len(answers)
+        items, where = [], []
+        refused = 0
+        why = ""
+        for i, (answer, reference) in enumerate(zip(answers, references, strict=True)):
+            if answer is None or reference is None:
+                continue
+            guarded = answer
+            if self.whole:  # what math-verify reads first: the last box, else the text's end
+                guarded = last_boxed(answer)
+                guarded = answer[-_math_bound.MAX_CHARS:] if guarded is None else guarded[:_math_bound.MAX_CHARS]
+            reason = (_math_bound.refusal(guarded, max_chars=None if self.whole else _math_bound.MAX_CHARS)
+                      or _math_bound.refusal(reference, max_chars=_math_bound.MAX_CHARS
+                                             if not _math_bound._WORDED.search(reference) else None))
+            if reason is not None:
+                refused += 1
+                why = why or f"an answer or reference was refused before sympy ({reason})"
+                continue
+            items.append((answer, reference, self.whole))
+            where.append(i)
+        if refused:
+            self._count("refused", refused, why)
+        if not items:
+            return values
+        outcomes = self.checker.check_many(items)
+        timed_out = over_budget = unparsed = 0
+        for i, (answer, reference, _), outcome in zip(where, items, outcomes, strict=True):
+            if outcome == _math_bound.EQUAL:
+                values[i] = 1.0
+            elif outcome == _math_bound.NO_REFERENCE:
+                unparsed += 1
+                got = last_boxed(answer) if self.whole else answer
+                values[i] = 1.0 if got is not None and plain_math(got) == plain_math(reference) else 0.0
+            elif outcome == "timeout":
+                timed_out += 1
+            elif outcome == "call_budget":
+                over_budget += 1
+        if timed_out:
+            self._count("timed_out", timed_out,
+                        f"an item took over {_math_bound.ITEM_TIMEOUT_S} s in math-verify (its worker was killed)")
+        if over_budget:
+            self._count("over_call_budget", over_budget,
+                        f"a call spent its {_math_bound.CALL_TIMEOUT_S} s in math-verify before every item was checked")
+        if unparsed:
+            with self.lock:  # not a failure: compared as text, counted without a warning
+                self.counts["reference_unparsed"] += unparsed
+        return values
 
 
 @register("answer_match")
@@ -330,24 +499,39 @@ class AnswerMatch(TextReward):
         "extract_reference": dataclasses.replace(_extract_param(), doc="the same, applied to the reference"),
     }
     output_range = (0.0, 1.0)
+    #: a sample may have no reference (``None``): it scores 0.0, the others as usual
+    none_text_inputs = frozenset({"reference"})
     #: text inputs this component may receive as an ``IntegerColumn`` (set per instance)
     integer_text_inputs: frozenset[str] = frozenset()
 
     def _validate(self) -> None:
         self._answer = _Extractor(self.extract)
         self._reference = _Extractor(self.extract_reference)
-        self._math = _MathVerify() if self.mode == "math" else None
+        self._math = _MathTerm(self.extract == "none") if self.mode == "math" else None
         self.score = self._scorer()  # type: ignore[method-assign]
         if self.mode == "numeric" and self.extract_reference == "none":  # compared as numbers: no digits needed
             self.integer_text_inputs = frozenset({"reference"})
 
-    def _scorer(self) -> Callable[[str, str], float]:
+    def bound_counts(self) -> dict[str, int]:
+        """``mode: math`` items scored 0.0 at a bound, since this term was built (or loaded):
+        ``refused`` (before sympy: too long, or a power or factorial too large), ``timed_out``
+        (over the per-item time, its worker killed), ``over_call_budget`` (not checked: the
+        call's time was spent); and ``reference_unparsed``: references math-verify could not
+        parse, compared as text instead. All zero in the other modes."""
+        if self._math is None:
+            return dict.fromkeys(BOUND_COUNTS, 0)
+        with self._math.lock:
+            return dict(self._math.counts)
+
+    def _scorer(self) -> Callable[[str, str | None], float]:
         """``score`` as one closure for this mode and these extractors (no per-call dispatch)."""
         answer_of, reference_of = self._answer.fn, self._reference.fn
         whole_reference = self.extract_reference == "none"
-        mode, tolerance, math_verify, whole = self.mode, self.tolerance, self._math, self.extract == "none"
+        mode, tolerance, math_term = self.mode, self.tolerance, self._math
 
-        def score(completion: str, reference: str) -> float:
+        def score(completion: str, reference: str | None) -> float:
+            if reference is None:  # a sample without a reference: the failure value (TRL would skip it)
+                return 0.0
             answer = answer_of(completion)
             if answer is None:
                 return 0.0
@@ -356,14 +540,12 @@ class AnswerMatch(TextReward):
                 if reference is None:
                     return 0.0
             if mode == "numeric":  # plain integers (an answer column, GSM8K's answer) need no scan
-                got = float(answer) if answer.isdigit() and answer.isascii() else final_number(answer)
-                want = float(reference) if reference.isdigit() and reference.isascii() else final_number(reference)
-                return 1.0 if got is not None and want is not None and abs(got - want) <= tolerance else 0.0
+                return 1.0 if numbers_match(answer, reference, tolerance) else 0.0
             if mode == "strict":
                 return 1.0 if answer == reference else 0.0
             if mode == "exact":
                 return 1.0 if normalize(answer) == normalize(reference) else 0.0
-            return 1.0 if math_verify.equal(answer, reference, whole) else 0.0
+            return math_term.scores([answer], [reference])[0]
 
         return score
 
@@ -379,38 +561,58 @@ class AnswerMatch(TextReward):
 
     def _compute(self, x: Any, terminated: Any, truncated: Any) -> Any:
         """The values ``score`` gives, batch at a time: each extraction over all texts, then one
-        comparison pass (an integer reference column compared as its integers, not its digits)."""
-        if self.mode == "math":
-            return super().compute(x, terminated, truncated)
+        comparison pass (an integer reference column compared as its integers, not its digits).
+        A ``None`` reference scores 0.0."""
         completions, references = x["completion"], x["reference"]
+        missing = None
+        if references.__class__ is list and None in references:
+            missing = np.array([r is None for r in references], dtype=np.bool_)
+            references = ["" if r is None else r for r in references]
+        values = self._values(completions, references)
+        if missing is not None:
+            values[missing] = 0.0
+        return self._as_call_dtype(values)
+
+    def _values(self, completions: list[str], references: Any) -> Any:
+        """:meth:`_compute`'s float64 values, every reference a text (or an integer column)."""
         whole_reference = self.extract_reference == "none"
+        if self.mode == "math":
+            answers = self._answer.many(completions)
+            wanted = references if whole_reference else self._reference.many(references)
+            return np.array(self._math.scores(answers, wanted), dtype=np.float64)
         if self.mode == "strict" and whole_reference:  # each text's answer against its reference, in one pass
-            return self._as_call_dtype(self._answer.equal_many(completions, references).astype(np.float64))
+            return self._answer.equal_many(completions, references).astype(np.float64)
         if self.mode == "numeric":
             got = self._answer.numbers(completions)
             want = None
-            if references.__class__ is IntegerColumn:  # read as integers (integer_text_inputs)
+            integers = references.__class__ is IntegerColumn
+            if integers:  # read as integers (integer_text_inputs)
                 try:  # float(i) is float(str(i)), str(i)'s number, for every integer within float range
                     want = np.array(references, dtype=np.float64)  # NumPy's float(i) for each, in C
                 except OverflowError:
                     references = references.texts()
+                    integers = False
             if want is None:
                 want = self._reference.numbers(references)
             with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is NaN: no match, as in score
                 values = (np.abs(got - want) <= self.tolerance).astype(np.float64)
+                # beyond 2**53 float64 rounds integers together: those items are compared exactly
+                wide = np.flatnonzero((np.abs(got) >= _EXACT_FLOAT) | (np.abs(want) >= _EXACT_FLOAT))
+            for i in wide.tolist():
+                reference = str(references[i]) if integers else references[i]
+                values[i] = self.score(completions[i], reference)
+            return values
+        answers = self._answer.many(completions)
+        wanted = references if whole_reference else self._reference.many(references)
+        n = len(answers)
+        if self.mode == "exact":
+            answers = [None if a is None else normalize(a) for a in answers]
+            wanted = [None if r is None else normalize(r) for r in wanted]
+        if whole_reference:  # references are text: a missing answer (None) equals none of them
+            equal = map(operator.eq, answers, wanted)
         else:
-            answers = self._answer.many(completions)
-            wanted = references if whole_reference else self._reference.many(references)
-            n = len(answers)
-            if self.mode == "exact":
-                answers = [None if a is None else normalize(a) for a in answers]
-                wanted = [None if r is None else normalize(r) for r in wanted]
-            if whole_reference:  # references are text: a missing answer (None) equals none of them
-                equal = map(operator.eq, answers, wanted)
-            else:
-                equal = (a is not None and r is not None and a == r for a, r in zip(answers, wanted, strict=True))
-            values = np.fromiter(equal, dtype=np.bool_, count=n).astype(np.float64)  # bools: cheaper to read
-        return self._as_call_dtype(values)
+            equal = (a is not None and r is not None and a == r for a, r in zip(answers, wanted, strict=True))
+        return np.fromiter(equal, dtype=np.bool_, count=n).astype(np.float64)  # bools: cheaper to read
 
     @staticmethod
     def _as_call_dtype(values: Any) -> Any:
@@ -422,17 +624,17 @@ class AnswerMatch(TextReward):
                 values = saturate(values.astype(dtype))
         return values
 
-    def score(self, completion: str, reference: str) -> float:  # replaced per instance by _scorer()
+    def score(self, completion: str, reference: str | None) -> float:  # replaced per instance by _scorer()
         return self._scorer()(completion, reference)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state.pop("score", None)  # a closure: rebuilt on load
-        state["_math"] = None  # math-verify's functions are imported again on load
+        state["_math"] = None  # its lock and counts are this process's: a new one on load
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         if self.mode == "math":
-            self._math = _MathVerify()
+            self._math = _MathTerm(self.extract == "none")
         self.score = self._scorer()  # type: ignore[method-assign]
