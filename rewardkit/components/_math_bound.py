@@ -50,6 +50,8 @@ _COMMANDS = re.compile(r"\\(?:cdot|times|left|right|,|;|!|:| )")
 _COMMAND_AS = {"\\cdot": "*", "\\times": "*"}
 _TOKEN = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+|[-+*^!(){}\[\]])")
 _POWER = re.compile(r"\^|\*\*|!")
+#: an exponent written without braces: a number, and the powers it is raised to (``9**9**9``)
+_CHAIN = re.compile(r"\d+(?:\.\d+)?(?:\s*(?:\^|\*\*)\s*(?:\d+(?:\.\d+)?|\{[^{}]*\}))*")
 _LOG2 = math.log10(2.0)
 
 
@@ -195,8 +197,8 @@ def refusal(text: str, *, max_chars: int | None = None) -> str | None:
             if text[right_start] in "{([":
                 right = text[right_start:_group_end(text, right_start)]
             else:
-                digits = re.match(r"\d+|.", text[right_start:])
-                right = digits.group() if digits else ""
+                chain = _CHAIN.match(text, right_start, min(len(text), right_start + OPERAND_CHARS))
+                right = chain.group() if chain else text[right_start]
             expression = f"{left}^{right}" if left else right  # a symbolic base: the exponent alone
         try:
             _Bound(_numeric_tokens(expression)).expression()
@@ -234,7 +236,7 @@ def _digits_text(digits: float) -> str:
 
 
 # ---- math-verify, as this module runs it (in the worker, or in process as a fallback) ------------
-_WORDED = re.compile(r"\\boxed|\$|\\\(|\\\[")
+_WORDED = re.compile(r"\\boxed|(?<!\\)\$|\\\(|\\\[")
 
 
 class _Verifier:
