@@ -258,9 +258,14 @@ class PinnedAtBound(Detector):
               "tolerance": Param.fraction(0.03, "distance from a bound, as a fraction of the range, that counts as at it")}
 
     def subjects(self, reward: RewardStructure) -> list[tuple[str, ...]]:
+        cached = getattr(self, "_subjects_of", None)
+        if cached is not None and cached[0] is reward:  # asked at every step: the reward does not change
+            return cached[1]
         weighted = {t for t in reward.terms if any(reward.weight(t, s) != 0.0 for s in (0, 10**6))}
-        return [(t,) for t in reward.terms
-                if t in weighted and t != reward.gold and reward.bounded_range(t) is not None]
+        found = [(t,) for t in reward.terms
+                 if t in weighted and t != reward.gold and reward.bounded_range(t) is not None]
+        self._subjects_of = (reward, found)
+        return found
 
     def applicable(self, reward: RewardStructure, history: History) -> str | None:
         subjects = self.subjects(reward)

@@ -56,18 +56,31 @@ class History:
     def append(self, record: Mapping[str, Any]) -> None:
         """Add one step's record (``step`` and numeric log keys; other values are dropped, and NaN
         is read as missing)."""
-        clean = {str(k): float(v) for k, v in record.items()
-                 if isinstance(v, (int, float)) and not isinstance(v, bool)}
         n = len(self._steps)
-        for key in clean.keys() - self._columns.keys():
-            self._columns[key] = array("d", [math.nan]) * n
-            self._finite[key] = 0
-        for key, column in self._columns.items():
-            value = clean.get(key, math.nan)
+        columns, finite = self._columns, self._finite
+        added = 0
+        for key, value in record.items():
+            kind = value.__class__
+            if kind is not float and kind is not int and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                continue
+            key = key if key.__class__ is str else str(key)
+            column = columns.get(key)
+            if column is None:
+                column = columns[key] = array("d", [math.nan]) * n
+                finite[key] = 0
+            elif len(column) > n:  # the same key twice (str(k) of two keys): the first value stays
+                continue
+            value = float(value)
             column.append(value)
-            if not math.isnan(value):
-                self._finite[key] += 1
-        self._steps.append(clean.get("step", math.nan))
+            added += 1
+            if value == value:
+                finite[key] += 1
+        if added < len(columns):  # keys this record lacks: missing
+            for column in columns.values():
+                if len(column) == n:
+                    column.append(math.nan)
+        step = columns["step"][n] if "step" in columns else math.nan
+        self._steps.append(step)
 
     @property
     def records(self) -> list[dict[str, float]]:
@@ -113,5 +126,9 @@ class History:
 
 
 def _mean(values: Any) -> float:
-    finite = [v for v in values if not math.isnan(v)]
-    return math.fsum(finite) / len(finite) if finite else math.nan
+    total, count = 0.0, 0
+    for v in values:
+        if v == v:  # not NaN
+            total += v
+            count += 1
+    return total / count if count else math.nan

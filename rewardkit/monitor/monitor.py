@@ -71,6 +71,8 @@ class Monitor:
         self.alerts: list[Alert] = []
         self._streaks: dict[tuple[str, tuple[str, ...]], int] = {}  # (detector, subject) -> index where it began
         self._fired: set[tuple[str, tuple[str, ...]]] = set()
+        # what each detector watches depends on the reward alone: computed once, not at every step
+        self._subjects: dict[Detector, list[tuple[str, ...]]] = {}
         self.content = ContentReader(reward, keep=max([d.window for d in self.detectors] or [1]))
         #: whether some step came with its completions
         self.reads_completions = False
@@ -109,7 +111,10 @@ class Monitor:
         for detector in self.detectors:
             if not detector.ready(self.history) or detector.applicable(self.reward, self.history) is not None:
                 continue
-            for subject in detector.subjects(self.reward):
+            subjects = self._subjects.get(detector)
+            if subjects is None:
+                subjects = self._subjects[detector] = detector.subjects(self.reward)
+            for subject in subjects:
                 key = (detector.name, subject)
                 finding = detector.check(self.reward, self.history, subject)
                 if finding is None:
