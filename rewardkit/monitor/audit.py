@@ -15,7 +15,8 @@ Exit codes:
 - **2** bad input: a missing or malformed log or completions file, a ``reward`` that is not a number,
   two records of one step, an invalid config, a term of the config absent from the log, a failing
   ``--import``;
-- **3** an internal error of the audit (a bug: the traceback is printed), never mistaken for an alert.
+- **3** an internal error of the audit (a bug: the traceback is printed) or output closed before the
+  report was written, never mistaken for an alert.
 
 ``--import MODULE`` imports with the current directory on ``sys.path`` (as ``python -m`` does), so a
 module beside the config can register its components.
@@ -65,6 +66,12 @@ def run_audit(args: argparse.Namespace, import_modules: Callable[[list[str]], No
     """Audit ``args.log`` with ``args.config``; print the alerts; return 0, 1, 2 or 3 (module doc)."""
     try:
         return _audit(args, import_modules)
+    except BrokenPipeError:  # the reader went away (`| head`): not an alert, not a bug
+        try:
+            print("rewardkit audit: output closed before the report was written (exit 3)", file=sys.stderr)
+        except OSError:
+            pass
+        return EXIT_INTERNAL
     except Exception:  # noqa: BLE001 - a bug of the audit must not read as an alert (exit 1)
         print("rewardkit audit: internal error (exit 3; please report it):", file=sys.stderr)
         traceback.print_exc(file=sys.stderr)
