@@ -4,15 +4,20 @@ Detectors (one class each, thresholds documented on the class) run over per-step
 records: TRL's log keys, or rewardkit's breakdown CSV translated into them. The config's
 ``monitor:`` section names the gold term, the terms that should agree and the thresholds.
 ``MonitorCallback`` runs it during TRL training; ``rewardkit audit LOG --config CONFIG`` after.
+With the run's sampled completions (``MonitorCallback(..., completions=PATH)``, ``rewardkit audit
+... --completions FILE``; :mod:`rewardkit.monitor.completions`) content detectors run too and every
+alert shows the completions behind it.
 """
 
-from .detectors import (DETECTORS, Detector, Disagreement, DiversityCollapse, Finding, GoldDivergence, GroupCollapse,
-                        LengthDrift, PinnedAtBound, VarianceShare)
+from .completions import CompletionWriter, ContentReader, read_completions
+from .detectors import (DETECTORS, Detector, Disagreement, DiversityCollapse, ExploitSpread, Finding, GoldDivergence,
+                        GroupCollapse, LengthDrift, PinnedAtBound, TemplateConvergence, VarianceShare)
 from .history import History
 from .monitor import Alert, Monitor
 from .spec import MonitorSettings, parse_monitor
 from .structure import RewardStructure
 
-__all__ = ["Alert", "DETECTORS", "Detector", "Disagreement", "DiversityCollapse", "Finding", "GoldDivergence",
-           "GroupCollapse", "History", "LengthDrift", "Monitor", "MonitorSettings", "PinnedAtBound", "RewardStructure",
-           "VarianceShare", "parse_monitor"]
+__all__ = ["Alert", "CompletionWriter", "ContentReader", "DETECTORS", "Detector", "Disagreement", "DiversityCollapse",
+           "ExploitSpread", "Finding", "GoldDivergence", "GroupCollapse", "History", "LengthDrift", "Monitor",
+           "MonitorSettings", "PinnedAtBound", "RewardStructure", "TemplateConvergence", "VarianceShare",
+           "parse_monitor", "read_completions"]

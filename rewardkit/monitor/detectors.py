@@ -369,7 +369,8 @@ class TemplateConvergence(Detector):
     name = "template_convergence"
     content = True
     params = {**ExploitSpread.params,
-              "level": Param.fraction(0.5, "share of a step's completions in one paid, rejected template that counts as converged"),
+              "level": Param.fraction(0.5, "share of a step's completions in one paid, rejected template "
+                                            "that counts as converged"),
               "min_rise": Param.fraction(0.25, "rise of that share since the start that counts as converging")}
 
     def applicable(self, reward: RewardStructure, history: History) -> str | None:

@@ -87,10 +87,10 @@ def read_log_report(path: str | Path) -> LogRead:
     if not located:
         raise LogError(f"{path}: expected training logs with a reward, found none")
     steps = [record["step"] for _, record in located]
-    if any(b < a for a, b in zip(steps, steps[1:])):
+    if any(b < a for a, b in zip(steps, steps[1:], strict=False)):
         located.sort(key=lambda item: item[1]["step"])  # stable: equal steps keep their order
         read.reordered = True
-    for (where_a, a), (where_b, b) in zip(located, located[1:]):
+    for (where_a, a), (where_b, b) in zip(located, located[1:], strict=False):
         if a["step"] == b["step"]:
             raise LogError(f"{path}: {where_a} and {where_b} both log step {a['step']:g}: expected one "
                            "training record per step (two runs' logs joined?)")
