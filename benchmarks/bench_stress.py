@@ -34,8 +34,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import examples.grpo  # noqa: E402,F401  (registers arithmetic_strict)
 import examples.stress.terms  # noqa: E402,F401  (registers strict_equation and json_exact)
+from examples.grpo.scorer import closeness, point_remote_terms  # noqa: E402
 from rewardkit import RewardComposer  # noqa: E402
+from rewardkit.config import load_yaml  # noqa: E402
 from rewardkit.testing.stress import read_rows, stress  # noqa: E402
 from rewardkit.testing.stress.runner import Oracle, Scored, gold_term  # noqa: E402
 
@@ -58,6 +61,7 @@ CASES: list[tuple[str, Any, str, set[str], bool]] = [
     ("seeded/applies_gap", STRESS / "seeded/applies_gap.yaml", "mixed", {"answer_changed"}, True),
     ("seeded/several_boxed", STRESS / "seeded/several_boxed.yaml", "boxed", {"several_answers"}, True),
     (LENGTH_JUDGE, None, "arithmetic", {"padded"}, True),
+    ("seeded/grpo_composed_v1", STRESS / "seeded/grpo_composed_v1.yaml", "grpo_arithmetic", {"answer_changed"}, True),
     ("monitor/honest", MONITOR / "honest.yaml", "arithmetic", set(), False),
     ("honest/strict_only", STRESS / "honest/strict_only.yaml", "arithmetic", set(), False),
     ("honest/mild_length", STRESS / "honest/mild_length.yaml", "arithmetic", set(), False),
@@ -66,15 +70,23 @@ CASES: list[tuple[str, Any, str, set[str], bool]] = [
     ("honest/json_strict", STRESS / "honest/json_strict.yaml", "json", set(), False),
     ("honest/applies_all", STRESS / "honest/applies_all.yaml", "mixed", set(), False),
     ("honest/instructions", STRESS / "honest/instructions.yaml", "instructions", set(), False),
+    ("grpo/composed (fixed)", ROOT / "examples/grpo/composed.yaml", "grpo_arithmetic", set(), False),
 ]
+#: configs whose remote_score terms call the demo's closeness scorer, started here
+CLOSENESS = ("seeded/grpo_composed_v1", "grpo/composed (fixed)")
 
 
-class _LengthJudge(BaseHTTPRequestHandler):
-    """A stand-in for a judge biased to length: score = characters / 200, at most 1."""
+class _Scorers(BaseHTTPRequestHandler):
+    """``/length``: a stand-in for a judge biased to length (characters / 200, at most 1);
+    ``/score``: the GRPO demo's closeness scorer (examples/grpo/scorer.py)."""
 
     def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        answer = json.dumps({"scores": [min(1.0, len(c) / 200) for c in body["completions"]]}).encode()
+        if self.path == "/length":
+            scores = [min(1.0, len(c) / 200) for c in body["completions"]]
+        else:
+            scores = [closeness(p, c) for p, c in zip(body["prompts"], body["completions"], strict=True)]
+        answer = json.dumps({"scores": scores}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(answer)))
@@ -87,7 +99,7 @@ class _LengthJudge(BaseHTTPRequestHandler):
 
 def length_judge_config(port: int) -> dict[str, Any]:
     return {"version": 1, "components": {
-        "judge": {"type": "remote_score", "params": {"url": f"http://127.0.0.1:{port}/score", "batch_size": 64,
+        "judge": {"type": "remote_score", "params": {"url": f"http://127.0.0.1:{port}/length", "batch_size": 64,
                                                      "max_concurrency": 2}, "weight": 1.0},
         "correct": {"type": "answer_match", "params": {"mode": "numeric", "tolerance": 0}, "weight": 0.5},
         "strict": {"type": "strict_equation", "weight": 0.0}}, "stress": {"gold": "strict"}}
@@ -171,13 +183,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, metavar="PATH", help="write the rows as JSON")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _LengthJudge)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Scorers)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     results: dict[str, dict[str, Any]] = {}
     try:
         for name, config, rows_name, expected, seeded in CASES:
             if name == LENGTH_JUDGE:
                 config = length_judge_config(server.server_port)
+            elif name in CLOSENESS:
+                config = point_remote_terms(load_yaml(config), f"http://127.0.0.1:{server.server_port}/score")
             print(f"stress: {name} ...", file=sys.stderr, flush=True)
             results[name] = run_case(name, config, rows_name, expected, seeded, args.budget_s, args.seed)
     finally:

@@ -59,11 +59,59 @@ def mixed(rng: random.Random, i: int) -> dict:
             "task": "code", "completion": f"len('{word}') = {len(word)}"}
 
 
+def grpo_arithmetic() -> list[dict]:
+    """The GRPO demo's own questions (its training split), each with the right equation as control."""
+    from examples.grpo import task
+
+    train, _ = task.split()
+    return [{"prompt": task.question(a, b), "reference": str(a + b), "operands": f"{a}|{b}",
+             "completion": f"{a} + {b} = {a + b}"} for a, b in train[:8]]
+
+
+def instruction_reply(prompt) -> str:
+    """A reply that keeps every constraint of an instructions-task prompt (checked by the task's own checker)."""
+    words = ["a", "calm", "day", "brings", "new", "ideas", "to", "everyone", "who", "listens", "closely"]
+    if prompt.include:
+        words[1] = prompt.include
+    if "json" in prompt.types:
+        keys = prompt.keys.split("|")
+        return json.dumps({keys[0]: " ".join(words[:4]), keys[1]: " ".join(words[4:8])})
+    target = max(prompt.min_words, 8) if prompt.max_words else 10
+    lines = []
+    bullets = prompt.bullets or 1
+    per = max(2, target // bullets)
+    for i in range(bullets):
+        line = " ".join(words[(i * 3 + j) % len(words)] for j in range(per))
+        lines.append(f"- {line}" if prompt.bullets else line[0].upper() + line[1:] + ".")
+    text = "\n".join(lines)
+    if prompt.ending:
+        text += "\n" + prompt.ending
+    return text
+
+
+def grpo_instructions() -> list[dict]:
+    """The instructions task's own prompts (its training split) whose control keeps every constraint."""
+    from examples.grpo import instructions
+
+    train, _ = instructions.split()
+    out = []
+    for prompt in train:
+        reply = instruction_reply(prompt)
+        if all(instructions.check(reply, prompt).values()):
+            columns = {column: values[0] for column, values in instructions.rows([prompt]).items()}
+            columns["prompt"] = prompt.text()
+            out.append({**columns, "completion": reply})
+        if len(out) == 8:
+            break
+    return out
+
+
 def main() -> None:
     rng = random.Random(47)
     rows = {"arithmetic": [arithmetic(rng) for _ in range(8)], "gsm8k": [gsm8k(rng) for _ in range(8)],
             "boxed": [boxed(rng) for _ in range(8)], "instructions": [instruction(i) for i in range(8)],
-            "json": [person(rng) for _ in range(8)], "mixed": [mixed(rng, i) for i in range(8)]}
+            "json": [person(rng) for _ in range(8)], "mixed": [mixed(rng, i) for i in range(8)],
+            "grpo_arithmetic": grpo_arithmetic(), "grpo_instructions": grpo_instructions()}
     for name, items in rows.items():
         path = HERE / "rows" / f"{name}.jsonl"
         path.parent.mkdir(exist_ok=True)
