@@ -103,7 +103,7 @@ def test_the_callback_writes_every_completion_and_the_monitor_reads_them(reward_
     composer = RewardComposer.from_yaml(reward_config)
     path = tmp_path / "run" / "completions.jsonl"
 
-    def train(steps: range, callback: Any) -> None:
+    def train(steps: range, callback: Any) -> Any:
         rewards = callback.rewards
         funcs = with_diversity(rewards.funcs, 2, on_batch=callback.on_batch)
         state, control = transformers.TrainerState(), transformers.TrainerControl()
@@ -118,10 +118,22 @@ def test_the_callback_writes_every_completion_and_the_monitor_reads_them(reward_
             state.log_history.append({**logs, "step": step})
             callback.on_log(None, state, control, logs)
         callback.on_train_end(None, state, control)
+        return state
 
     first = MonitorCallback(Monitor.from_spec(composer.spec), completions=path, rewards=TRLRewardFunctions(composer))
-    train(range(1, 13), first)
+    state = train(range(1, 13), first)
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    # what the callback raised live is what the audit finds in the log and the file afterwards
+    log = tmp_path / "run" / "trainer_state.json"
+    log.write_text(json.dumps({"log_history": state.log_history}), encoding="utf-8")
+    after = Monitor.from_spec(composer.spec)
+    sampled = read_completions(path, ["proxy", "strict"])
+    from rewardkit.monitor.completions import by_log_step
+    from rewardkit.monitor.logs import read_log
+
+    records = read_log(log)
+    assert [a.to_dict() for a in after.run(records, by_log_step(sampled, [int(r["step"]) for r in records]))] == \
+        [a.to_dict() for a in first.monitor.alerts]
     assert len(rows) == 48 and set(rows[0]) == {"step", "prompt", "completion", "terms", "total"}
     assert rows[0] == {"step": 0, "prompt": "What is 2 + 2?", "completion": "it is 4",
                        "terms": {"proxy": 0.0, "strict": 1.0}, "total": 0.0}
