@@ -236,6 +236,17 @@ def _digits_text(digits: float) -> str:
 
 
 # ---- math-verify, as this module runs it (in the worker, or in process as a fallback) ------------
+#: a space between a number and the letter it multiplies (``21 i``: math-verify reads no imaginary
+#: unit there), and a thin space grouping thousands (``210\,679``: read as two numbers)
+_TIDY = re.compile(r"(?<=\d)[ \t]+(?=[a-zA-Z])|(?<=\d)\\[,!;: ](?=\d{3}(?!\d))")
+
+
+def tidy(latex: str) -> str:
+    """``latex`` with the spacing math-verify misreads removed: ``1 + 21 i`` is ``1 + 21i``,
+    ``210\,679`` is ``210679`` (a command's letters are never joined: a backslash ends the match)."""
+    return _TIDY.sub("", latex) if ("\\" in latex or " " in latex or "\t" in latex) else latex
+
+
 _WORDED = re.compile(r"\\boxed|(?<!\\)\$|\\\(|\\\[")
 
 
@@ -261,9 +272,9 @@ class _Verifier:
         if cached is not None:
             return cached
         if _WORDED.search(reference):
-            gold = self.parse(reference, parsing_timeout=timeout)
+            gold = self.parse(tidy(reference), parsing_timeout=timeout)
         else:
-            gold = self.parse("\\boxed{" + reference + "}", self.latex, parsing_timeout=timeout)
+            gold = self.parse("\\boxed{" + tidy(reference) + "}", self.latex, parsing_timeout=timeout)
         if len(self._references) >= 4096:
             self._references.clear()
         self._references[reference] = gold
@@ -275,9 +286,9 @@ class _Verifier:
         if not gold:
             return NO_REFERENCE
         if whole:
-            got = self.parse(answer, self.completion, extraction_mode="first_match", parsing_timeout=timeout)
+            got = self.parse(tidy(answer), self.completion, extraction_mode="first_match", parsing_timeout=timeout)
         else:  # an extracted answer is bare LaTeX, read as the reference is
-            got = self.parse("\\boxed{" + answer + "}", self.latex, parsing_timeout=timeout)
+            got = self.parse("\\boxed{" + tidy(answer) + "}", self.latex, parsing_timeout=timeout)
         if not got:
             return UNEQUAL
         return EQUAL if self.verify(gold, got, timeout_seconds=timeout) else UNEQUAL
