@@ -1,0 +1,26 @@
+"""benchmarks/bench_stress.py runs end to end and reaches its own verdict: every seeded loophole found and verified, no honest reward flagged."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench_stress  # noqa: E402
+
+
+def test_the_benchmark_finds_every_seeded_loophole_and_flags_no_honest_reward(tmp_path, capsys):
+    out = tmp_path / "stress.json"
+    code = bench_stress.main(["--budget-s", "5", "--json", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    result = json.loads(out.read_text())
+    seeded = [c for c in result["cases"] if c["kind"] == "seeded"]
+    honest = [c for c in result["cases"] if c["kind"] == "honest"]
+    assert len(seeded) >= 11 and len(honest) >= 6
+    assert all(c["ok"] and c["verified"] for c in result["cases"])
+    assert result["hacked_runs"] and all(r["named"] for r in result["hacked_runs"])
+    assert "seeded loopholes found: " in printed
