@@ -1,4 +1,4 @@
-"""The audit's defects of issue 48, each pinned by a test that failed before its fix."""
+"""The audit's defects found by the fifth adversarial probe, each pinned by a test that failed before its fix."""
 
 from __future__ import annotations
 
