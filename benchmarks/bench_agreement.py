@@ -514,12 +514,12 @@ def main() -> None:
     math_only = [c for c in cases if c.family == "math"]
     for config in FAMILY_CONFIGS["math"]:
         scores = [mine[config][i] for i, c in enumerate(cases) if c.family == "math"]
-        print(f"  answer_match {CONFIGS[config]}: {sum(_right(c, s) for c, s in zip(math_only, scores))} "
+        print(f"  answer_match {CONFIGS[config]}: {sum(_right(c, s) for c, s in zip(math_only, scores, strict=True))} "
               f"of {len(math_only)}")
-    for name, (pairs, fn) in found.items():
+    for name, (pairs, _) in found.items():
         if "math" in pairs:
             theirs = [results[name][id(c)] for c in math_only]
-            print(f"  {name}: {sum(_right(c, t) for c, t in zip(math_only, theirs))} of {len(math_only)}")
+            print(f"  {name}: {sum(_right(c, t) for c, t in zip(math_only, theirs, strict=True))} of {len(math_only)}")
     print(f"\nwrong answers paid by rewardkit's family configurations: {len(failures)}")
     for config, c in failures[:10]:
         print(f"  {config}: [{c.cls}] ref={c.reference!r} completion=...{c.completion[-100:]!r}")

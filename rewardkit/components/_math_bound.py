@@ -243,7 +243,7 @@ _TIDY = re.compile(r"(?<=\d)[ \t]+(?=[a-zA-Z])|(?<=\d)\\[,!;: ](?=\d{3}(?!\d))")
 
 def tidy(latex: str) -> str:
     """``latex`` with the spacing math-verify misreads removed: ``1 + 21 i`` is ``1 + 21i``,
-    ``210\,679`` is ``210679`` (a command's letters are never joined: a backslash ends the match)."""
+    ``210\\,679`` is ``210679`` (a command's letters are never joined: a backslash ends the match)."""
     return _TIDY.sub("", latex) if ("\\" in latex or " " in latex or "\t" in latex) else latex
 
 
@@ -280,13 +280,18 @@ class _Verifier:
         self._references[reference] = gold
         return gold
 
-    def check(self, answer: str, reference: str, whole: bool, timeout: int | None = None) -> int:
-        """EQUAL, UNEQUAL, or NO_REFERENCE (math-verify cannot parse the reference)."""
+    def check(self, answer: str, reference: str, whole: bool, box: str | None = None,
+              timeout: int | None = None) -> int:
+        """EQUAL, UNEQUAL, or NO_REFERENCE (math-verify cannot parse the reference). ``box``: the
+        content of a whole completion's last closed ``\\boxed{}``, read as an extracted answer
+        where TRL's reading of the completion finds no expression in it (``\\boxed{19\\sqrt3}``)."""
         gold = self.reference(reference, timeout)
         if not gold:
             return NO_REFERENCE
         if whole:
             got = self.parse(tidy(answer), self.completion, extraction_mode="first_match", parsing_timeout=timeout)
+            if box is not None and all(isinstance(g, str) for g in got):
+                got = self.parse("\\boxed{" + tidy(box) + "}", self.latex, parsing_timeout=timeout)
         else:  # an extracted answer is bare LaTeX, read as the reference is
             got = self.parse("\\boxed{" + tidy(answer) + "}", self.latex, parsing_timeout=timeout)
         if not got:
@@ -316,8 +321,8 @@ def _serve() -> None:
     protocol.write("ready\n")
     for line in sys.stdin:
         try:
-            answer, reference, whole = json.loads(line)
-            outcome = verifier.check(answer, reference, bool(whole))
+            answer, reference, whole, box = json.loads(line)
+            outcome = verifier.check(answer, reference, bool(whole), box)
         except Exception:  # noqa: BLE001 - sympy and the parsers raise many kinds; no match
             outcome = UNEQUAL
         protocol.write(f"{outcome}\n")
@@ -367,10 +372,10 @@ class _Worker:
         line, self._buffer = self._buffer.split(b"\n", 1)
         return line.decode("utf-8", "replace")
 
-    def check(self, answer: str, reference: str, whole: bool, deadline: float) -> int | None:
-        """The item's outcome, or ``None`` if it was not done by ``deadline`` (the worker is then
-        killed: the caller drops it)."""
-        request = (json.dumps([answer, reference, whole]) + "\n").encode()
+    def check(self, item: tuple[str, str, bool, str | None], deadline: float) -> int | None:
+        """The outcome of ``item`` (:meth:`MathChecker.check_many`'s), or ``None`` if it was not
+        done by ``deadline`` (the worker is then killed: the caller drops it)."""
+        request = (json.dumps(item) + "\n").encode()
         try:
             self.process.stdin.write(request)  # type: ignore[union-attr]
             self.process.stdin.flush()  # type: ignore[union-attr]
@@ -466,7 +471,7 @@ _IN_PROCESS: _Verifier | None = None
 _IN_PROCESS_LOCK = threading.Lock()
 
 
-def in_process_check(answer: str, reference: str, whole: bool) -> int:
+def in_process_check(answer: str, reference: str, whole: bool, box: str | None) -> int:
     """One item in this process (no worker could start): math-verify's own signal timeouts on the
     main thread, no time bound off it (the guard :func:`refusal` still holds)."""
     global _IN_PROCESS
@@ -476,24 +481,25 @@ def in_process_check(answer: str, reference: str, whole: bool) -> int:
             _IN_PROCESS = _Verifier()
     main = threading.current_thread() is threading.main_thread()
     try:
-        return _IN_PROCESS.check(answer, reference, whole, timeout=5 if main else None)
+        return _IN_PROCESS.check(answer, reference, whole, box, timeout=5 if main else None)
     except Exception:  # noqa: BLE001 - as in the worker: no match
         return UNEQUAL
 
 
 class MathChecker:
-    """Items ``(answer, reference, whole)`` checked in a worker process within ``ITEM_TIMEOUT_S``
-    each and ``CALL_TIMEOUT_S`` for the call. Outcomes: EQUAL, UNEQUAL, NO_REFERENCE, or
-    ``"timeout"`` / ``"call_budget"`` for an item cut off (its worker killed) or never sent."""
+    """Items ``(answer, reference, whole, box)`` checked in a worker process within
+    ``ITEM_TIMEOUT_S`` each and ``CALL_TIMEOUT_S`` for the call. Outcomes: EQUAL, UNEQUAL,
+    NO_REFERENCE, or ``"timeout"`` / ``"call_budget"`` for an item cut off (its worker killed) or
+    never sent."""
 
-    def check_many(self, items: list[tuple[str, str, bool]]) -> list[int | str]:
+    def check_many(self, items: list[tuple[str, str, bool, str | None]]) -> list[int | str]:
         outcomes: list[int | str] = []
         if not items:
             return outcomes
         call_end = time.monotonic() + CALL_TIMEOUT_S
         worker: _Worker | None = None
         try:
-            for answer, reference, whole in items:
+            for item in items:
                 now = time.monotonic()
                 if now >= call_end:
                     outcomes.append("call_budget")
@@ -502,14 +508,15 @@ class MathChecker:
                     try:
                         worker = POOL.take()
                     except WorkerUnavailable:
-                        outcomes.append(in_process_check(answer, reference, whole))
+                        outcomes.append(in_process_check(*item))
                         continue
                     now = time.monotonic()  # a new worker's start is not the item's time
-                deadline = min(now + ITEM_TIMEOUT_S, max(call_end, now + 0.001))
-                outcome = worker.check(answer, reference, whole, deadline)
+                item_end = now + ITEM_TIMEOUT_S
+                deadline = min(item_end, call_end)
+                outcome = worker.check(item, deadline)
                 if outcome is None:
                     worker = None  # killed
-                    outcomes.append("timeout" if deadline == now + ITEM_TIMEOUT_S else "call_budget")
+                    outcomes.append("timeout" if deadline == item_end else "call_budget")
                 else:
                     outcomes.append(outcome)
         finally:

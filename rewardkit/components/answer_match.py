@@ -8,7 +8,6 @@ with the reference exactly (normalized text), numerically, or as mathematics (``
 from __future__ import annotations
 
 import dataclasses
-import logging
 import math
 import operator
 import re
@@ -425,10 +424,10 @@ class _MathTerm:
         for i, (answer, reference) in enumerate(zip(answers, references, strict=True)):
             if answer is None or reference is None:
                 continue
-            guarded = answer
+            guarded, box = answer, None
             if self.whole:  # what math-verify reads first: the last box, else the text's end
-                guarded = last_boxed(answer)
-                guarded = answer[-_math_bound.MAX_CHARS:] if guarded is None else guarded[:_math_bound.MAX_CHARS]
+                box = last_boxed(answer)
+                guarded = answer[-_math_bound.MAX_CHARS:] if box is None else box[:_math_bound.MAX_CHARS]
             reason = (_math_bound.refusal(guarded, max_chars=None if self.whole else _math_bound.MAX_CHARS)
                       or _math_bound.refusal(reference, max_chars=_math_bound.MAX_CHARS
                                              if not _math_bound._WORDED.search(reference) else None))
@@ -436,7 +435,7 @@ class _MathTerm:
                 refused += 1
                 why = why or f"an answer or reference was refused before sympy ({reason})"
                 continue
-            items.append((answer, reference, self.whole))
+            items.append((answer, reference, self.whole, box))
             where.append(i)
         if refused:
             self._count("refused", refused, why)
@@ -444,12 +443,12 @@ class _MathTerm:
             return values
         outcomes = self.checker.check_many(items)
         timed_out = over_budget = unparsed = 0
-        for i, (answer, reference, _), outcome in zip(where, items, outcomes, strict=True):
+        for i, (answer, reference, _, box), outcome in zip(where, items, outcomes, strict=True):
             if outcome == _math_bound.EQUAL:
                 values[i] = 1.0
             elif outcome == _math_bound.NO_REFERENCE:
                 unparsed += 1
-                got = last_boxed(answer) if self.whole else answer
+                got = box if self.whole else answer
                 values[i] = 1.0 if got is not None and plain_math(got) == plain_math(reference) else 0.0
             elif outcome == "timeout":
                 timed_out += 1
@@ -472,20 +471,44 @@ class AnswerMatch(TextReward):
     """1.0 if the completion's answer equals ``reference`` (exact text, numeric, or math equivalence), else 0.0.
 
     ``extract`` picks the answer in the completion: ``none`` (the whole text), ``boxed`` (the
-    content of the last ``\\boxed{...}``, nested braces allowed), ``gsm8k`` (the number after
-    ``####``), ``last_number``, or a regular expression with exactly one capture group (the group
-    of its first match, as ``re.search`` finds it, read as the ``regex`` package reads it, as
-    ``regex_match`` reads its patterns; one written only in syntax both engines read alike runs on
-    the faster ``re``; one that may backtrack catastrophically runs with a time limit of 50 ms per
-    text and 1 s per batched call). No answer found scores 0.0. ``extract_reference`` does the same to the reference (a GSM8K
-    ``answer`` column: ``gsm8k``). Then ``mode: exact`` compares both after :func:`normalize`
-    (case-folded, ASCII punctuation removed, whitespace collapsed); ``mode: strict`` compares them as
-    written (Python's ``==``, as TRL's documented ``\\boxed{}`` example does); ``mode: numeric`` compares
-    their final numbers within ``tolerance`` (absolute; Unicode minus signs are minus signs, a
-    hyphen between two numbers is not a sign); ``mode: math`` asks ``math-verify`` whether they are
-    the same mathematical object, as TRL's ``accuracy_reward`` does (``pip install
-    'rewardkit[math]'``; a reference it cannot parse scores 0.0 where TRL returns None). Reads
-    ``completion`` and ``reference`` (a dataset column: numbers are read as text).
+    content of the last ``\\boxed{...}`` whose braces close, nested braces allowed), ``gsm8k`` (the
+    number after the last ``####`` followed by one, as veRL's ``gsm8k`` scorer reads it: a
+    completion that corrects itself ends with its final answer), ``last_number``, or a regular
+    expression with exactly one capture group (the group of its first match, as ``re.search``
+    finds it, read as the ``regex`` package reads it, as ``regex_match`` reads its patterns; one
+    written only in syntax both engines read alike runs on the faster ``re``; one that may
+    backtrack catastrophically runs with a time limit of 50 ms per text and 1 s per batched call).
+    The named extractions are linear in the text. No answer found scores 0.0.
+    ``extract_reference`` does the same to the reference (a GSM8K ``answer`` column: ``gsm8k``).
+
+    Then ``mode: exact`` compares both after :func:`normalize` (case-folded, ASCII punctuation
+    removed, whitespace collapsed, but a number keeps its minus sign and decimal point: ``-175`` is
+    not ``175``, ``69.1`` not ``691``); ``mode: strict`` compares them as written (Python's ``==``,
+    as TRL's documented ``\\boxed{}`` example does); ``mode: numeric`` compares their final numbers
+    within ``tolerance`` (absolute; two integers exactly, whatever their size; Unicode minus signs
+    are minus signs, a hyphen between two numbers is not a sign).
+
+    ``mode: math`` asks ``math-verify`` whether they are the same mathematical object (``pip install
+    'rewardkit[math]'``). A whole completion is read as TRL's ``accuracy_reward`` reads it (the last
+    ``\\boxed{}`` first, else anchored LaTeX such as ``final answer is $x$``); a reference written
+    as bare LaTeX (MATH's ``answer`` column: ``4\\sqrt{2}``, ``[35,39)``, ``\\{1,6,8\\}``), and an
+    extracted answer, are wrapped in ``\\boxed{}`` before parsing, as veRL's ``math_verify`` scorer
+    does (unwrapped, math-verify reads ``4\\sqrt{2}`` as 4); a reference with ``$`` or ``\\boxed``
+    (a worded solution) is parsed as it is. A reference math-verify still cannot parse is compared
+    as text (:func:`plain_math`: spacing, ``\\left``/``\\right``, ``\\text{}`` and ``\\dfrac`` read
+    away) and counted (``bound_counts()["reference_unparsed"]``), where TRL's ``accuracy_reward``
+    returns None for every completion. Bounds, in any thread and in asyncio (math-verify's own
+    timeouts need the main thread): an answer over 1,000 characters, or holding a power or
+    factorial of more than 100,000 digits (``9^{9^{9}}``), is refused before sympy; math-verify
+    runs in a worker process (one per calling thread, reused) killed when an item takes over 5 s
+    or the call over 60 s (``_math_bound.ITEM_TIMEOUT_S``, ``CALL_TIMEOUT_S``). An item at a
+    bound scores 0.0, is counted in :meth:`bound_counts` and warned of once per term and kind.
+
+    A sample whose reference is ``None`` scores 0.0 (the failure value) and the others are scored
+    as usual; TRL's ``accuracy_reward`` returns None there (the sample is left out of the reward),
+    veRL's ``gsm8k`` scores 0: a term's value is a number for every sample, so a missing reference
+    pays nothing rather than dropping out of a weighted sum. Reads ``completion`` and ``reference``
+    (a dataset column: numbers are read as text).
     """
 
     inputs = {"completion": 0, "reference": 0}
