@@ -214,6 +214,16 @@ def _steps(rng: random.Random, count: int) -> str:
     return " ".join(out)
 
 
+UNANCHORED = "plain 'The answer is x.' (no LaTeX delimiters)"
+#: classes where rewardkit's MATH configuration is wrong by choice, and why (docs/results/agreement.md)
+CHOICES = {
+    UNANCHORED: "mode: math reads a whole completion as TRL's accuracy_reward does: the last \\boxed{}, else LaTeX "
+                "in delimiters after an answer phrase. Reading the last bare expression too (veRL's math_verify, "
+                "math-verify's default) pays the wrong answers of the 'check ending in the reference' class; "
+                "plain-text answers are read with extract: last_number or a regular expression instead.",
+}
+
+
 def math_cases(rng: random.Random, n: int) -> list[Case]:
     """``n`` MATH-style cases, classes in turn, each drawing an answer of every kind in turn."""
     classes: list[Callable[[random.Random, Answer], tuple[str, str, bool]]] = [
@@ -233,11 +243,14 @@ def math_cases(rng: random.Random, n: int) -> list[Case]:
                       "I hope it is correct.", a.reference, True),
         lambda r, a: (f"{_steps(r, 2)} Final Answer: The final answer is ${r.choice(a.wrong)}$. I hope it is correct.",
                       a.reference, False),
+        lambda r, a: (f"{_steps(r, 2)} The answer is {a.reference}.", a.reference, True),
+        lambda r, a: (f"{_steps(r, 2)} The answer is $\\boxed{{{r.choice(a.wrong)}}}$. Check against the first case: "
+                      f"{a.reference}", a.reference, False),
     ]
     names = ["right, reference's form", "right, other form", "wrong, right form", "$-wrapped reference, right",
              "$-wrapped reference, wrong", "several markers, last right", "several markers, last wrong",
              "long preamble (3-6 KB)", "long tail after the box", "Minerva 'final answer is $x$', right",
-             "Minerva 'final answer is $x$', wrong"]
+             "Minerva 'final answer is $x$', wrong", UNANCHORED, "boxed wrong, then a check ending in the reference"]
     cases = []
     for i in range(n):
         c = i % len(classes)
@@ -520,6 +533,9 @@ def main() -> None:
         if "math" in pairs:
             theirs = [results[name][id(c)] for c in math_only]
             print(f"  {name}: {sum(_right(c, t) for c, t in zip(math_only, theirs, strict=True))} of {len(math_only)}")
+    print("\nclasses where rewardkit's MATH configuration is wrong by choice:")
+    for cls, why in CHOICES.items():
+        print(f"  {cls}: {why}")
     print(f"\nwrong answers paid by rewardkit's family configurations: {len(failures)}")
     for config, c in failures[:10]:
         print(f"  {config}: [{c.cls}] ref={c.reference!r} completion=...{c.completion[-100:]!r}")

@@ -438,7 +438,13 @@ class _Pool:
             return _Worker()
         except WorkerUnavailable as exc:
             with self.lock:
-                self.unavailable = str(exc)
+                first, self.unavailable = self.unavailable is None, str(exc)
+            if first:
+                import warnings
+
+                warnings.warn(f"answer_match (mode: math): {exc}; math-verify runs in this process instead, "
+                              "with its own timeouts on the main thread and none off it (powers and "
+                              "factorials too large are still refused before sympy)", RuntimeWarning, stacklevel=4)
             raise
 
     def give_back(self, worker: _Worker) -> None:

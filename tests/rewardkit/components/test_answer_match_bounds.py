@@ -245,3 +245,19 @@ def test_a_forked_child_does_not_use_its_parents_workers() -> None:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert _math_bound.POOL.idle and match.score(r"\boxed{3}", "3") == 1.0  # the parent's still serve it
+
+
+def test_where_no_worker_can_start_math_runs_in_process_and_says_so(monkeypatch) -> None:
+    def refuse() -> None:
+        raise _math_bound.WorkerUnavailable("no worker here (test)")
+
+    monkeypatch.setattr(_math_bound, "_Worker", refuse)
+    monkeypatch.setattr(_math_bound.POOL, "idle", [])
+    monkeypatch.setattr(_math_bound.POOL, "unavailable", None)
+    match = AnswerMatch(mode="math", extract="boxed")
+    with pytest.warns(RuntimeWarning, match="no worker here"):
+        got = match.compute({"completion": [r"\boxed{4\sqrt{2}}", r"\boxed{4}"], "reference": [r"4\sqrt{2}"] * 2},
+                            None, None)
+    assert got.tolist() == [1.0, 0.0]
+    with pytest.warns(MathBoundWarning, match="refused before sympy"):  # the guard holds in process too
+        assert _in_thread(match.score, r"\boxed{9^{9^{9}}+1}", "5") == 0.0
