@@ -215,13 +215,10 @@ def _steps(rng: random.Random, count: int) -> str:
 
 
 UNANCHORED = "plain 'The answer is x.' (no LaTeX delimiters)"
-#: classes where rewardkit's MATH configuration is wrong by choice, and why (docs/results/agreement.md)
-CHOICES = {
-    UNANCHORED: "mode: math reads a whole completion as TRL's accuracy_reward does: the last \\boxed{}, else LaTeX "
-                "in delimiters after an answer phrase. Reading the last bare expression too (veRL's math_verify, "
-                "math-verify's default) pays the wrong answers of the 'check ending in the reference' class; "
-                "plain-text answers are read with extract: last_number or a regular expression instead.",
-}
+#: classes where rewardkit's MATH configuration is wrong by choice, and why (docs/results/agreement.md);
+#: none at present: a class added here is excluded from tests/benchmarks' "right" check, never from
+#: its "no wrong answer paid" check
+CHOICES: dict[str, str] = {}
 
 
 def math_cases(rng: random.Random, n: int) -> list[Case]:
@@ -246,11 +243,14 @@ def math_cases(rng: random.Random, n: int) -> list[Case]:
         lambda r, a: (f"{_steps(r, 2)} The answer is {a.reference}.", a.reference, True),
         lambda r, a: (f"{_steps(r, 2)} The answer is $\\boxed{{{r.choice(a.wrong)}}}$. Check against the first case: "
                       f"{a.reference}", a.reference, False),
+        lambda r, a: (f"{_steps(r, 2)} The answer is {r.choice(a.wrong)}. Check against the first case: {a.reference}",
+                      a.reference, False),
     ]
     names = ["right, reference's form", "right, other form", "wrong, right form", "$-wrapped reference, right",
              "$-wrapped reference, wrong", "several markers, last right", "several markers, last wrong",
              "long preamble (3-6 KB)", "long tail after the box", "Minerva 'final answer is $x$', right",
-             "Minerva 'final answer is $x$', wrong", UNANCHORED, "boxed wrong, then a check ending in the reference"]
+             "Minerva 'final answer is $x$', wrong", UNANCHORED, "boxed wrong, then a check ending in the reference",
+             "plain wrong, then a check ending in the reference"]
     cases = []
     for i in range(n):
         c = i % len(classes)

@@ -283,15 +283,19 @@ class _Verifier:
     def check(self, answer: str, reference: str, whole: bool, box: str | None = None,
               timeout: int | None = None) -> int:
         """EQUAL, UNEQUAL, or NO_REFERENCE (math-verify cannot parse the reference). ``box``: the
-        content of a whole completion's last closed ``\\boxed{}``, read as an extracted answer
-        where TRL's reading of the completion finds no expression in it (``\\boxed{19\\sqrt3}``)."""
+        content of a whole completion's last closed ``\\boxed{}`` (else the answer its last
+        sentence states), read as an extracted answer where TRL's reading of the completion finds
+        no expression in it (``\\boxed{19\\sqrt3}``, ``The answer is 960.``)."""
         gold = self.reference(reference, timeout)
         if not gold:
             return NO_REFERENCE
         if whole:
             got = self.parse(tidy(answer), self.completion, extraction_mode="first_match", parsing_timeout=timeout)
-            if box is not None and all(isinstance(g, str) for g in got):
-                got = self.parse("\\boxed{" + tidy(box) + "}", self.latex, parsing_timeout=timeout)
+            if all(isinstance(g, str) for g in got):  # the span TRL's reading chose, not understood as written
+                if got:  # read again as an extracted answer (``$20\\sqrt7$`` after "final answer is")
+                    got = self.parse("\\boxed{" + got[0] + "}", self.latex, parsing_timeout=timeout)
+                if box is not None and all(isinstance(g, str) for g in got):
+                    got = self.parse("\\boxed{" + tidy(box) + "}", self.latex, parsing_timeout=timeout)
         else:  # an extracted answer is bare LaTeX, read as the reference is
             got = self.parse("\\boxed{" + tidy(answer) + "}", self.latex, parsing_timeout=timeout)
         if not got:

@@ -387,6 +387,22 @@ def plain_math(text: str) -> str:
     return text.casefold().rstrip(".")
 
 
+#: a completion that ends with its answer stated in words, without LaTeX delimiters ("The answer
+#: is 7\\sqrt{3}."): the statement runs to the end of the text, with no sentence after it
+_TAIL_ANSWER = re.compile(r"(?i)\banswer\s*(?:is|:)\s*\**\s*((?:[^.\n]|\.(?=\d))+?)\s*\.?\s*$")
+#: how much of a completion's end :func:`tail_answer` reads
+_TAIL_CHARS = 300
+
+
+def tail_answer(text: str) -> str | None:
+    """The answer a completion states in its last sentence (``... The answer is 960.``), or ``None``:
+    ``mode: math``'s reading of a whole completion where neither a ``\\boxed{}`` nor LaTeX in
+    delimiters gives one. Nothing may follow the statement (a check after it, ``The answer is 5.
+    Check: 5 * 2 = 10``, is no answer: its last number is not what was answered)."""
+    found = _TAIL_ANSWER.search(text[-_TAIL_CHARS:])
+    return None if found is None else found.group(1)
+
+
 class _MathTerm:
     """``mode: math`` for one term: items refused before sympy (:func:`_math_bound.refusal`),
     checked in a worker process within the per-item and per-call bounds, a reference math-verify
@@ -428,6 +444,8 @@ class _MathTerm:
             if self.whole:  # what math-verify reads first: the last box, else the text's end
                 box = last_boxed(answer)
                 guarded = answer[-_math_bound.MAX_CHARS:] if box is None else box[:_math_bound.MAX_CHARS]
+                if box is None:
+                    box = tail_answer(answer)
             reason = (_math_bound.refusal(guarded, max_chars=None if self.whole else _math_bound.MAX_CHARS)
                       or _math_bound.refusal(reference, max_chars=_math_bound.MAX_CHARS
                                              if not _math_bound._WORDED.search(reference) else None))

@@ -17,14 +17,14 @@ import bench_agreement  # noqa: E402
 
 def subset() -> list[bench_agreement.Case]:
     rng = random.Random(48)
-    return bench_agreement.own_cases() + bench_agreement.math_cases(rng, 78) + bench_agreement.gsm8k_cases(rng, 30)
+    return bench_agreement.own_cases() + bench_agreement.math_cases(rng, 84) + bench_agreement.gsm8k_cases(rng, 30)
 
 
 def test_the_generator_is_seeded_and_covers_every_class_with_both_verdicts() -> None:
     cases = subset()
     assert cases == subset()
     classes = {(c.family, c.cls) for c in cases}
-    assert len([c for c in classes if c[0] == "math"]) >= 13 and len([c for c in classes if c[0] == "gsm8k"]) >= 10
+    assert len([c for c in classes if c[0] == "math"]) >= 14 and len([c for c in classes if c[0] == "gsm8k"]) >= 10
     assert {c.right for c in cases if c.family == "math"} == {c.right for c in cases if c.family == "gsm8k"} == {True,
                                                                                                                  False}
     kinds = {bench_agreement.KINDS[i](random.Random(i)).kind for i in range(len(bench_agreement.KINDS))}
