@@ -431,6 +431,21 @@ class _MathTerm:
                           f"bound_counts()[{kind!r}] (this warning is shown once per term and kind)",
                           MathBoundWarning, stacklevel=4)
 
+    def _item(self, answer: str, reference: str) -> tuple[tuple[str, str, bool, str | None] | None, str | None]:
+        """The worker's item for one pair, or ``(None, why)`` when the guard refuses it."""
+        guarded, box = answer, None
+        if self.whole:  # what math-verify reads first: the last box, else the text's end
+            box = last_boxed(answer)
+            guarded = answer[-_math_bound.MAX_CHARS:] if box is None else box[:_math_bound.MAX_CHARS]
+            if box is None:
+                box = tail_answer(answer)
+        bare = not _math_bound._WORDED.search(reference)
+        reason = (_math_bound.refusal(guarded, max_chars=None if self.whole else _math_bound.MAX_CHARS)
+                  or _math_bound.refusal(reference, max_chars=_math_bound.MAX_CHARS if bare else None))
+        if reason is not None:
+            return None, reason
+        return (answer, reference, self.whole, box), None
+
     def scores(self, answers: list[str | None], references: list[str | None]) -> list[float]:
         """1.0 or 0.0 per item (``None``: no answer or no reference, 0.0)."""
         values = [0.0] * len(answers)
@@ -440,20 +455,12 @@ class _MathTerm:
         for i, (answer, reference) in enumerate(zip(answers, references, strict=True)):
             if answer is None or reference is None:
                 continue
-            guarded, box = answer, None
-            if self.whole:  # what math-verify reads first: the last box, else the text's end
-                box = last_boxed(answer)
-                guarded = answer[-_math_bound.MAX_CHARS:] if box is None else box[:_math_bound.MAX_CHARS]
-                if box is None:
-                    box = tail_answer(answer)
-            reason = (_math_bound.refusal(guarded, max_chars=None if self.whole else _math_bound.MAX_CHARS)
-                      or _math_bound.refusal(reference, max_chars=_math_bound.MAX_CHARS
-                                             if not _math_bound._WORDED.search(reference) else None))
-            if reason is not None:
+            item, reason = self._item(answer, reference)
+            if item is None:
                 refused += 1
                 why = why or f"an answer or reference was refused before sympy ({reason})"
                 continue
-            items.append((answer, reference, self.whole, box))
+            items.append(item)
             where.append(i)
         if refused:
             self._count("refused", refused, why)
@@ -508,7 +515,10 @@ class AnswerMatch(TextReward):
 
     ``mode: math`` asks ``math-verify`` whether they are the same mathematical object (``pip install
     'rewardkit[math]'``). A whole completion is read as TRL's ``accuracy_reward`` reads it (the last
-    ``\\boxed{}`` first, else anchored LaTeX such as ``final answer is $x$``); a reference written
+    ``\\boxed{}`` first, else anchored LaTeX such as ``final answer is $x$``); where math-verify
+    understands nothing in what that reading chose (``\\boxed{19\\sqrt3}``), the chosen span, else
+    the last box's content, else the answer a last sentence states (``The answer is 960.``, with
+    nothing after it: a check that follows is no answer) is read as an extracted answer. A reference written
     as bare LaTeX (MATH's ``answer`` column: ``4\\sqrt{2}``, ``[35,39)``, ``\\{1,6,8\\}``), and an
     extracted answer, are wrapped in ``\\boxed{}`` before parsing, as veRL's ``math_verify`` scorer
     does (unwrapped, math-verify reads ``4\\sqrt{2}`` as 4); a reference with ``$`` or ``\\boxed``

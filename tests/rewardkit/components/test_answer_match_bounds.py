@@ -62,6 +62,21 @@ def test_math_batches_give_the_scalar_scores() -> None:
     assert got.tolist() == [float(right) for _, _, right in BARE]
 
 
+@pytest.mark.parametrize("completion, reference, expected", [
+    (r"So $\boxed{19\sqrt3}$.", r"19\sqrt{3}", 1.0),  # TRL's reading keeps only the text of this box
+    (r"Final Answer: The final answer is $20\sqrt7$. I hope it is correct.", r"20\sqrt{7}", 1.0),
+    ("We add them. The answer is 960.", "960", 1.0),
+    (r"The answer is 7\sqrt{3}.", r"7\sqrt{3}", 1.0),
+    ("The answer is 5. Check: 5 * 2 = 10", "10", 0.0),  # a check after the answer is no answer
+    ("The answer is 5. Check: 5 * 2 = 10", "5", 0.0),  # not read either way: nothing may follow the statement
+    (r"The answer is $\boxed{4}$. Check against the first case: 10", "10", 0.0),
+    ("I am not sure, maybe 960", "960", 0.0),
+])
+def test_a_whole_completion_is_read_where_trls_reading_understands_nothing(completion: str, reference: str,
+                                                                           expected: float) -> None:
+    assert AnswerMatch(mode="math").score(completion, reference) == expected
+
+
 def test_a_reference_math_verify_cannot_parse_is_compared_as_text_and_counted() -> None:
     match = AnswerMatch(mode="math", extract=r"answer: (.*)")
     assert match.score("answer: }{", "}{") == 1.0
