@@ -15,6 +15,7 @@ import string
 import threading
 import time
 import warnings
+from itertools import repeat
 from typing import Any, Callable
 
 import numpy as np
@@ -230,6 +231,28 @@ def gsm8k_answer(text: str) -> str | None:
     return None
 
 
+def _gsm8k_many(texts: list[str]) -> list[Any]:
+    """For each text the match of GSM8K's answer after its last ``####`` (``None``: none), or the
+    text's :func:`gsm8k_answer` (a ``str``) where the last ``####`` has no number after it and an
+    earlier one may (rare: then the text is read again). A search from the end and one match per
+    text for the common case."""
+    starts = [*map(str.rfind, texts, repeat("####"))]
+    match = _GSM8K.match
+    founds = [match(text, start) if start >= 0 else None for text, start in zip(texts, starts, strict=True)]
+    if founds.count(None) != starts.count(-1):  # a last "####" without its number (or a Unicode minus)
+        founds = [gsm8k_answer(text) if found is None and start >= 0 else found
+                  for text, start, found in zip(texts, starts, founds, strict=True)]
+    return founds
+
+
+def _gsm8k_numbers(texts: list[str]) -> Any:
+    """:func:`gsm8k_answer` of each text read with ``float()`` (NaN: none), a float64 array. The
+    group is a sign, digits and a point, which float() reads as _number does (an infinity where
+    _number has NaN: neither matches anything)."""
+    return np.array([_NAN if found is None else float((found if found.__class__ is str else found[1]).replace(",", ""))
+                     for found in _gsm8k_many(texts)], dtype=np.float64)
+
+
 def _extract_param() -> Param:
     pattern_check = _regex_match._pattern_param().check  # regex_match's own checks (compiles, bounded size)
 
@@ -318,7 +341,8 @@ class _Extractor:
                 return [None if found is None else found[1] for found in map(self._fast_search, texts)]
             return [*map(self.fn, texts)]
         if self.spec == "gsm8k":
-            return [*map(gsm8k_answer, texts)]
+            return [found if found is None or found.__class__ is str else found[1].replace(",", "")
+                    for found in _gsm8k_many(texts)]
         if self.spec == "none":
             return texts
         return [*map(self.fn, texts)]
@@ -327,9 +351,7 @@ class _Extractor:
         """Each text's answer read as its final number (``numeric`` mode; NaN: no answer, or none
         in it), a float64 array."""
         if self.spec == "gsm8k":
-            # the group is a sign, digits and a point, which float() reads as _number does (an
-            # infinity where _number has NaN: neither matches anything)
-            return np.array([_NAN if a is None else float(a) for a in map(gsm8k_answer, texts)], dtype=np.float64)
+            return _gsm8k_numbers(texts)
         return np.fromiter([_NAN if a is None else float(a) if a.isdigit() and a.isascii() else _number(a)
                             for a in self.many(texts)], dtype=np.float64, count=len(texts))
 
