@@ -8,7 +8,7 @@ run on), then times, for each N:
   process: import, reading the JSON, the monitor, printing), wall-clock;
 - ``Monitor.update``, the callback's per-step work, over the first 1,000 steps and the last 1,000.
 
-Issue 48 measured the audit before the fix at 21 s for 8k steps and 127 s for 16k, a 300k-step log
+The adversarial probe measured the audit before the fix at 21 s for 8k steps and 127 s for 16k, a 300k-step log
 unfinished after 44 minutes, and the callback at 8 ms a step at step 16k.
 
     python benchmarks/bench_audit_scale.py                      # 8k, 16k, 300k

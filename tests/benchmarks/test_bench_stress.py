@@ -1,4 +1,4 @@
-"""benchmarks/bench_stress.py runs end to end and reaches its own verdict: every seeded loophole found and verified, no honest reward flagged."""
+"""benchmarks/bench_stress.py reaches its own verdict: every seeded loophole found and verified, no honest reward flagged."""
 
 from __future__ import annotations
 
@@ -9,12 +9,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import bench_stress  # noqa: E402
 
 
 def test_the_benchmark_finds_every_seeded_loophole_and_flags_no_honest_reward(tmp_path, capsys):
-    out = tmp_path / "stress.json"
-    code = bench_stress.main(["--budget-s", "5", "--json", str(out)])
+    from rewardkit import registry
+
+    before = dict(registry._REGISTRY)
+    try:
+        import bench_stress  # registers the examples' gold terms, removed again below
+
+        import examples.grpo.terms
+        import examples.monitor.terms
+        import examples.stress.terms
+
+        for module in (examples.grpo.terms, examples.monitor.terms, examples.stress.terms):
+            for value in vars(module).values():
+                if isinstance(value, type) and getattr(value, "type_name", None):
+                    registry._REGISTRY[value.type_name] = value
+        out = tmp_path / "stress.json"
+        code = bench_stress.main(["--budget-s", "5", "--json", str(out)])
+    finally:
+        registry._REGISTRY.clear()
+        registry._REGISTRY.update(before)
     printed = capsys.readouterr().out
     assert code == 0, printed
     result = json.loads(out.read_text())

@@ -18,8 +18,27 @@ from rewardkit.testing.stress import FAMILIES, read_rows, stress
 from rewardkit.testing.stress.families import SEARCH
 from rewardkit.testing.stress.probes import boxed_span, find_reference
 
-import examples.stress.terms  # noqa: F401  (registers strict_equation and json_exact)
-from examples.monitor.terms import strict_correct
+from rewardkit import registry
+
+_REGISTERED_BEFORE = set(registry._REGISTRY)
+from examples.grpo.terms import ArithmeticStrict  # noqa: E402
+from examples.monitor.terms import StrictEquation, strict_correct  # noqa: E402
+from examples.stress.terms import JsonExact  # noqa: E402
+
+#: the example gold terms, registered for each test only (other tests list the registry exactly)
+EXAMPLE_TERMS = {**{name: registry._REGISTRY[name] for name in set(registry._REGISTRY) - _REGISTERED_BEFORE},
+                 "strict_equation": StrictEquation, "json_exact": JsonExact, "arithmetic_strict": ArithmeticStrict}
+for _name in set(registry._REGISTRY) - _REGISTERED_BEFORE:  # whatever the examples registered on import
+    registry._REGISTRY.pop(_name, None)
+
+
+@pytest.fixture(autouse=True)
+def example_terms():
+    before = dict(registry._REGISTRY)
+    registry._REGISTRY.update(EXAMPLE_TERMS)
+    yield
+    registry._REGISTRY.clear()
+    registry._REGISTRY.update(before)
 
 ROOT = Path(__file__).resolve().parents[3]
 ROWS = ROOT / "examples" / "stress" / "rows"
