@@ -1,6 +1,6 @@
 """Does ``rewardkit stress`` find every seeded loophole, with a working exploit, and leave honest rewards alone?
 
-Runs :func:`rewardkit.testing.stress.stress` on
+Runs :func:`rewardkit.stress.stress` on
 
 - the three rewards of ``examples/monitor/`` (lenient equation, length, phrase judge) and the
   seeded loopholes of ``examples/stress/seeded/``, plus a remote judge that pays length (an HTTP
@@ -39,8 +39,8 @@ import examples.stress.terms  # noqa: E402,F401  (registers strict_equation and 
 from examples.grpo.scorer import closeness, point_remote_terms  # noqa: E402
 from rewardkit import RewardComposer  # noqa: E402
 from rewardkit.config import load_yaml  # noqa: E402
-from rewardkit.testing.stress import read_rows, stress  # noqa: E402
-from rewardkit.testing.stress.runner import Oracle, Scored, gold_term  # noqa: E402
+from rewardkit.stress import read_rows, stress  # noqa: E402
+from rewardkit.stress.runner import Oracle, Scored, gold_term  # noqa: E402
 
 STRESS = ROOT / "examples" / "stress"
 MONITOR = ROOT / "examples" / "monitor"
@@ -117,8 +117,8 @@ def rows_for(composer: RewardComposer, name: str) -> list:
 
 def verify(config: Any, rows: list, hole: Any) -> bool:
     """The exploit re-scores to its reported total in a fresh composer, and the oracle calls it wrong."""
-    from rewardkit.testing.stress.runner import _Evaluator
-    from rewardkit.testing.stress.probes import states_reference
+    from rewardkit.stress.runner import _Evaluator
+    from rewardkit.stress.probes import states_reference
 
     composer = load(config)
     try:

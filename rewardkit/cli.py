@@ -33,7 +33,7 @@ from .migrate_rllama import migrate_rllama_file
 from .monitor.audit import add_audit_parser
 from .params import describe
 from .serve_reward.command import add_serve_reward_parser
-from .testing.stress.command import add_stress_parser
+from .stress.command import add_stress_parser
 
 PLUGIN_GROUP = "rewardkit.commands"
 CORE_COMMANDS = ("validate", "explain", "check", "stress", "components", "docs", "migrate", "optimize", "audit",

@@ -9,7 +9,7 @@ stress:
 ```
 
 Validated with the rest of the config: every error names its key path. The family names are
-listed here (not imported from :mod:`rewardkit.testing.stress`) so that reading a config never
+listed here (not imported from :mod:`rewardkit.stress`) so that reading a config never
 imports the stress machinery; a test keeps the two lists equal.
 """
 
@@ -22,7 +22,7 @@ from typing import Any, Collection, Mapping
 from .errors import ConfigError
 from .params import describe
 
-#: the probe families of ``rewardkit stress``, in the order they run (rewardkit.testing.stress.families)
+#: the probe families of ``rewardkit stress``, in the order they run (rewardkit.stress.families)
 FAMILY_NAMES = ("reasoning_changed", "answer_changed", "several_answers", "bare_answer", "prompt_echo", "empty",
                 "truncated", "padded", "required_words", "judge_phrases", "lookalike", "search")
 STRESS_KEYS = ("gold", "margin", "budget_s", "families")

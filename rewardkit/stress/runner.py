@@ -21,16 +21,15 @@ import math
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
-import numpy as np
 
-from ...composer import RewardComposer
-from ...config import TermNode
-from ...integrations.text_scoring import TextScorer
-from ...stress_spec import FAMILY_NAMES, StressSettings
+from ..composer import RewardComposer
+from ..config import TermNode, walk
+from ..integrations.text_scoring import TextScorer, _floats
+from ..stress_spec import FAMILY_NAMES, StressSettings
 from .families import SEARCH, Context, row_probes, summary
-from .probes import KEEPS, UNKNOWN, WRONG, Probe, states_reference
+from .probes import KEEPS, WRONG, Probe, states_reference
 from .rows import CONTROL, Row
 from .search import RowSearch, search_round, vocabulary
 
@@ -185,10 +184,10 @@ class _Evaluator:
 
     def __call__(self, row: Row, texts: Sequence[str]) -> list[Scored]:
         out: list[Scored] = []
+        columns = {k: v for k, v in row.columns.items() if k != CONTROL}
         for start in range(0, len(texts), BATCH):
             chunk = list(texts[start:start + BATCH])
             n = len(chunk)
-            columns = {k: v for k, v in row.columns.items() if k != CONTROL}
             ctx = self.scorer.context(chunk, prompts=[row.prompt] * n if "prompt" in row.columns else None,
                                       references=[row.columns["reference"]] * n if "reference" in row.columns else None,
                                       rows=[columns] * n)
@@ -200,11 +199,6 @@ class _Evaluator:
             out += [Scored(batch.totals[i], {name: batch.terms[name][i] for name in self.names},
                            {name: raw[name][i] for name in self.names}) for i in range(n)]
         return out
-
-
-def _floats(values: Any, n: int) -> list[float]:
-    arr = values.detach().cpu().numpy() if hasattr(values, "detach") else np.asarray(values)
-    return np.broadcast_to(np.asarray(arr, dtype=np.float64).reshape(-1), (n,)).tolist()
 
 
 def best_total(composer: RewardComposer, step: int) -> float | None:
@@ -256,7 +250,6 @@ def word_sources(composer: RewardComposer) -> tuple[list[str], list[str]]:
 
 
 def _leaves(composer: RewardComposer) -> list[TermNode]:
-    from ...config import walk
     return [n for n in walk(composer.spec.nodes) if isinstance(n, TermNode)]
 
 
@@ -341,7 +334,7 @@ def stress(composer: RewardComposer, rows: Sequence[Row], *, seed: int = 0, budg
         notes.append("no gold term (stress.gold or monitor.gold): only probes built to be wrong were judged")
     return StressReport(loopholes, unpaid, list(stats.values()), len(rows), evaluate.evaluations,
                         time.perf_counter() - started, gold, settings.margin,
-                        best if best is not None else None, evaluate.requests, complete, rejected, notes)
+                        best, evaluate.requests, complete, rejected, notes)
 
 
 def _loophole(verdict: str, result: Scored, control: Scored, margin: float) -> bool | None:
@@ -394,20 +387,14 @@ def _unpaid(controls: list[tuple[Row, Scored, bool]], best: float | None) -> lis
     if not accepted:
         return []
     target = best if best is not None else max(s.total for _, s in accepted)
+    # each term's best contribution over the accepted controls, once (not once per control)
+    term_best = {name: max(s.terms[name] for _, s in accepted) for name in accepted[0][1].terms}
     out = []
     for row, scored in accepted:
         if scored.total < target - max(TIE, 1e-6 * abs(target)):
-            short = [name for name, value in scored.terms.items() if value < _best_contribution(accepted, name) - TIE]
+            short = [name for name, value in scored.terms.items() if value < term_best[name] - TIE]
             out.append(UnpaidControl(row.index, scored.total, target, scored.terms, short, row.control))
     return out
 
 
-def _best_contribution(accepted: list[tuple[Row, Scored]], name: str) -> float:
-    return max(s.terms[name] for _, s in accepted)
-
-
-def families_summary(report: StressReport) -> Mapping[str, FamilyStats]:
-    return {f.name: f for f in report.families}
-
-
-__all__ = ["Loophole", "Oracle", "Scored", "StressReport", "UnpaidControl", "best_total", "stress", "UNKNOWN"]
+__all__ = ["Loophole", "Oracle", "Scored", "StressReport", "UnpaidControl", "best_total", "stress"]

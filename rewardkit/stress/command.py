@@ -14,9 +14,9 @@ import math
 import sys
 from typing import Any, Callable
 
-from ...composer import RewardComposer
-from ...errors import RewardKitError
-from ...stress_spec import MAX_BUDGET_S
+from ..composer import RewardComposer
+from ..errors import RewardKitError
+from ..stress_spec import MAX_BUDGET_S
 from .rows import read_rows
 from .runner import StressReport, stress
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Collection
 
-from ...errors import RewardKitError
-from ...params import describe
+from ..errors import RewardKitError
+from ..params import describe
 
 #: the largest rows file read (the probes of each row are evaluated, so more rows only cost time)
 MAX_ROWS_BYTES = 16 * 1024 * 1024

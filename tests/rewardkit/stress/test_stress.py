@@ -14,9 +14,9 @@ from rewardkit import RewardComposer
 from rewardkit.cli import main
 from rewardkit.errors import ConfigError
 from rewardkit.stress_spec import FAMILY_NAMES
-from rewardkit.testing.stress import FAMILIES, read_rows, stress
-from rewardkit.testing.stress.families import SEARCH
-from rewardkit.testing.stress.probes import boxed_span, find_reference
+from rewardkit.stress import FAMILIES, read_rows, stress
+from rewardkit.stress.families import SEARCH
+from rewardkit.stress.probes import boxed_span, find_reference
 
 from rewardkit import registry
 
