@@ -98,9 +98,8 @@ def held_out_scores(model: Any, tokenizer: Any, pairs: list[tuple[int, int]]) ->
 def _logging_strict_metrics(reward: Callable[..., Any], spec: Task) -> Callable[..., Any]:
     """``reward`` that also logs the task's metrics on the batch's sampled completions (``strict/<metric>``):
     the per-step curve of the very metric the held-out score reads, at no cost to training."""
-    import inspect
 
-    from rewardkit.integrations.trl import completion_text
+    from rewardkit.integrations.trl import completion_text, is_async_reward
 
     def log(completions: list[Any], kwargs: dict[str, Any]) -> None:
         log_metric = kwargs.get("log_metric")
@@ -109,7 +108,7 @@ def _logging_strict_metrics(reward: Callable[..., Any], spec: Task) -> Callable[
             for name, value in spec.scores([completion_text(c) for c in completions], items).items():
                 log_metric(f"strict/{name}", value)
 
-    if inspect.iscoroutinefunction(reward):  # a config with a remote term: TRL awaits the functions
+    if is_async_reward(reward):  # a config with a remote term: TRL awaits the functions
         async def wrapped(prompts: list[Any], completions: list[Any], **kwargs: Any) -> Any:
             log(completions, kwargs)
             return await reward(prompts, completions, **kwargs)

@@ -66,8 +66,19 @@ class TextScorer:
         self.required = frozenset(composer.required_context_keys())
         self.asynchronous = any(getattr(node.component, "asynchronous", False)
                                 for node in walk(composer.spec.nodes) if isinstance(node, TermNode))
+        self._make_locks()
+
+    def _make_locks(self) -> None:
         self._lock = threading.Lock()
         self._alocks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The composer (its config and state) and what it reads; the locks belong to one process."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_alocks")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._make_locks()
 
     def context(self, completions: Sequence[Any], prompts: Sequence[Any] | None = None,
                 references: Sequence[Any] | None = None,

@@ -8,7 +8,8 @@ prompt's text: a plain prompt as is, a chat prompt's last user message), ``compl
 generated text: a plain completion as is; of a chat completion, its first assistant message by
 default, as TRL's own reward examples read ``completion[0]["content"]``: ``assistant_message="last"``
 or ``"all"``, joined by newlines, choose otherwise; a message whose ``content`` is missing or
-``None``, a tool-call turn, reads as ``""``), ``completion_tokens`` (the number of the
+``None``, a tool-call turn, reads as ``""``; a chat completion with no assistant message at all is
+an error naming it), ``completion_tokens`` (the number of the
 completion's token ids, TRL's ``completion_ids``: what ``unit: tokens`` counts),
 ``completion_ids`` (those ids as text, ``"12 7 7"``, so word-level terms such as
 ``repetition_rate`` count tokens) and the row's dataset columns (numbers become a float array,
@@ -47,6 +48,10 @@ its function, which TRL leaves out of that function's share of the reward; the t
 (``per_term=False``) sums the terms that apply. **An empty batch** (no completions) gives each
 function an empty list without calling the composer (nothing is counted).
 
+**Pickling.** ``funcs`` pickle (TRL's async trainer sends them to a spawned process): the copy
+rebuilds the composer from its config and its state there. The copy has no trainer to move the
+weights, so a per-term copy refuses scheduled weights (``per_term=False`` applies them itself).
+
 The composer runs once per batch whatever its size; the result is shared by the batch's functions
 only while the batch's contents are unchanged (a list edited in place is scored again). Each
 completion is a one-step episode (``terminated=True``). Importing this module needs neither torch
@@ -56,7 +61,9 @@ nor TRL (``pip install rewardkit[trl]`` to train).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
+import inspect
 import pickle
 from typing import Any, Callable, Iterator, Mapping
 
@@ -114,10 +121,9 @@ class TRLRewardFunctions:
         self._per_env_state = bool(composer.store.components or composer.store.normalizers)
         self._required_keys = frozenset(composer.required_context_keys())
         self._trainer: Any = None
-        self._key: tuple[Any, Any, bytes | None] | None = None  # (prompts, completions, fingerprint) of the cache
-        self._out: RewardOutput | None = None
-        self._pending: asyncio.Future | None = None  # the async evaluation of the batch in self._key
-        self._flags: tuple[int, np.ndarray, np.ndarray] = (-1, np.ones(0, dtype=bool), np.zeros(0, dtype=bool))
+        #: whether this is a copy unpickled in another process (no trainer here to move the weights)
+        self._copy = False
+        self._reset_batch_cache()
         self.funcs: list[Callable[..., Any]] = (
             [self._function(name) for name in self.term_names] if per_term else [self._function(None)])
 
@@ -225,6 +231,10 @@ class TRLRewardFunctions:
         trainer_state = kwargs.get("trainer_state")
         if trainer_state is not None and self._trainer is None and self.per_term:
             scheduled = [name for name in self.term_names if not self.composer.shaper.is_constant(name)]
+            if scheduled and self._copy:
+                raise ValueError(f"the weights of {', '.join(scheduled)} follow a schedule, and this copy of the reward "
+                                 "functions runs in another process than the trainer that applies them: use "
+                                 "TRLRewardFunctions(..., per_term=False), whose one function applies the weights itself")
             if scheduled:
                 raise ValueError(f"the weights of {', '.join(scheduled)} follow a schedule, and TRL applies the weights: "
                                  "call rewards.bind(trainer) after building the GRPOTrainer")
@@ -269,7 +279,8 @@ class TRLRewardFunctions:
                 ctx[key] = TextColumn(prompts if _all_str(prompts) else [prompt_text(p) for p in prompts])
             elif key == "completion":
                 ctx[key] = TextColumn(completions if _all_str(completions)
-                                      else [completion_text(c, self.assistant_message) for c in completions])
+                                      else [_completion_text_at(c, self.assistant_message, i)
+                                            for i, c in enumerate(completions)])
             elif key in (TOKENS_KEY, IDS_KEY) and key not in columns:
                 if ids is None:
                     ids = token_ids(kwargs_ids, n=len(completions))
@@ -308,31 +319,70 @@ class TRLRewardFunctions:
     # ---- the functions TRL calls --------------------------------------------------------------
     def _function(self, name: str | None) -> Callable[..., Any]:
         """TRL's reward function for term ``name`` (None: the total); ``async`` when the composer
-        has asynchronous terms."""
-        def pick(out: RewardOutput) -> list[float | None]:
-            if name is None:
-                return np.asarray(_host(out.total), dtype=np.float64).tolist()
-            normalized, applies = out.normalized_of(name)  # not the whole breakdown: one term's values
-            values = np.asarray(_host(normalized), dtype=np.float64).tolist()
-            if applies is None:
-                return values
-            applies = np.asarray(_host(applies), dtype=bool).reshape(-1).tolist()
-            return [v if a else None for v, a in zip(values, applies, strict=True)]
+        has asynchronous terms. A callable object rather than a closure, so it pickles (TRL's async
+        trainer sends ``reward_funcs`` to another process); TRL reads its ``__name__`` and the
+        ``async`` of its ``__call__``."""
+        return (_AsyncTermReward if self.asynchronous else _TermReward)(self, name)
 
-        if self.asynchronous:
-            async def reward(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
-                if _empty(prompts, completions):
-                    return []
-                return pick(await self.aevaluate(prompts, completions, **kwargs))
-        else:
-            def reward(prompts: list[Any], completions: list[Any],  # type: ignore[misc]
+    @staticmethod
+    def _pick(name: str | None, out: RewardOutput) -> list[float | None]:
+        """One function's values: the total, or one term's normalized values (None where it does not apply)."""
+        if name is None:
+            return np.asarray(_host(out.total), dtype=np.float64).tolist()
+        normalized, applies = out.normalized_of(name)  # not the whole breakdown: one term's values
+        values = np.asarray(_host(normalized), dtype=np.float64).tolist()
+        if applies is None:
+            return values
+        applies = np.asarray(_host(applies), dtype=bool).reshape(-1).tolist()
+        return [v if a else None for v, a in zip(values, applies, strict=True)]
+
+    # ---- pickling: TRL's async trainer scores in a spawned process -----------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        """The composer (its config and state) and the options; the per-batch cache, the pending
+        evaluation and the bound trainer stay in this process."""
+        return {k: v for k, v in self.__dict__.items() if k not in _LOCAL_ATTRIBUTES}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._reset_batch_cache()
+        self._trainer, self._copy = None, True
+        self.funcs = [self._function(n) for n in self.term_names] if self.per_term else [self._function(None)]
+
+    def _reset_batch_cache(self) -> None:
+        self._key: tuple[Any, Any, bytes | None] | None = None  # (prompts, completions, fingerprint) of the cache
+        self._out: RewardOutput | None = None
+        self._pending: asyncio.Future | None = None  # the async evaluation of the batch in self._key
+        self._flags: tuple[int, np.ndarray, np.ndarray] = (-1, np.ones(0, dtype=bool), np.zeros(0, dtype=bool))
+
+
+class _TermReward:
+    """One of TRL's reward functions: a term's values (or the total) from the batch's one evaluation."""
+
+    def __init__(self, rewards: TRLRewardFunctions, name: str | None) -> None:
+        self.rewards, self.name = rewards, name
+        self.__name__ = self.__qualname__ = name or TOTAL_NAME  # TRL names its logs after __name__
+
+    def __call__(self, prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
+        if _empty(prompts, completions):
+            return []
+        return self.rewards._pick(self.name, self.rewards.evaluate(prompts, completions, **kwargs))
+
+    def __repr__(self) -> str:
+        return f"<rewardkit reward function {self.__name__}>"
+
+
+class _AsyncTermReward(_TermReward):
+    """:class:`_TermReward` for a composer with asynchronous terms: awaited on TRL's event loop."""
+
+    async def __call__(self, prompts: list[Any], completions: list[Any],  # type: ignore[override]
                        **kwargs: Any) -> list[float | None]:
-                if _empty(prompts, completions):
-                    return []
-                return pick(self.evaluate(prompts, completions, **kwargs))
+        if _empty(prompts, completions):
+            return []
+        return self.rewards._pick(self.name, await self.rewards.aevaluate(prompts, completions, **kwargs))
 
-        reward.__name__ = reward.__qualname__ = name or TOTAL_NAME  # TRL names its logs after __name__
-        return reward
+
+#: attributes that belong to one process: rebuilt after unpickling
+_LOCAL_ATTRIBUTES = frozenset({"_trainer", "_key", "_out", "_pending", "_flags", "funcs"})
 
 
 # ---- text of prompts and completions --------------------------------------------------------
@@ -347,18 +397,31 @@ def prompt_text(prompt: Any) -> str:
 
 def completion_text(completion: Any, assistant_message: str = "first") -> str:
     """A completion's text: a string as is; of a chat completion, its ``"first"`` assistant message,
-    its ``"last"``, or ``"all"`` of them joined by newlines (no assistant message: ``""``)."""
+    its ``"last"``, or ``"all"`` of them joined by newlines.
+
+    A chat completion with no assistant message is an ``InvalidInputError``: read as ``""`` it would
+    earn what an empty reply earns (a length term's best), silently."""
     if isinstance(completion, str):
         return completion
     messages = _messages(completion, "completion")
     texts = [_content(m) for m in messages if m.get("role", "assistant") == "assistant"]
     if not texts:
-        return ""
+        roles = ", ".join(sorted({str(m.get("role")) for m in messages}))
+        raise InvalidInputError(f"completion: a chat completion with no assistant message (roles: {roles}); "
+                                "expected at least one message with role 'assistant'")
     if assistant_message == "first":
         return texts[0]
     if assistant_message == "last":
         return texts[-1]
     return "\n".join(texts)
+
+
+def _completion_text_at(completion: Any, assistant_message: str, index: int) -> str:
+    """:func:`completion_text` with the completion's index in the error."""
+    try:
+        return completion_text(completion, assistant_message)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"completions[{index}]: {str(exc).removeprefix('completion: ')}") from None
 
 
 def token_ids(ids: Any, n: int) -> list[Any]:
@@ -411,6 +474,14 @@ def _column(values: list[Any]) -> Any:
 
 
 # ---- asynchronous terms ---------------------------------------------------------------------
+def is_async_reward(func: Any) -> bool:
+    """Whether calling a reward function returns a coroutine: a coroutine function, a partial of
+    one, or an object whose ``__call__`` is one (as TRL's own check reads ours)."""
+    while isinstance(func, functools.partial):
+        func = func.func
+    return inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__)
+
+
 def has_async_terms(composer: RewardComposer) -> bool:
     """Whether some term of the composer waits on I/O (its component class sets ``asynchronous``)."""
     return any(getattr(node.component, "asynchronous", False) for node in _leaves(composer.spec.nodes))

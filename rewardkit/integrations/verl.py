@@ -27,7 +27,9 @@ advances by one per completion scored.
 Each function holds one composer, called under a lock (veRL's reward loop calls a synchronous
 function from a thread pool). ``compute_score.composer`` is that composer (``state_dict()`` to
 checkpoint it). veRL runs one copy of the function per reward worker: normalizer statistics and
-counters are per worker. Importing this module needs neither torch nor veRL.
+counters are per worker. The per-sample and batched functions pickle (a Ray worker or a spawned
+process gets a copy rebuilt from the config and the composer's state at pickling time); the batched
+form returns ``[]`` for an empty batch. Importing this module needs neither torch nor veRL.
 """
 
 from __future__ import annotations
@@ -56,6 +58,13 @@ class _Clock:
             raise ValueError(f"completions_per_step: expected an integer >= 1 or None, got {completions_per_step!r}")
         self.completions_per_step = completions_per_step
         self.scored = 0
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
         self._lock = threading.Lock()
 
     def step(self, extra_infos: Sequence[Mapping[str, Any]]) -> int | None:
@@ -115,44 +124,59 @@ def _result(scored: ScoredBatch, i: int, return_dict: bool) -> float | dict[str,
     return scored.totals[i]
 
 
-def make_compute_score(config: str | Any, return_dict: bool = False, *,
-                       completions_per_step: int | None = None) -> ComputeScore:
-    """veRL's per-sample custom reward function for a reward config (a YAML path, a mapping or a
-    :class:`~rewardkit.RewardComposer`)."""
-    scorer, clock = _setup(config, return_dict, completions_per_step)
+class _ComputeScore:
+    """veRL's per-sample custom reward function; an object rather than a closure so that it pickles
+    (veRL's reward workers and Ray actors receive it by pickle): the copy rebuilds the composer from
+    its config and state."""
 
-    def compute_score(data_source: Any, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None,
-                      **kwargs: Any) -> float | dict[str, float]:
+    def __init__(self, config: Any, return_dict: bool, completions_per_step: int | None) -> None:
+        self.scorer, self.clock = _setup(config, return_dict, completions_per_step)
+        self.return_dict = return_dict
+        self.composer = self.scorer.composer
+        self.__name__ = self.__qualname__ = "compute_score"
+
+    def __call__(self, data_source: Any, solution_str: str, ground_truth: Any,
+                 extra_info: Mapping[str, Any] | None = None, **kwargs: Any) -> float | dict[str, float]:
         rows = _rows([data_source], [extra_info], 1)
-        ctx = scorer.context([solution_str], references=[ground_truth], rows=rows)
-        scored = scorer.score(ctx, 1, clock.step(rows))
-        clock.scored_ok(1)
-        return _result(scored, 0, return_dict)
-
-    compute_score.composer = scorer.composer  # type: ignore[attr-defined]
-    return compute_score
+        ctx = self.scorer.context([solution_str], references=[ground_truth], rows=rows)
+        scored = self.scorer.score(ctx, 1, self.clock.step(rows))
+        self.clock.scored_ok(1)
+        return _result(scored, 0, self.return_dict)
 
 
-def make_batch_compute_score(config: str | Any, return_dict: bool = False, *,
-                             completions_per_step: int | None = None) -> ComputeScore:
+class _BatchComputeScore(_ComputeScore):
     """veRL's batched custom reward function (``BatchRewardManager``): one composer call per batch."""
-    scorer, clock = _setup(config, return_dict, completions_per_step)
 
-    def compute_score(data_sources: Sequence[Any], solution_strs: Sequence[str], ground_truths: Sequence[Any],
-                      extra_infos: Sequence[Mapping[str, Any] | None] | None = None,
-                      **kwargs: Any) -> list[float] | list[dict[str, float]]:
+    def __call__(self, data_sources: Sequence[Any], solution_strs: Sequence[str],  # type: ignore[override]
+                 ground_truths: Sequence[Any], extra_infos: Sequence[Mapping[str, Any] | None] | None = None,
+                 **kwargs: Any) -> list[float] | list[dict[str, float]]:
         n = len(solution_strs)
         if len(data_sources) != n or len(ground_truths) != n:
             raise InvalidInputError(f"got {n} solutions, {len(data_sources)} data sources and "
                                     f"{len(ground_truths)} ground truths; expected one of each per sample")
+        if n == 0:  # an empty batch scores nothing (the composer is not called, the clock does not move)
+            if extra_infos is not None and len(extra_infos) != 0:
+                raise InvalidInputError(f"extra_infos: expected one per solution (0), got {len(extra_infos)}")
+            return []
         rows = _rows(data_sources, extra_infos, n)
-        ctx = scorer.context(list(solution_strs), references=list(ground_truths), rows=rows)
-        scored = scorer.score(ctx, n, clock.step(rows))
-        clock.scored_ok(n)
-        return [_result(scored, i, return_dict) for i in range(n)]
+        ctx = self.scorer.context(list(solution_strs), references=list(ground_truths), rows=rows)
+        scored = self.scorer.score(ctx, n, self.clock.step(rows))
+        self.clock.scored_ok(n)
+        return [_result(scored, i, self.return_dict) for i in range(n)]
 
-    compute_score.composer = scorer.composer  # type: ignore[attr-defined]
-    return compute_score
+
+def make_compute_score(config: str | Any, return_dict: bool = False, *,
+                       completions_per_step: int | None = None) -> ComputeScore:
+    """veRL's per-sample custom reward function for a reward config (a YAML path, a mapping or a
+    :class:`~rewardkit.RewardComposer`); it pickles."""
+    return _ComputeScore(config, return_dict, completions_per_step)
+
+
+def make_batch_compute_score(config: str | Any, return_dict: bool = False, *,
+                             completions_per_step: int | None = None) -> ComputeScore:
+    """veRL's batched custom reward function (``BatchRewardManager``): one composer call per batch;
+    an empty batch gives an empty list; it pickles."""
+    return _BatchComputeScore(config, return_dict, completions_per_step)
 
 
 def make_async_compute_score(config: str | Any, return_dict: bool = False, *, completions_per_step: int | None = None,

@@ -25,7 +25,6 @@ transformers is imported when a callback is built, not when this module is impor
 from __future__ import annotations
 
 import functools
-import inspect
 from typing import Any, Callable, Collection, Sequence
 
 import os
@@ -188,7 +187,7 @@ def with_diversity(funcs: Sequence[Callable[..., Any]], group_size: int,
     """``funcs`` with the first wrapped to log ``monitor/distinct_frac`` through TRL's ``log_metric``
     (and to call ``on_batch(prompts, completions, **kwargs)`` after scoring, e.g. to keep samples).
     ``group_size`` is GRPO's ``num_generations``. Names and rewards are unchanged."""
-    from ..integrations.trl import completion_text
+    from ..integrations.trl import completion_text, is_async_reward
 
     if not funcs:
         raise ValueError("with_diversity: expected at least one reward function")
@@ -201,7 +200,7 @@ def with_diversity(funcs: Sequence[Callable[..., Any]], group_size: int,
         if on_batch is not None:
             on_batch(prompts, completions, **kwargs)
 
-    if inspect.iscoroutinefunction(first):
+    if is_async_reward(first):
         async def wrapped_async(prompts: list[Any], completions: list[Any], **kwargs: Any) -> Any:
             values = await first(prompts, completions, **kwargs)
             observe(prompts, completions, kwargs)

@@ -221,8 +221,6 @@ def stub_scorer():
 
 
 def test_remote_terms_run_as_trl_async_functions_sharing_one_evaluation_per_batch(tmp_path, stub_scorer):
-    import inspect
-
     stub, url = stub_scorer
     stub.delay_s = 0.2
     config = {"version": 1, "components": {
@@ -230,8 +228,10 @@ def test_remote_terms_run_as_trl_async_functions_sharing_one_evaluation_per_batc
         "length": {"type": "length_penalty", "params": {"unit": "words", "max": 2}, "weight": 0.5},
         "rm": {"type": "remote_score", "params": {"url": url, "batch_size": 4, "max_concurrency": 2}, "weight": 0.1},
     }}
+    from trl.trainer.utils import is_async_callable
+
     rewards = TRLRewardFunctions(RewardComposer.from_dict(config))
-    assert rewards.asynchronous and all(inspect.iscoroutinefunction(f) for f in rewards.funcs)
+    assert rewards.asynchronous and all(is_async_callable(f) for f in rewards.funcs)
     trainer = tiny_trainer(tmp_path, rewards.funcs, rewards.reward_weights())
     rewards.bind(trainer)
     inputs, prompts, completions, ids = batch(6)
