@@ -139,12 +139,19 @@ def _load_entry_points() -> None:
     if _entry_points_loaded:
         return
     _entry_points_loaded = True
+    loaded: dict[str, str] = {}  # name -> the entry point that registered it
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         if ep.name in _REGISTRY:
+            known = _REGISTRY[ep.name]
+            owner = loaded.get(ep.name, f"{known.__module__}.{known.__qualname__}")
+            warnings.warn(f"rewardkit: skipped component plugin {ep.name!r} (entry point {ep.value!r} in group "
+                          f"{ENTRY_POINT_GROUP!r}): the name is already registered by {owner}", PluginWarning,
+                          stacklevel=3)
             continue
         try:
             register(ep.name)(ep.load())
-        except Exception as exc:  # noqa: BLE001 - a broken plugin must not break rewardkit
+            loaded[ep.name] = f"entry point {ep.value!r}"
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a broken plugin (even one calling sys.exit) must not end rewardkit
             warnings.warn(f"rewardkit: skipped component plugin {ep.name!r} (entry point {ep.value!r} in group "
                           f"{ENTRY_POINT_GROUP!r}): {type(exc).__name__}: {exc}", PluginWarning, stacklevel=3)
 

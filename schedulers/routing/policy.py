@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import warnings
 from abc import ABC, abstractmethod
 from importlib.metadata import entry_points
 from typing import Any, TypeVar
@@ -139,6 +140,12 @@ _REGISTRY: dict[str, type[Policy]] = {}
 _loaded = {"builtins": False, "entry_points": False}
 #: entry points that failed to load: name -> why
 _BROKEN: dict[str, str] = {}
+#: name -> the entry-point values already read for it (the first registered it; the rest were warned about)
+_LOADED_FROM: dict[str, tuple[str, ...]] = {}
+
+
+class PluginWarning(UserWarning):
+    """A router plug-in was skipped: its name is taken by a built-in or by another plug-in."""
 
 
 def register_policy(name: str, cls: type[Policy] | None = None, *, replace: bool = False) -> Any:
@@ -173,14 +180,25 @@ def _load_entry_points(again: bool = False) -> None:
         return
     _loaded["entry_points"] = True
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name in _REGISTRY:
+        if ep.name in _REGISTRY or ep.name in _BROKEN:
+            seen = _LOADED_FROM.get(ep.name, ())
+            if ep.value not in seen:  # another entry point, or a built-in, owns the name: said once
+                known = _REGISTRY.get(ep.name)
+                owner = (f"entry point {seen[0]!r}" if seen else
+                         f"{known.__module__}.{known.__qualname__}" if known is not None else "another entry point")
+                warnings.warn(f"router plug-in {ep.name!r} (entry point {ep.value!r} of group {ENTRY_POINT_GROUP!r}) "
+                              f"skipped: the name is already taken by {owner}", PluginWarning, stacklevel=3)
+                _LOADED_FROM[ep.name] = (*seen, ep.value)
             continue
         try:
             cls = ep.load()
             register_policy(ep.name, cls)
-        except Exception as exc:  # noqa: BLE001 - a broken plug-in is reported by name, never hides the others
+            _LOADED_FROM[ep.name] = (ep.value,)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a broken plug-in (even one calling sys.exit) is
+            # reported by name, never ends the process nor hides the others
             _BROKEN[ep.name] = f"entry point {ep.value!r} of group {ENTRY_POINT_GROUP!r} failed: " \
                                f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+            _LOADED_FROM[ep.name] = (ep.value,)
 
 
 def is_heuristic(policy: Policy | type[Policy]) -> bool:

@@ -143,7 +143,9 @@ def plugin_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Itera
 
 def test_entry_point_component_is_discovered(plugin_entry_point):
     assert "plugin_offset" not in registry._REGISTRY
-    cls = get_component_class("plugin_offset")
+    with pytest.warns(registry.PluginWarning, match="skipped component plugin 'linear'.*already registered by "
+                                                     "rewardkit.components"):
+        cls = get_component_class("plugin_offset")
     assert plugin_entry_point == [registry.ENTRY_POINT_GROUP]
     assert cls.__name__ == "Offset" and cls.type_name == "plugin_offset"
     assert get_component_class("linear") is Linear
@@ -155,7 +157,8 @@ def test_entry_point_component_is_discovered(plugin_entry_point):
 
 
 def test_entry_points_are_read_for_a_config_naming_a_plugin(plugin_entry_point):
-    c = RewardComposer.from_dict({"version": 1, "components": {"o": {"type": "plugin_offset"}}})
+    with pytest.warns(registry.PluginWarning, match="'linear'"):
+        c = RewardComposer.from_dict({"version": 1, "components": {"o": {"type": "plugin_offset"}}})
     assert c({"x": 1.0}).total == 2.0
     assert plugin_entry_point == [registry.ENTRY_POINT_GROUP]
 
@@ -210,6 +213,26 @@ def test_broken_plugin_is_a_warning_naming_its_entry_point(broken_entry_points):
     assert "plugin_good" in names and "plugin_missing" not in names
     c = RewardComposer.from_dict({"version": 1, "components": {"o": {"type": "plugin_good"}}})
     assert c({"x": 1.0}).total == 2.0
+
+
+def test_a_plugin_calling_sys_exit_at_import_is_a_warning_not_the_end_of_the_process(tmp_path, monkeypatch):
+    (tmp_path / "rk_exiting_plugin.py").write_text("import sys\nsys.exit('no GPU here')\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    group = registry.ENTRY_POINT_GROUP
+
+    def fake_entry_points(**kwargs):
+        if kwargs.get("group") != group:
+            return metadata.entry_points(**kwargs)
+        return metadata.EntryPoints([metadata.EntryPoint(name="plugin_exit", value="rk_exiting_plugin:X", group=group)])
+
+    monkeypatch.setattr(registry.metadata, "entry_points", fake_entry_points)
+    monkeypatch.setattr(registry, "_entry_points_loaded", False)
+    try:
+        with pytest.warns(registry.PluginWarning, match="'plugin_exit'.*SystemExit: no GPU here"):
+            with pytest.raises(ConfigError, match="expected a registered component type, got 'no_such_type'"):
+                get_component_class("no_such_type")
+    finally:
+        sys.modules.pop("rk_exiting_plugin", None)
 
 
 def test_type_typo_suggests_the_closest_names(doubler):

@@ -14,7 +14,10 @@ def _policy_registry_restored() -> Iterator[None]:
     """A test that registers a policy (or a plug-in through the entry point) leaves the registry as it
     found it: other tests compare the registry with what Vidur's registration built at import."""
     registry, broken, loaded = dict(policy._REGISTRY), dict(policy._BROKEN), dict(policy._loaded)
+    loaded_from = dict(policy._LOADED_FROM)
     yield
+    policy._LOADED_FROM.clear()
+    policy._LOADED_FROM.update(loaded_from)
     policy._REGISTRY.clear()
     policy._REGISTRY.update(registry)
     policy._BROKEN.clear()

@@ -96,6 +96,44 @@ def test_a_broken_entry_point_is_named_when_its_router_is_asked_for(tmp_path, mo
         make_policy("test_broken")
 
 
+def _dist_info(where: Path, dist: str, lines: str) -> None:
+    info = where / f"{dist}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\n{lines}\n")
+
+
+def test_a_plugin_that_calls_sys_exit_at_import_is_reported_and_never_ends_the_process(tmp_path, monkeypatch):
+    (tmp_path / "exitingrouters.py").write_text("import sys\nsys.exit('no GPU here')\n")
+    _dist_info(tmp_path, "exitingrouters", "test_exiting = exitingrouters:Router")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match="unknown router 'test_no_such_router'"):
+        make_policy("test_no_such_router")  # every unknown name reads the entry points: the process lives on
+    with pytest.raises(ValueError, match="router 'test_exiting': entry point 'exitingrouters:Router'.*SystemExit: no GPU here"):
+        make_policy("test_exiting")
+
+
+def test_plugin_names_that_shadow_a_builtin_or_each_other_are_warned_about(tmp_path, monkeypatch):
+    from schedulers.routing.policy import PluginWarning
+
+    (tmp_path / "shadowrouters").mkdir()
+    (tmp_path / "shadowrouters" / "__init__.py").write_text(PLUGIN + "\n\nclass Other(LastReplica):\n    pass\n")
+    _dist_info(tmp_path, "shadowing", "round_robin = shadowrouters:LastReplica\ntest_twice = shadowrouters:LastReplica")
+    _dist_info(tmp_path, "shadowing2", "test_twice = shadowrouters:Other")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.warns(PluginWarning) as record:
+        make_policy("test_twice", seed=0)
+    messages = sorted(str(w.message) for w in record)
+    assert len(messages) == 2, messages
+    assert any("'round_robin' (entry point 'shadowrouters:LastReplica'" in m and "already taken by schedulers." in m
+               for m in messages)
+    # which of two distributions is read first is the environment's order: the second is named, with the first
+    assert any(("'test_twice' (entry point 'shadowrouters:Other'" in m and "taken by entry point 'shadowrouters:LastReplica'" in m)
+               or ("'test_twice' (entry point 'shadowrouters:LastReplica'" in m and "taken by entry point 'shadowrouters:Other'" in m)
+               for m in messages), messages
+    assert type(make_policy("round_robin", seed=0)).__module__.startswith("schedulers.")  # the built-in keeps its name
+
+
 @pytest.mark.vidur
 def test_rewardkit_evaluate_runs_an_entry_point_policy_beside_the_baselines(tmp_path, monkeypatch, capsys,
                                                                              vidur_predictor):
