@@ -128,8 +128,9 @@ def test_plugin_names_that_shadow_a_builtin_or_each_other_are_warned_about(tmp_p
     assert any("'round_robin' (entry point 'shadowrouters:LastReplica'" in m and "already taken by schedulers." in m
                for m in messages)
     # which of two distributions is read first is the environment's order: the second is named, with the first
-    assert any(("'test_twice' (entry point 'shadowrouters:Other'" in m and "taken by entry point 'shadowrouters:LastReplica'" in m)
-               or ("'test_twice' (entry point 'shadowrouters:LastReplica'" in m and "taken by entry point 'shadowrouters:Other'" in m)
+    first, second = "'shadowrouters:LastReplica'", "'shadowrouters:Other'"
+    assert any((f"'test_twice' (entry point {second}" in m and f"taken by entry point {first}" in m)
+               or (f"'test_twice' (entry point {first}" in m and f"taken by entry point {second}" in m)
                for m in messages), messages
     assert type(make_policy("round_robin", seed=0)).__module__.startswith("schedulers.")  # the built-in keeps its name
 
