@@ -55,6 +55,15 @@ class Schedule:
         """``v`` within ``[min, max]`` and within the finite floats (overflowing values saturate)."""
         return min(self.high, max(self.low, v))
 
+    def key_steps(self) -> tuple[float, ...]:
+        """Steps where the schedule's shape changes: between two of them (and past the last) it is
+        monotone, so it is zero everywhere exactly when it is zero at each of them and far beyond."""
+        return (0.0, float(self.config.get("start_step", 0)))
+
+    def ever_nonzero(self) -> bool:
+        """Whether the value is non-zero at some step (a term with this weight is trained at some point)."""
+        return any(self(math.ceil(s)) != 0.0 or self(math.floor(s)) != 0.0 for s in (*self.key_steps(), 1e12))
+
     def source(self, step_var: str) -> str | None:
         """A Python expression of the value at ``step_var`` for compiled paths, or None."""
         return None
@@ -142,6 +151,9 @@ class _Ramp(Schedule):
 
     def progress(self, t: float) -> float:
         return min(1.0, t / self.span)
+
+    def key_steps(self) -> tuple[float, ...]:
+        return (*super().key_steps(), self.config.get("start_step", 0) + self.span)
 
 
 class Linear(_Ramp):
@@ -279,6 +291,9 @@ class Piecewise(Schedule):
         super().__init__(**config)
         self._steps = [p[0] for p in self.config["points"]]
         self._values = [p[1] for p in self.config["points"]]
+
+    def key_steps(self) -> tuple[float, ...]:
+        return (0.0, *(max(0.0, step) for step in self._steps))
 
     def __call__(self, step: int) -> float:
         steps, values = self._steps, self._values

@@ -261,7 +261,7 @@ class PinnedAtBound(Detector):
         cached = getattr(self, "_subjects_of", None)
         if cached is not None and cached[0] is reward:  # asked at every step: the reward does not change
             return cached[1]
-        weighted = {t for t in reward.terms if any(reward.weight(t, s) != 0.0 for s in (0, 10**6))}
+        weighted = {t for t in reward.terms if reward.ever_trained(t)}
         found = [(t,) for t in reward.terms
                  if t in weighted and t != reward.gold and reward.bounded_range(t) is not None]
         self._subjects_of = (reward, found)

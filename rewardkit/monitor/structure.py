@@ -28,6 +28,17 @@ class RewardStructure:
         schedule = self.weights.get(term)
         return 1.0 if schedule is None else float(schedule(step))
 
+    def ever_trained(self, term: str) -> bool:
+        """Whether the term's weight is non-zero at some step (a piecewise weight can be zero at the
+        start and at the end and still train the term in between)."""
+        schedule = self.weights.get(term)
+        if schedule is None:
+            return True
+        ever = getattr(schedule, "ever_nonzero", None)
+        if ever is not None:
+            return bool(ever())
+        return any(float(schedule(s)) != 0.0 for s in (0, 10**6))
+
     def trained(self, step: int) -> list[str]:
         """Terms with a non-zero weight at ``step``: the ones the policy is optimized for."""
         return [t for t in self.terms if self.weight(t, step) != 0.0]

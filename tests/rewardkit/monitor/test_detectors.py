@@ -188,6 +188,23 @@ def test_pinned_at_bound_ignores_terms_without_a_finite_range_or_pinned_from_the
     assert run(PinnedAtBound(), TWO, records(reward=flat(1.0), rewards__proxy__mean=flat(1.0))) == []
 
 
+def test_pinned_at_bound_watches_a_term_whose_piecewise_weight_is_zero_at_the_start_and_the_end() -> None:
+    from rewardkit.schedules import make_schedule
+
+    bump = make_schedule({"schedule": "piecewise", "points": [[0, 0.0], [5, 1.0], [15, 0.0]]})
+    assert bump(0) == 0.0 and bump(10**6) == 0.0 and bump(5) == 1.0  # sampled at 0 and 10**6 it looked untrained
+    reward = RewardStructure(("proxy", "gold"), weights={"proxy": bump, "gold": lambda s: 0.0},
+                             ranges={"proxy": (0.0, 1.0), "gold": (0.0, 1.0)}, gold="gold")
+    pinned = ramp(0.4, 1.0, n=14) + flat(1.0, 6)
+    (alert,) = run(PinnedAtBound(), reward, records(reward=pinned, rewards__proxy__mean=pinned,
+                                                    rewards__gold__mean=flat(1.0)))
+    assert alert.terms == ("proxy",) and alert.values["bound"] == 1.0
+    never = make_schedule({"schedule": "piecewise", "points": [[0, 0.0], [5, 0.0]]})
+    assert not RewardStructure(("proxy",), weights={"proxy": never}).ever_trained("proxy")
+    ramp_up = make_schedule({"schedule": "linear", "start": 0.0, "end": 0.0, "steps": 10, "start_step": 3, "max": 1.0})
+    assert not ramp_up.ever_nonzero() and make_schedule(0.5).ever_nonzero()
+
+
 @given(st.floats(0.1, 0.9), st.integers(0, 1000))
 def test_pinned_at_bound_is_quiet_inside_the_range(level: float, seed: int) -> None:
     values = [min(0.95, max(0.05, v)) for v in noisy(flat(level), seed, 0.03)]
