@@ -14,9 +14,10 @@ exactly the right ones.
 
 Printed per peer and class: cases, agreements with rewardkit's paired configuration, how many each
 got right, the cases the peer got right and rewardkit did not, and wrong answers each paid.
-IFEval agreement is not measured here.
+The instruction terms are held against lm-eval's IFEval checkers the same way, on generated
+replies in labelled classes (``agreement_ifeval.py``).
 
-Run: ``.venv/bin/python benchmarks/bench_agreement.py [--math N] [--gsm8k N] [--seed S]``.
+Run: ``.venv/bin/python benchmarks/bench_agreement.py [--math N] [--gsm8k N] [--ifeval N] [--seed S]``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import agreement_ifeval  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -495,6 +499,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--math", type=int, default=550, help="generated MATH-style cases (at least 500 for the record)")
     parser.add_argument("--gsm8k", type=int, default=220, help="generated GSM8K-style cases")
+    parser.add_argument("--ifeval", type=int, default=1000, help="generated IFEval replies (at least 1,000 for the record)")
     parser.add_argument("--seed", type=int, default=48)
     parser.add_argument("--show", type=int, default=3, help="examples printed of each disagreement kind")
     args = parser.parse_args()
@@ -539,6 +544,11 @@ def main() -> None:
     print(f"\nwrong answers paid by rewardkit's family configurations: {len(failures)}")
     for config, c in failures[:10]:
         print(f"  {config}: [{c.cls}] ref={c.reference!r} completion=...{c.completion[-100:]!r}")
+    lines, totals = agreement_ifeval.run(random.Random(args.seed), args.ifeval, args.show)
+    print("\n".join(lines))
+    print(f"\nIFEval replies: rewardkit right on {totals['rk_right']} of {totals['cases']}, IFEval's checkers on "
+          f"{totals['ifeval_right']}; IFEval right where rewardkit is not: {totals['ifeval_only']}; replies that do not "
+          f"follow yet pass: rewardkit {totals['rk_wrong_passed']}, IFEval {totals['ifeval_wrong_passed']}")
     print(f"({time.perf_counter() - started:.0f} s)")
 
 

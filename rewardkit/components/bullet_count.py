@@ -8,12 +8,15 @@ from ..params import Param
 from ..registry import register
 from ._text import TextReward
 
-#: a bullet line as IFEval counts them: ``* item`` (not ``**bold``) or ``- item``
-BULLET = re.compile(r"^\s*(?:\*[^*]|-)", re.MULTILINE)
+#: a bullet line as IFEval counts them: ``* item`` (not ``**bold``) or ``- item``; a line holding a lone
+#: ``*`` is not a bullet (IFEval's pattern lets the character after ``*`` be the line break, so a lone
+#: ``*`` line followed by any other line counts once for the two)
+BULLET = re.compile(r"^[^\S\n]*(?:\*[^*\n]|-)", re.MULTILINE)
 
 
 def count_bullets(text: str) -> int:
-    """Lines of ``text`` that start (after spaces) with ``*`` and not ``**``, or with ``-``."""
+    """Lines of ``text`` that start (after spaces) with ``*`` followed by something other than
+    ``*``, or with ``-``."""
     return len(BULLET.findall(text))
 
 

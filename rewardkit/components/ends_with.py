@@ -9,11 +9,13 @@ from ._text import TextReward
 
 @register("ends_with")
 class EndsWith(TextReward):
-    """1.0 if the completion (stripped, case-folded) ends with ``ending``; ``elsewhere`` if the phrase is only earlier, else 0.0.
+    """1.0 if the completion (stripped, lower-cased) ends with ``ending``; ``elsewhere`` if the phrase is only earlier, else 0.0.
 
     ``ending`` is a per-sample dataset column; an empty value scores 1.0 (no such constraint).
     IFEval's "finish your response with this exact phrase" (its checker also strips and
-    lower-cases). ``elsewhere: 0.5`` is partial credit for a phrase written, then followed by more.
+    lower-cases). Lower-casing, not case-folding: folding would pay look-alikes (``endſ`` for
+    ``ends``, ``ß`` for ``ss``) that IFEval refuses. ``elsewhere: 0.5`` is partial credit for a
+    phrase written, then followed by more.
     """
 
     inputs = {"completion": 0, "ending": 0}
@@ -22,10 +24,10 @@ class EndsWith(TextReward):
     output_range = (0.0, 1.0)
 
     def score(self, completion: str, ending: str) -> float:
-        phrase = ending.strip().casefold()
+        phrase = ending.strip().lower()
         if not phrase:
             return 1.0
-        text = completion.strip().casefold()
+        text = completion.strip().lower()
         if text.endswith(phrase):
             return 1.0
         return self.elsewhere if phrase in text else 0.0

@@ -43,3 +43,16 @@ def test_no_wrong_answer_is_paid_and_the_right_forms_are() -> None:
     scores = bench_agreement.rewardkit_scores(math, "math")
     wrong = [c for c, s in zip(math, scores, strict=True) if not bench_agreement._right(c, s)]
     assert wrong == [], f"mode: math wrong outside the documented choices: {wrong[:3]}"
+
+
+def test_the_instruction_terms_are_right_wherever_ifeval_is_and_pass_no_reply_that_does_not_follow() -> None:
+    import agreement_ifeval
+
+    cases = agreement_ifeval.ifeval_cases(random.Random(48), 200)
+    assert cases == agreement_ifeval.ifeval_cases(random.Random(48), 200) and len(cases) >= 200
+    assert {c.follows for c in cases} == {True, False}
+    assert set(agreement_ifeval.CHOICES) <= {c.cls for c in cases}
+    lines, totals = agreement_ifeval.run(random.Random(48), 200, show=0)
+    assert totals["rk_wrong_passed"] == 0 and totals["ifeval_only"] == 0
+    assert totals["rk_right"] == totals["cases"] > totals["ifeval_right"]
+    assert any(line.startswith("| all") for line in lines)

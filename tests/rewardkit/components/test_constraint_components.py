@@ -4,11 +4,9 @@ in test_component_properties.py), and agreement with IFEval's own checkers in ``
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import json
 import sys
-import types
 
 import pytest
 from hypothesis import given, settings
@@ -18,6 +16,7 @@ from rewardkit import RewardComposer
 from rewardkit.components import BulletCount, EndsWith, JsonKeys, Keywords, WordCountBounds
 from rewardkit.components.json_keys import parse_object
 from rewardkit.errors import ConfigError
+from rewardkit.testing.ifeval import ifeval_follows, ifeval_instructions
 
 pytestmark = pytest.mark.filterwarnings("error")
 FAST = settings(max_examples=60, deadline=None)
@@ -117,37 +116,17 @@ def test_json_keys_grades_text_that_is_not_an_object():
 
 
 # ---- agreement with IFEval's checkers (lm-eval) ---------------------------------------------------
-@functools.lru_cache(maxsize=1)
-def _registry() -> dict:
-    """lm-eval's IFEval instruction registry, imported without lm-eval's task manager (its package
-    ``__init__`` files import the whole harness; the checkers need only nltk, langdetect, immutabledict)."""
-    spec = importlib.util.find_spec("lm_eval")
-    root = spec.submodule_search_locations[0]
-    for name, sub in (("lm_eval", ""), ("lm_eval.tasks", "/tasks"), ("lm_eval.tasks.ifeval", "/tasks/ifeval")):
-        if name not in sys.modules:
-            package = types.ModuleType(name)
-            package.__path__ = [root + sub]
-            sys.modules[name] = package
-    import nltk
-
-    nltk.download = lambda *args, **kwargs: False  # its import asks for punkt_tab, which the checkers here never read
-    from lm_eval.tasks.ifeval import instructions_registry
-
-    return instructions_registry.INSTRUCTION_DICT
-
-
 def ifeval_registry() -> dict:
     for name in ("nltk", "langdetect", "immutabledict"):
         pytest.importorskip(name, reason="pip install -c constraints.txt -e '.[ifeval]' (make test installs it)")
     if "lm_eval" not in sys.modules and importlib.util.find_spec("lm_eval") is None:
         pytest.skip("lm-eval is absent: pip install --no-deps lm-eval==0.4.13 (make test installs it)")
-    return _registry()
+    return ifeval_instructions()
 
 
 def ifeval_check(registry, instruction: str, text: str, **kwargs) -> bool:
-    checker = registry[instruction](instruction)
-    checker.build_description(**kwargs)
-    return bool(checker.check_following(text))
+    assert registry is ifeval_instructions()
+    return ifeval_follows(instruction, text, **kwargs)
 
 
 LINES = st.sampled_from(["- a point", "* another one", "**Bold** words here", "plain words, and more", "",
@@ -190,3 +169,20 @@ def test_json_object_check_agrees_with_ifeval_json_format(value, fenced, noise):
     assert ours == (ifeval_json and isinstance(value, dict))  # IFEval accepts any JSON value; we ask for an object
     if ours and value:
         assert JsonKeys(name="j", partial=False).score(text, "|".join(value)) == 1.0
+
+
+def test_a_lone_star_line_is_not_a_bullet_where_ifeval_counts_it_with_the_next_line():
+    registry = ifeval_registry()
+    text = "*\n- the one item"
+    assert BulletCount(name="b", partial=False).score(text, 1.0) == 1.0
+    # IFEval's "^\\s*\\*[^\\*].*$" lets [^*] be the line break: "*\n- the one item" is a star bullet, and a dash one
+    assert ifeval_check(registry, "detectable_format:number_bullet_lists", text, num_bullets=2)
+    assert BulletCount(name="b", partial=False).score("*\n*", 1.0) == 0.0
+
+
+def test_an_ending_is_lower_cased_as_ifeval_does_not_case_folded_so_look_alikes_are_not_paid():
+    registry = ifeval_registry()
+    for text, phrase in (("That is the endſ", "the ends"), ("Gruß", "gruss"), ("THANK YOU.", "thank you.")):
+        assert (EndsWith(name="e").score(text, phrase) == 1.0) == ifeval_check(
+            registry, "startend:end_checker", text, end_phrase=phrase)
+    assert EndsWith(name="e").score("That is the endſ", "the ends") == 0.0
