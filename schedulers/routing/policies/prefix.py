@@ -34,10 +34,15 @@ each replica's mirror), as the originals do, and nothing a real router could not
     ``prefill_tokens`` (prompt tokens not yet processed, queued or running: the simulator knows them,
     the gateway counts them until a request's first token), where llm-d's in-flight-load producer
     counts each dispatched request's *uncached* prompt tokens until its first token; a replica's
-    cached share of its queued prompts is not in the snapshot. The filter's code defaults are an
-    exploration probability of 0 and a 18,000 ms penalty; 0.01 and 5,000 ms are the values of llm-d's
-    documented configuration, used here. llm-d draws exploration from Go's global generator, this
-    policy from its own seeded one (one draw per decision with more than one replica).
+    cached share of its queued prompts is not in the snapshot. llm-d draws exploration from Go's
+    global generator, this policy from its own seeded one (one draw per decision with more than one
+    replica).
+
+    Which version: the filter's code of llm-d-router v0.9.0-v0.10.0 (the TTFT gate on the prefill
+    throughput) with the values of its README's configuration example, exploration 0.01 and 5,000 ms,
+    which were the code defaults until that gate came in. Since v0.9.0 the code defaults are 0 and
+    18,000 ms: that is ``llm_d_optimized`` (:mod:`.llm_d_optimized`), the same rule at the current
+    defaults. This name keeps the older values because every result measured here names it.
 
 Parameters are set wherever a router is named: ``cache_aware:balance_abs_threshold=8``.
 """

@@ -101,7 +101,8 @@ def test_parameters_are_checked_and_travel_with_the_router_name() -> None:
         ("cache_aware:cache_treshold=0.5", r"key among cache_threshold, balance_abs_threshold"),
         ("cache_aware:cache_threshold=2", r"cache_threshold: expected a number >= 0 and <= 1, got 2"),
         ("cache_aware:cache_threshold=high", r"cache_threshold: expected a number, got 'high'"),
-        ("jsq:x=1", r"jsq takes no parameters; only cache_aware, affinity_token_load, llm_d_default, ray_prefix_affinity do"),
+        ("jsq:x=1", r"jsq takes no parameters; only cache_aware, affinity_token_load, llm_d_default, ray_prefix_affinity, "
+                    r"llm_d_optimized, least_load, dynamo_kv do"),
         ("cache_aware:cache_threshold=0.5:cache_threshold=0.9", r"cache_threshold is given twice"),
         ("affinity_token_load:exploration_probability=nan", r"exploration_probability: expected a number"),
     ]:
