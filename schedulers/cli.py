@@ -206,8 +206,9 @@ def add_evaluate_command(subparsers: Any) -> None:
                         help="warm-start policy to evaluate as 'warm_start' (default: bc_policy.pt next to --checkpoint, if any)")
     parser.add_argument("--baselines", default=DEFAULT_BASELINES,
                         help="comma-separated heuristic names (cap_*: declared speed; adaptive: measured speed; "
-                             "oracle: true speed, a reference ceiling; the prefix baselines cache_aware and "
-                             "affinity_token_load take parameters: cache_aware:balance_abs_threshold=8)")
+                             "oracle: true speed, a reference ceiling; the industry's baselines cache_aware, "
+                             "affinity_token_load, llm_d_optimized, least_load and dynamo_kv take parameters: "
+                             "cache_aware:balance_abs_threshold=8)")
     add_seed_options(parser, default_count=5)
     parser.add_argument("--env", default=DEFAULT_ENV, help="environment YAML (cluster and workload)")
     parser.add_argument("--qps", type=float, default=None, help="override the Poisson arrival rate")

@@ -61,6 +61,27 @@ def test_evaluate_prints_the_seeds_it_uses(tmp_path: Path, capsys) -> None:
     assert "evaluation seeds: 101, 103 (2 seeds)" in capsys.readouterr().out
 
 
+def test_evaluate_runs_the_industrys_baselines_as_they_ship(tmp_path: Path, capsys) -> None:
+    """``--baselines`` takes llm-d's, SGLang's and Dynamo's current rules by name, with parameters, and
+    refuses a bad parameter naming it."""
+    import json
+
+    env = ROOT / "configs" / "envs" / "tiny.yaml"
+    out = tmp_path / "out"
+    names = ["round_robin", "llm_d_optimized", "least_load", "dynamo_kv:router_temperature=0.5"]
+    assert main(["evaluate", "--env", str(env), "--seeds", "101", "--baselines", ",".join(names),
+                 "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["routers"] == names and set(names) <= set(results["heuristics"])
+    rows = {row["router"]: row for row in results["episodes"]}
+    assert all(rows[n]["ttft_p99"] > 0 for n in names)
+    capsys.readouterr()
+    assert main(["evaluate", "--env", str(env), "--seeds", "101", "--baselines", "least_load:kv_pressure_weight=-1",
+                 "--out", str(tmp_path / "bad")]) == EXIT_BAD_INPUT
+    assert ("--baselines: router 'least_load:kv_pressure_weight=-1': kv_pressure_weight: expected a number >= 0"
+            in capsys.readouterr().err)
+
+
 BLOCKER = """
 import importlib.abc, sys
 class Missing(importlib.abc.MetaPathFinder):

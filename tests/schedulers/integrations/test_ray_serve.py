@@ -82,7 +82,9 @@ def random_checkpoint(tmp_path) -> str:
 @pytest.mark.parametrize("policy", ["least_prefill", "cache_aware:balance_abs_threshold=2", "prefix_aware",
                                     "affinity_token_load", "affinity_token_load:affinity_threshold=0.5",
                                     "llm_d_default", "llm_d_default:prefix_weight=1",
-                                    "ray_prefix_affinity:imbalanced_threshold=1", "round_robin", "jsq", "ppo"])
+                                    "ray_prefix_affinity:imbalanced_threshold=1", "round_robin", "jsq", "ppo",
+                                    "llm_d_optimized", "least_load", "least_load:measured_throughput=0", "dynamo_kv",
+                                    "dynamo_kv:router_temperature=0.5"])
 def test_the_same_events_give_the_same_snapshot_and_decision_in_the_gateway_and_in_ray(policy, tmp_path):
     """A policy decides alike behind the gateway and behind Ray: fed the same requests, first tokens,
     completions and engine reports, both build the same snapshot and pick the same replica every time."""

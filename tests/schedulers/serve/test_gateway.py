@@ -268,7 +268,8 @@ def test_bad_gateway_flags_are_one_line_errors(capsys):
     assert "cache_threshold: expected a number >= 0 and <= 1, got 2.0" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("router", ["cache_aware", "affinity_token_load:exploration_probability=0", "llm_d_default"])
+@pytest.mark.parametrize("router", ["cache_aware", "affinity_token_load:exploration_probability=0", "llm_d_default",
+                                    "llm_d_optimized", "dynamo_kv"])
 def test_the_prefix_baselines_keep_a_conversation_on_the_replica_that_cached_it(cluster_factory, router):
     c = cluster_factory([StubEngine("a"), StubEngine("b")], router=router, scrape_interval_s=0)
     system = list(range(10, 138))  # a 128-token system prompt: 4 blocks of the gateway's 32
@@ -278,6 +279,22 @@ def test_the_prefix_baselines_keep_a_conversation_on_the_replica_that_cached_it(
         assert r.status_code == 200
         served.add(r.headers["x-rewardkit-replica"])
     assert len(served) == 1  # every turn after the first followed its cached prefix
+
+
+def test_smgs_least_load_spreads_a_burst_by_the_prompt_tokens_waiting(cluster_factory, capsys):
+    """``--router least_load``: each request's prompt counts on its replica until its first token, so a burst
+    spreads; a bad parameter is refused, naming it."""
+    c = cluster_factory([StubEngine("a", ttft_s=0.3), StubEngine("b", ttft_s=0.3)], router="least_load",
+                        scrape_interval_s=0)
+    answers = asyncio.run(burst(c.url, 20))
+    assert [r.status_code for r in answers] == [200] * 20
+    # the burst arrives within the first token's 0.3 s: each request goes where fewer prompt tokens wait
+    # (a coin per request would leave a gap of 4 or more about half the time)
+    assert abs(c.engines[0].served - c.engines[1].served) <= 2
+    from rewardkit.cli import main
+
+    assert main(["gateway", "--backend", "http://127.0.0.1:1", "--router", "least_load:measured_throughput=2"]) == 2
+    assert "measured_throughput: expected 0 or 1, got 2.0" in capsys.readouterr().err
 
 
 def test_the_usage_event_the_gateway_asks_for_reaches_only_clients_that_asked(cluster_factory, tmp_path):
