@@ -161,7 +161,7 @@ def plot(tables: dict[str, dict[str, Any]], path: Path, show: list[str]) -> None
     axes[0].axhline(1.0, color="k", lw=0.8)
     axes[0].axhline(0.9, color="k", lw=0.8, ls=":")
     axes[0].set_xticks(np.arange(len(names)) + width * (len(show) - 1) / 2, names, fontsize=8)
-    axes[0].set(ylabel="TTFT p99 / better industry baseline", title="TTFT p99 (90% paired interval)", yscale="log")
+    axes[0].set(ylabel="TTFT p99 / best industry baseline", title="TTFT p99 (90% paired interval)", yscale="log")
     axes[0].legend(fontsize=7)
     for router in show:
         if router == "bound":
