@@ -61,14 +61,29 @@ class Coalescer:
         self.on_batch = on_batch
         self._queue: deque[_Job] = deque()
         self._worker: asyncio.Task | None = None
+        self._cancelled: BaseException | None = None
 
     async def score(self, ctx: dict[str, Any], n: int, step: int | None) -> Scored:
         """This context's rewards, from the next composer call that can take it."""
+        if self._cancelled is not None:
+            raise self._cancelled
         job = _Job(ctx, n, step, asyncio.get_running_loop().create_future())
         self._queue.append(job)
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._drain())
         return await job.future
+
+    async def cancel(self, error: BaseException) -> None:
+        """Cancel the composer call in progress (a cancelled call changes nothing in the composer)
+        and fail its requests, the queued ones and any later one with ``error``; returns once the
+        call has let go of the composer."""
+        self._cancelled = error
+        worker = self._worker
+        if worker is not None and not worker.done():
+            worker.cancel()
+            await asyncio.wait([worker])
+        while self._queue:
+            _fail(self._queue.popleft(), error)
 
     @property
     def waiting(self) -> int:
@@ -90,6 +105,17 @@ class Coalescer:
         return jobs
 
     async def _run(self, jobs: list[_Job]) -> None:
+        try:
+            await self._settle(jobs)
+        except asyncio.CancelledError:  # cancel(): the requests get its error; the loop ending: they are cancelled
+            for job in jobs:
+                if self._cancelled is not None:
+                    _fail(job, self._cancelled)
+                else:
+                    job.future.cancel()
+            raise
+
+    async def _settle(self, jobs: list[_Job]) -> None:
         jobs = [job for job in jobs if not job.future.done()]  # a client that left takes no part
         if not jobs:
             return
@@ -100,7 +126,7 @@ class Coalescer:
                 _fail(jobs[0], exc)
                 return
             for job in jobs:  # find the request at fault: each alone (a failed call changed nothing)
-                await self._run([job])
+                await self._settle([job])
             return
         except Exception as exc:  # noqa: BLE001 - every waiting request gets the call's error
             for job in jobs:

@@ -19,16 +19,18 @@ from typing import Any, Sequence
 
 from ..integrations.text_scoring import ScoredBatch
 
-#: the server's default bounds: request body bytes, requests admitted at once, completions per composer call
+#: the server's default bounds: request body bytes, requests admitted at once, completions per composer call,
+#: seconds a client has to send its whole body
 DEFAULT_MAX_BODY_BYTES = 64 * 2**20
 DEFAULT_MAX_PENDING = 1024
 DEFAULT_MAX_BATCH = 4096
+DEFAULT_READ_TIMEOUT_S = 30.0
 #: ``extra_logs`` keys: OpenRLHF logs them beside its own metrics (``reward``, ``kl``, ``response_length``)
 LOG_PREFIX = "rewardkit/"
 
 
 class RequestError(Exception):
-    """A request the server cannot score: ``status`` (400, 401, 413, 503) and a message saying why."""
+    """A request the server cannot score: ``status`` (400, 401, 408, 413, 503) and a message saying why."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -122,5 +124,22 @@ def answer(scored: ScoredBatch, start: int, stop: int, step: int) -> dict[str, A
 def error_body(status: int, message: str) -> dict[str, Any]:
     """The JSON of an error answer (OpenAI's shape, which clients already print)."""
     kinds = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-             413: "request_too_large", 503: "overloaded_error"}
+             408: "timeout_error", 413: "request_too_large", 503: "overloaded_error"}
     return {"error": {"message": message, "type": kinds.get(status, "server_error"), "code": status}}
+
+
+def api_key_bytes(key: str) -> bytes:
+    """The key a client must send, as the UTF-8 bytes compared with its header's bytes.
+
+    Whitespace at either end is dropped (a trailing newline from ``echo KEY > file`` or a secrets
+    mount; an HTTP header cannot carry it anyway). ``ValueError`` for a key that is empty then, or
+    that holds a control character (no header can carry a newline or a NUL)."""
+    stripped = key.strip()
+    if not stripped:
+        raise ValueError("the key is empty" + (" (only whitespace)" if key else "")
+                         + "; expected a non-empty key (serving without one would be open to anyone)")
+    for i, char in enumerate(stripped):
+        if (ord(char) < 32 and char != "\t") or ord(char) == 127:
+            raise ValueError(f"the key holds a control character ({char!r} at position {i}), which no HTTP header "
+                             "can carry; expected printable characters")
+    return stripped.encode("utf-8")

@@ -3,11 +3,13 @@
 The composer's ``state_dict()`` (step, normalizer statistics, stateful terms, the config's
 fingerprint), the requests each remote term has spent against its ``max_requests`` budget (not
 part of ``state_dict``), and the server's counters. Written as JSON through a temporary file and
-an atomic rename, so a crash mid-write leaves the previous state whole.
+an atomic rename, so a crash mid-write leaves the previous state whole; :func:`check_writable`
+refuses at start a path where it could not be written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -34,12 +36,41 @@ def snapshot(composer: RewardComposer, counters: dict[str, int]) -> dict[str, An
             "counters": dict(counters)}
 
 
+def _temporary(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
 def save(path: Path, composer: RewardComposer, counters: dict[str, int]) -> None:
-    """Write the state to ``path`` atomically (a temporary file beside it, then a rename)."""
+    """Write the state to ``path`` atomically (a temporary file beside it, then a rename); a write
+    that fails leaves the previous file and no temporary one."""
     data = json.dumps(snapshot(composer, counters), allow_nan=False)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(data, encoding="utf-8")
-    os.replace(tmp, path)
+    tmp = _temporary(path)
+    try:
+        tmp.write_text(data, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def check_writable(path: Path) -> None:
+    """``ValueError`` saying why the state could not be written at ``path``: its folder does not
+    exist (it is not created: a mistyped path would start from a fresh state), ``path`` is a folder,
+    or the folder takes no new file (its permissions, a read-only disk)."""
+    folder = path.parent
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder; expected the path of a file (which may not exist yet)")
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise ValueError(f"the folder {folder} {what}; expected a file path in an existing folder (create it first)")
+    tmp = _temporary(path)
+    try:
+        tmp.write_bytes(b"")
+        tmp.unlink()
+    except OSError as exc:
+        raise ValueError(f"the folder {folder} takes no new file ({exc.strerror or exc}); the state could not be "
+                         "written there") from None
 
 
 def restore(path: Path, composer: RewardComposer) -> dict[str, int]:
