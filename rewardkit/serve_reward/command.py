@@ -215,6 +215,9 @@ def serve(server: RewardServer, host: str, port: int, grace_s: float = GRACEFUL_
                 await super().serve(sockets)
             finally:  # after a forced stop uvicorn skips the app's shutdown: the state is written here then
                 self.closed_ok = await server.aclose()
+                lifespan = getattr(self, "lifespan", None)
+                if self.started and self.force_exit and lifespan is not None:
+                    await lifespan.shutdown()  # the app's shutdown ends as it should (its aclose is done), no traceback
 
     # uvicorn's own deadline a little later than ours, for the 503s to be sent (it types it int; it waits with a float)
     config = uvicorn.Config(server.app(), host=host, port=port, log_level="warning", access_log=False,

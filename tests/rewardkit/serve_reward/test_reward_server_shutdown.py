@@ -142,10 +142,11 @@ def test_every_signal_sequence_writes_the_state_and_exits_0(tmp_path: Path, scor
     srv = Server(config, "--state", str(state), "--shutdown-grace-s", str(grace_s))
     try:
         assert srv.post(body()).status_code == 200
+        client, answered = None, []
         if kind == "remote":  # a call in flight that never ends by itself
             scorer.mode = "hang"
             arrived = len(scorer.arrivals)
-            post_in_background(srv)
+            client, answered = post_in_background(srv)
             wait_for(lambda: len(scorer.arrivals) > arrived)
         for i, name in enumerate(sequence):
             if i:
@@ -158,8 +159,12 @@ def test_every_signal_sequence_writes_the_state_and_exits_0(tmp_path: Path, scor
             srv.proc.communicate()
     assert code == 0, printed
     assert f"state saved to {state} (step 4)" in printed, printed
+    assert "Traceback" not in printed, printed
     saved = json.loads(state.read_text())
     assert saved["composer"]["step"] == 4 and saved["counters"] == {"requests": 1, "completions": 4}
+    if client is not None:  # the cancelled call's request is answered, not dropped
+        client.join(timeout=10)
+        assert [getattr(a, "status_code", a) for a in answered] == [503], answered
     if kind == "remote" and len(sequence) > 1:
         assert took < grace_s, (took, printed)  # the second signal did not wait out the grace period
     if kind == "remote" and len(sequence) == 1:
