@@ -53,6 +53,11 @@ LOG = "rewardkit serve-reward:"
 T = TypeVar("T")
 
 
+def _seconds(value: Any) -> bool:
+    """Whether ``value`` is a positive, finite number of seconds."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")
+
+
 def _dumps(data: dict[str, Any]) -> bytes:
     """JSON of an answer: orjson when installed (1,280 floats in 0.02 ms against json's 1.4 ms), NaN refused."""
     if orjson is not None:
@@ -101,10 +106,10 @@ class RewardServer:
         for name, value in (("max_body_bytes", max_body_bytes), ("max_pending", max_pending), ("max_batch", max_batch)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}: expected an integer >= 1, got {value!r}")
-        for name, seconds in (("save_every_s", save_every_s), ("read_timeout_s", read_timeout_s)):
-            if (seconds is not None or name == "read_timeout_s") and not (
-                    isinstance(seconds, (int, float)) and 0 < seconds < float("inf")):
-                raise ValueError(f"{name}: expected a positive number of seconds, got {seconds!r}")
+        if save_every_s is not None and not _seconds(save_every_s):
+            raise ValueError(f"save_every_s: expected a positive number of seconds or None, got {save_every_s!r}")
+        if not _seconds(read_timeout_s):
+            raise ValueError(f"read_timeout_s: expected a positive number of seconds, got {read_timeout_s!r}")
         self.save_every_s = save_every_s
         self.read_timeout_s = float(read_timeout_s)
         self.composer = composer
@@ -120,7 +125,10 @@ class RewardServer:
         self.strip_suffixes = tuple(strip_suffixes)
         # None: no key (every route open). A key is never ""; it is compared through its digest, in constant time
         # whatever the length of what a client sends
-        self._key = hashlib.sha256(api_key_bytes(api_key)).digest() if api_key is not None else None
+        try:
+            self._key = hashlib.sha256(api_key_bytes(api_key)).digest() if api_key is not None else None
+        except ValueError as exc:
+            raise ValueError(f"api_key: {exc}") from None
         self.metrics = _Metrics(self.scorer.term_names)
         self.counters = {"requests": 0, "completions": 0}
         self.restored = False

@@ -72,7 +72,7 @@ def add_serve_reward_parser(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=_port, default=5000, help="port (default 5000, as OpenRLHF's serve_rm)")
     p.add_argument("--state", default=None, metavar="FILE",
-                   help="state file: restored at start when it exists, written at SIGTERM/SIGINT (its folder must exist)")
+                   help="state file: restored at start when it exists, written whenever the server stops (its folder must exist)")
     p.add_argument("--save-every-s", type=_seconds, default=None, metavar="S",
                    help="also save the state every S seconds when something was scored (a crash then loses at most S s)")
     p.add_argument("--api-key-env", default=None, metavar="VAR",

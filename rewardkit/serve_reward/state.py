@@ -60,7 +60,7 @@ def check_writable(path: Path) -> None:
     or the folder takes no new file (its permissions, a read-only disk)."""
     folder = path.parent
     if path.is_dir():
-        raise ValueError(f"{path} is a folder; expected the path of a file (which may not exist yet)")
+        raise ValueError("it is a folder; expected the path of a file (which may not exist yet)")
     if not folder.is_dir():
         what = "is not a folder" if folder.exists() else "does not exist"
         raise ValueError(f"the folder {folder} {what}; expected a file path in an existing folder (create it first)")
