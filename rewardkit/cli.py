@@ -179,7 +179,7 @@ def explain_table(composer: RewardComposer, out: RewardOutput) -> str:
         rows.append(("  " * depth + name, _fmt(t.raw), _fmt(t.normalized), _fmt(t.weight), _fmt(t.contribution)))
     top = [n for n in composer.term_names if "/" not in n]
     contrib_sum = sum((out.terms[n].contribution for n in top), 0.0)
-    has_total_transforms = bool(composer.spec.total_transforms)
+    has_total_transforms = composer.transforms_total
     if has_total_transforms:
         rows.append(("sum of top-level", "", "", "", _fmt(contrib_sum)))
     rows.append(("total", "", "", "", _fmt(out.total)))
@@ -218,7 +218,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if args.context is None:
         print("rewardkit explain: error: give --context CTX_JSON (or --show-code)", file=sys.stderr)
         return EXIT_USAGE
-    contexts = load_contexts(args.context, frozenset(s.key for s in composer.reader.slots if s.text))
+    contexts = load_contexts(args.context, composer.text_keys)
     required = composer.required_context_keys()
     for n, ctx in enumerate(contexts):
         missing = sorted(required - set(ctx))

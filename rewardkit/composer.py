@@ -34,12 +34,12 @@ import os
 import weakref
 from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from .async_terms import AsyncCall, CallCancelled, EventLoopThread
 from .backend import evaluating, maybe_any, to_numpy
 from .codegen import CompiledPlan
-from .config import RewardSpec, TermNode, load_yaml, parse_config, spec_to_dict, walk
+from .config import RewardSpec, TermNode, leaves, load_yaml, parse_config, spec_to_dict, walk
 from .errors import InvalidInputError
 from .inputs import MAX_STEP, InputReader, NotScalar, as_bool_array, check_step
 from .outputs import RewardOutput, TermOutput
@@ -153,6 +153,33 @@ class RewardComposer:
     def context_keys(self) -> set[str]:
         """Every context key some component reads (optional ones included)."""
         return self.reader.keys()
+
+    # ---- what adapters ask (read-only) ---------------------------------------------------------
+    def leaves(self) -> Iterator[TermNode]:
+        """Every term of the config (no groups), in evaluation order."""
+        return leaves(self.spec.nodes)
+
+    @property
+    def text_keys(self) -> frozenset[str]:
+        """Context keys some term reads as text (a list of ``str``, one per environment)."""
+        return frozenset(slot.key for slot in self.reader.slots if slot.text)
+
+    @property
+    def asynchronous(self) -> bool:
+        """Whether some term waits on I/O (a remote scorer or judge): then :meth:`acall` lets them wait
+        concurrently, and trainers' adapters offer ``async`` functions."""
+        return any(getattr(node.component, "asynchronous", False) for node in self.leaves())
+
+    @property
+    def stateful(self) -> bool:
+        """Whether the composer keeps per-environment state (stateful components, normalizers): if not,
+        :meth:`reset` clears nothing and adapters may skip it."""
+        return bool(self.store.components or self.store.normalizers)
+
+    @property
+    def transforms_total(self) -> bool:
+        """Whether the config transforms the total, so the total is not the weighted sum of its terms."""
+        return bool(self.spec.total_transforms)
 
     def required_context_keys(self) -> set[str]:
         """Context keys that must be present."""

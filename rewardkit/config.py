@@ -433,6 +433,12 @@ def walk(nodes: Iterable[TermNode | GroupNode], *, children_first: bool = False)
         stack.extend((child, False) for child in reversed(node.children))
 
 
+def leaves(nodes: Iterable[TermNode | GroupNode]) -> Iterator[TermNode]:
+    """Every term of a config tree (no groups), in evaluation order: the one walker for code that
+    needs the components."""
+    return (node for node in walk(nodes) if isinstance(node, TermNode))
+
+
 def _context_keys(nodes: list[TermNode | GroupNode]) -> set[str]:
     """Every context key the terms of ``nodes`` (groups included) read."""
     return {key for node in walk(nodes) if isinstance(node, TermNode)

@@ -23,7 +23,6 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..composer import RewardComposer, RewardOutput
-from ..config import TermNode, walk
 from ..errors import InvalidInputError
 
 #: context keys the adapters fill themselves; every other key a config reads comes from columns
@@ -64,8 +63,7 @@ class TextScorer:
         self.term_names = tuple(composer.term_names)
         self.reads = frozenset(composer.context_keys())
         self.required = frozenset(composer.required_context_keys())
-        self.asynchronous = any(getattr(node.component, "asynchronous", False)
-                                for node in walk(composer.spec.nodes) if isinstance(node, TermNode))
+        self.asynchronous = composer.asynchronous
         self._make_locks()
 
     def _make_locks(self) -> None:

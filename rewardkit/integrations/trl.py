@@ -65,12 +65,11 @@ import functools
 import hashlib
 import inspect
 import pickle
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from ..composer import RewardComposer, RewardOutput
-from ..config import GroupNode, TermNode
 from ..errors import InvalidInputError
 from ..inputs import TextColumn, TokenIdColumn
 from ..params import describe
@@ -111,14 +110,14 @@ class TRLRewardFunctions:
         self.per_term = per_term
         self.clock = clock
         self.term_names = tuple(n for n in composer.term_names if "/" not in n)
-        if per_term and composer.spec.total_transforms:
+        if per_term and composer.transforms_total:
             raise ValueError("the config transforms the total, so the weighted sum of its terms is not the reward; "
                              "use TRLRewardFunctions(..., per_term=False)")
-        self.asynchronous = has_async_terms(composer)
-        self._text_keys = frozenset(slot.key for slot in composer.reader.slots if slot.text)
+        self.asynchronous = composer.asynchronous
+        self._text_keys = composer.text_keys
         self._context_keys = tuple(sorted(composer.context_keys()))
         #: whether composer.reset() clears anything (stateful components, normalizers): else it is skipped
-        self._per_env_state = bool(composer.store.components or composer.store.normalizers)
+        self._per_env_state = composer.stateful
         self._required_keys = frozenset(composer.required_context_keys())
         self._trainer: Any = None
         #: whether this is a copy unpickled in another process (no trainer here to move the weights)
@@ -483,16 +482,8 @@ def is_async_reward(func: Any) -> bool:
 
 
 def has_async_terms(composer: RewardComposer) -> bool:
-    """Whether some term of the composer waits on I/O (its component class sets ``asynchronous``)."""
-    return any(getattr(node.component, "asynchronous", False) for node in _leaves(composer.spec.nodes))
-
-
-def _leaves(nodes: list[Any]) -> Iterator[TermNode]:
-    for node in nodes:
-        if isinstance(node, GroupNode):
-            yield from _leaves(node.children)
-        else:
-            yield node
+    """Whether some term of the composer waits on I/O (``composer.asynchronous``)."""
+    return composer.asynchronous
 
 
 # ---- helpers ----------------------------------------------------------------------------------

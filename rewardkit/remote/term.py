@@ -127,6 +127,11 @@ class RemoteTerm(BaseReward):
         return self._last.as_info()
 
     @property
+    def budget(self) -> RequestBudget:
+        """The term's request budget (``max_requests``, and what it has spent): shared by every call."""
+        return self._budget
+
+    @property
     def spent_requests(self) -> int:
         """Requests sent over the term's life (what ``max_requests`` limits); saved in the
         composer's ``state_dict`` (``spent_requests``), so a restored run keeps to its budget."""

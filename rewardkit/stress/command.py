@@ -73,7 +73,7 @@ def run_stress(args: argparse.Namespace, import_modules: Callable[[list[str]], N
         if import_modules is not None:
             import_modules(args.imports)
         composer = RewardComposer.from_yaml(args.config)
-        text_keys = frozenset(s.key for s in composer.reader.slots if s.text)
+        text_keys = composer.text_keys
         required = set(composer.required_context_keys()) - {"completion"}
         rows = read_rows(args.data, composer.context_keys(), required, text_keys)
     except RewardKitError as exc:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 
 from ..composer import RewardComposer
-from ..config import TermNode, walk
+from ..config import TermNode
 from ..integrations.text_scoring import TextScorer, _floats
 from ..stress_spec import FAMILY_NAMES, StressSettings
 from .families import SEARCH, Context, row_probes, summary
@@ -217,7 +217,7 @@ def best_total(composer: RewardComposer, step: int) -> float | None:
         if not math.isfinite(end):
             return None
         best += w * end
-    if composer.spec.total_transforms:
+    if composer.transforms_total:
         return None
     return best
 
@@ -225,7 +225,7 @@ def best_total(composer: RewardComposer, step: int) -> float | None:
 def length_limits(composer: RewardComposer) -> list[int]:
     """Positive integer parameters that read as length limits (``max``, ``target``, ...)."""
     limits = set()
-    for node in _leaves(composer):
+    for node in composer.leaves():
         for key, value in node.component.config.items():
             if key in LENGTH_PARAMS and isinstance(value, (int, float)) and not isinstance(value, bool) \
                     and 0 < value <= 100_000 and float(value).is_integer():
@@ -238,7 +238,7 @@ def word_sources(composer: RewardComposer) -> tuple[list[str], list[str]]:
     what the reward asks for), and the strings of list parameters (word lists)."""
     columns: list[str] = []
     words: list[str] = []
-    for node in _leaves(composer):
+    for node in composer.leaves():
         text_inputs = getattr(node.component, "text_inputs", frozenset())
         for name, key in node.component.input_keys.items():
             if name in text_inputs and key not in ("completion", "prompt", "reference") and key not in columns:
@@ -249,8 +249,6 @@ def word_sources(composer: RewardComposer) -> tuple[list[str], list[str]]:
     return columns, list(dict.fromkeys(words))
 
 
-def _leaves(composer: RewardComposer) -> list[TermNode]:
-    return [n for n in walk(composer.spec.nodes) if isinstance(n, TermNode)]
 
 
 def gold_term(composer: RewardComposer, settings: StressSettings | None) -> str | None:

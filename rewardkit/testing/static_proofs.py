@@ -146,7 +146,7 @@ def outside_domains(composer: RewardComposer, ranges: Mapping[str, Bounds] | Non
 
     Declarations hold only within the domains, so the proofs do too."""
     ranges = _ranges(composer, ranges)
-    for leaf in _leaves(composer.spec.nodes):
+    for leaf in composer.leaves():
         comp = leaf.component
         for local, key in comp.input_keys.items():
             domain = getattr(comp, "input_domains", {}).get(local)
@@ -160,13 +160,6 @@ def _ranges(composer: RewardComposer, ranges: Mapping[str, Bounds] | None) -> Ma
     if ranges is None:
         ranges = composer.spec.expect.inputs if composer.spec.expect is not None else {}
     return ranges
-
-
-def _leaves(nodes: list[TermNode | GroupNode]) -> list[TermNode]:
-    out: list[TermNode] = []
-    for node in nodes:
-        out.extend(_leaves(node.children) if isinstance(node, GroupNode) else [node])
-    return out
 
 
 def prove_monotone(composer: RewardComposer, key: str, direction: str,

@@ -11,14 +11,14 @@ from __future__ import annotations
 import ast
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 from hypothesis import strategies as st
 
 from ..base import BaseReward
 from ..composer import RewardComposer
-from ..config import GroupNode, TermNode, walk
+from ..config import walk
 from ..params import Param
 from ..schedules import Schedule
 
@@ -160,14 +160,10 @@ class ContextKey:
     choices: tuple[str, ...] = ()
 
 
-def _leaves(nodes: Iterable[TermNode | GroupNode]) -> Iterable[TermNode]:
-    return (node for node in walk(nodes) if isinstance(node, TermNode))
-
-
 def context_keys(composer: RewardComposer, ranges: Mapping[str, Bounds] | None = None) -> list[ContextKey]:
     """Every key ``composer`` reads, with the intersection of its readers' domains (or ``ranges``)."""
     found: dict[str, dict[str, Any]] = {}
-    for leaf in _leaves(composer.spec.nodes):
+    for leaf in composer.leaves():
         comp = leaf.component
         for local, key in comp.input_keys.items():
             entry = found.setdefault(key, {"ndim": comp.inputs[local], "low": -math.inf, "high": math.inf,
