@@ -16,17 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from ..composer import RewardComposer
-from ..config import TermNode, walk
 from ..errors import ConfigError
+from ..remote.term import RemoteTerm
 
 FORMAT = 1
 
 
 def _budgets(composer: RewardComposer) -> dict[str, Any]:
-    """Each remote term's request budget object, by term name (``RemoteTerm`` keeps it as ``_budget``
-    and offers no setter: restoring the count across processes is this module's job alone)."""
-    return {node.name: node.component._budget for node in walk(composer.spec.nodes)
-            if isinstance(node, TermNode) and hasattr(node.component, "_budget")}
+    """Each remote term's request budget (``RemoteTerm.budget``), by term name."""
+    return {node.name: node.component.budget for node in composer.leaves() if isinstance(node.component, RemoteTerm)}
 
 
 def snapshot(composer: RewardComposer, counters: dict[str, int]) -> dict[str, Any]:
