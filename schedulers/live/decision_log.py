@@ -7,7 +7,10 @@ and the reward config; a gateway restarted on the same file appends a new header
 ``observation`` (the rows :func:`schedulers.routing.observation.build_observation` gave, whatever
 router decided), prompt and output tokens, TTFT and e2e (s), ``status`` (``ok``, ``error``,
 ``cancelled``, ``retried``: a first attempt that was retried elsewhere), ``error`` (why it did not
-end ``ok``; absent in older logs) and the per-request ``reward`` with its ``reward_terms``.
+end ``ok``; absent in older logs), the per-request ``reward`` with its ``reward_terms``, and
+``prompt_blocks``: the prompt as chained BLAKE2b block names
+(:func:`schedulers.shared.block_hashes.stable_block_hashes`, blocks of the header's
+``prompt_block_tokens``), never its text; absent in older logs and for text prompts.
 :func:`read_decision_log` reads it back with located errors; a torn last line (a crash mid-write) is skipped with a warning.
 """
 
@@ -45,6 +48,8 @@ class Decision:
     time: float = field(default_factory=time.time)
     #: why a request did not end ``ok`` (a deadline, a backend failure, the drain, the client leaving)
     error: str | None = None
+    #: the prompt's chained block names (hex), blocks of the header's ``prompt_block_tokens``; None: not logged
+    prompt_blocks: list[str] | None = None
 
     def to_json(self) -> str:
         return json.dumps({"kind": "decision", "v": VERSION, **asdict(self)}, allow_nan=False)
@@ -54,12 +59,17 @@ class DecisionLogWriter:
     """Appends a header, then one line per decision, flushed at once (a crash loses at most one line)."""
 
     def __init__(self, path: str | os.PathLike[str], *, router: str, replicas: list[str],
-                 observation: dict[str, Any], features: list[str], reward: str | None) -> None:
+                 observation: dict[str, Any], features: list[str], reward: str | None,
+                 prompt_block_tokens: int | None = None, checkpoint: str | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = open(self.path, "a", encoding="utf-8")
         header = {"kind": "header", "v": VERSION, "started": time.time(), "router": router, "replicas": replicas,
                   "observation": observation, "features": features, "reward": reward}
+        if prompt_block_tokens is not None:
+            header["prompt_block_tokens"] = int(prompt_block_tokens)
+        if checkpoint is not None:
+            header["checkpoint"] = checkpoint
         self._write(json.dumps(header))
 
     def _write(self, line: str) -> None:
@@ -135,4 +145,7 @@ def _decision(record: dict[str, Any], where: str, replicas: int) -> Decision:
     if (not isinstance(rows, list) or len(rows) != replicas
             or not all(isinstance(r, list) and all(isinstance(x, (int, float)) for x in r) for r in rows)):
         raise ConfigError(f"{where}: observation: expected {replicas} rows of numbers, one per replica")
+    blocks = decision.prompt_blocks
+    if blocks is not None and (not isinstance(blocks, list) or not all(isinstance(b, str) and b for b in blocks)):
+        raise ConfigError(f"{where}: prompt_blocks: expected a list of hex block names or null")
     return decision

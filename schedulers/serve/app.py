@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..live.decision_log import Decision
+from ..shared.block_hashes import stable_block_hashes
 from ..shared.engine_client import EngineError
 from ..shared.engine_requests import REPLICA_HEADER
 from .access import allowed, refuse, request_id
@@ -119,6 +120,8 @@ class GatewayApp:
         ledger = gw.ledger
         tried: set[int] = set()
         last: tuple[int, str, str] = (503, "no healthy backend", "service_unavailable")
+        # the prompt as block names that mean the same in any process (never its text), for replays
+        blocks = stable_block_hashes(payload.prompt_ids, ledger.view.block_size) if gw.log is not None else None
         while len(tried) < 2:
             decided = gw.decide(payload.prompt_tokens, payload.prompt_ids, tried, with_rows=gw.log is not None)
             if decided is None:
@@ -128,7 +131,8 @@ class GatewayApp:
             decision = None
             if keep_record:
                 decision = Decision(rid, gw.settings.router, replica,
-                                    [] if rows is None else rows.round(6).tolist(), payload.prompt_tokens)
+                                    [] if rows is None else rows.round(6).tolist(), payload.prompt_tokens,
+                                    prompt_blocks=blocks)
             attempt = Attempt(ledger, replica, decision,
                               ledger.view.sent(replica, payload.prompt_tokens, payload.prompt_ids), clock)
             async with attempt:

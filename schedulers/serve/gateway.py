@@ -102,7 +102,8 @@ class Gateway:
                 self.log = DecisionLogWriter(settings.decision_log, router=settings.router,
                                              replicas=self.shown_urls,
                                              observation=dataclasses.asdict(self.obs_config),
-                                             features=list(feature_names(self.obs_config)), reward=settings.reward)
+                                             features=list(feature_names(self.obs_config)), reward=settings.reward,
+                                             prompt_block_tokens=view.block_size, checkpoint=settings.checkpoint)
             except OSError as exc:
                 raise ValueError(f"--decision-log {settings.decision_log}: cannot write it "
                                  f"({exc.strerror or type(exc).__name__})") from None
