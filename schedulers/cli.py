@@ -64,8 +64,10 @@ def add_train_command(subparsers: Any) -> None:
     parser.add_argument("--no-resume", action="store_true", help="start over even if out has checkpoints")
     parser.add_argument("--from-log", action="append", default=None, metavar="FILE",
                         help="learn offline from a gateway's decision log instead of training (repeat for several logs)")
-    parser.add_argument("--mode", choices=("clone", "reward"), default="reward",
-                        help="with --from-log: clone the logged router, or fine-tune toward better-rewarded decisions")
+    parser.add_argument("--mode", choices=("clone", "reward", "replay"), default="reward",
+                        help="with --from-log: clone the logged router, fine-tune toward better-rewarded decisions, or "
+                             "replay: train CONFIG's PPO in the simulator on the log's workload (rewardkit replay's)")
+    parser.add_argument("--profile", default=None, help="with --mode replay: a Vidur profile folder (as rewardkit replay)")
     parser.add_argument("--init", default=None, help="with --from-log: the checkpoint to fine-tune (policy.pt)")
     parser.add_argument("--epochs", type=int, default=20, help="with --from-log: passes over the log")
     parser.set_defaults(func=reporting_missing_vidur(train_command))
@@ -77,6 +79,8 @@ def offline_command(args: argparse.Namespace) -> int:
     from .train.offline import train_from_log
 
     out = args.out or str(Path("runs") / f"offline-{Path(args.from_log[0]).stem}")
+    if args.mode == "replay":
+        return replay_train_command(args, out)
     try:
         check_out_dir(out)
         path = train_from_log(args.from_log, out, mode=args.mode, init=args.init, epochs=args.epochs)
@@ -84,6 +88,22 @@ def offline_command(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"learned from {', '.join(args.from_log)} ({args.mode}); policy: {path}")
+    return 0
+
+
+def replay_train_command(args: argparse.Namespace, out: str) -> int:
+    """``rewardkit train --from-log LOG --mode replay``: PPO on the replayed workload; one-line errors, exit 2."""
+    from .replay.training import train_on_log
+    from .rl.checkpoint_file import CheckpointError
+
+    try:
+        check_out_dir(out)
+        result = train_on_log(args.from_log, args.config_opt or args.config, out, profile=args.profile,
+                              resume=not args.no_resume)
+    except (ConfigError, CheckpointError, ValueError, RuntimeError) as exc:  # RuntimeError: a Vidur set-up error
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"trained {result.updates} updates on the replayed {', '.join(args.from_log)}; policy: {result.policy_path}")
     return 0
 
 

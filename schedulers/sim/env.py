@@ -81,7 +81,7 @@ import bisect
 import dataclasses
 import heapq
 import os
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import gymnasium as gym
 import numpy as np
@@ -93,7 +93,7 @@ from ..shared.arrivals import resolved_trace_file, sample_arrivals
 from ..shared.episode_metrics import EpisodeMetrics
 from ..shared.request_reward import credit_requests, load_reward_composer
 from .env_config import EnvConfig, load_env_config
-from .prefix_cache import SimulatedPrefixCache, shared_prefix_workload
+from .prefix_cache import PromptedArrivals, SimulatedPrefixCache, shared_prefix_workload
 from .profiles import get_predictor
 from .registration import EnvGlobalScheduler
 from .reward_context import RewardContextBuilder, reward_credit, vidur_request_context
@@ -132,7 +132,9 @@ class VidurRoutingEnv(gym.Env):
     ``reward_composer`` is ``None`` (load ``env_config.reward_config``), a path to a rewardkit
     YAML, or any callable ``composer(ctx, step=..., terminated=..., truncated=...)`` returning an
     object with ``.total`` and ``.as_dict()``. ``compute_reward=False`` skips rewards (reward 0).
-    ``evaluate=True`` drains the simulation after the final decision. See the module docstring.
+    ``evaluate=True`` drains the simulation after the final decision. ``arrivals_source`` (episode
+    seed -> :class:`~schedulers.sim.prefix_cache.PromptedArrivals`) replaces the arrivals the config
+    draws, e.g. with a gateway log's (:mod:`schedulers.replay`). See the module docstring.
     """
 
     metadata = {"render_modes": []}
@@ -145,6 +147,7 @@ class VidurRoutingEnv(gym.Env):
         evaluate: bool = False,
         compute_reward: bool = True,
         render_mode: str | None = None,
+        arrivals_source: Callable[[int], PromptedArrivals] | None = None,
     ) -> None:
         super().__init__()
         if render_mode is not None:
@@ -181,6 +184,8 @@ class VidurRoutingEnv(gym.Env):
         self._ep: _Episode | None = None
         self._scheduler = None
         self._tracker = None
+        #: episode seed -> its arrivals with prompt blocks (a replayed log); None: drawn from the env config
+        self._arrivals_source = arrivals_source
 
     # ---- gymnasium API -------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: Mapping[str, Any] | None = None) -> tuple[np.ndarray, dict]:
@@ -362,7 +367,7 @@ class VidurRoutingEnv(gym.Env):
         reset_vidur_ids()
         apply_restart_fix()
         cfg = self.env_config
-        arrivals = sample_arrivals(cfg, seed)
+        arrivals = sample_arrivals(cfg, seed) if self._arrivals_source is None else None
         self._sim_config.seed = seed
         cluster = Cluster(self._sim_config.cluster_config, self._sim_config.metrics_config)
         scheduler = EnvGlobalScheduler(
@@ -376,9 +381,13 @@ class VidurRoutingEnv(gym.Env):
         )
         ep = _Episode(seed, cfg.num_replicas)
         prompts, cache = None, None
-        if cfg.shared_prefix is not None:
+        if self._arrivals_source is not None:
+            prompts = self._arrivals_source(seed)
+            arrivals = prompts.arrivals
+        elif cfg.shared_prefix is not None:
             prompts = shared_prefix_workload(cfg, arrivals, seed, self._block_size)
             arrivals = prompts.arrivals
+        if prompts is not None:
             capacity = min(int(rs._cache_config.num_blocks) for rs in scheduler.replica_scheduler_list)
             cache = scheduler.tracker.prefix_cache = SimulatedPrefixCache(cfg.num_replicas, capacity, self._block_size)
         for i, (t, p, d) in enumerate(zip(arrivals.arrived_at, arrivals.prefill_tokens, arrivals.decode_tokens,
