@@ -14,9 +14,10 @@ PACKAGES = ("rewardkit", "schedulers")
 #: both halves stand on (workload, arrivals, per-request reward, episode metrics, the engine protocol);
 #: the simulator half (``sim``, ``rl``) and the serving half (``live``, ``loadgen``) stand side by side
 #: on ``routing``; ``engines`` (test and benchmark rigs) sits on top; ``integrations`` (our policies inside
-#: other serving systems) stands on the live view and the serving half.
+#: other serving systems) stands on the live view and the serving half; ``replay`` (routers judged on a
+#: gateway's log in the simulator) stands on the simulator, evaluation and training.
 LAYERS = (("paths", "bounds"), "shared", "routing", ("sim", "live", "loadgen", "rl"), ("serve", "environments"),
-          ("train", "evaluate", "integrations"), "tune", ("cli", "engines"), "demo")
+          ("train", "evaluate", "integrations"), ("tune", "replay"), ("cli", "engines"), "demo")
 #: imports the layers would allow but the design does not: the gateway stands on the live view alone.
 FORBIDDEN = {"serve": ("sim", "loadgen", "engines", "rl", "train", "evaluate", "tune")}
 

@@ -20,8 +20,6 @@ EXIT_BAD_INPUT = 2
 
 def add_replay_command(subparsers: Any) -> None:
     """Add ``replay``: calibrate on the logged router, then evaluate candidates on the log's workload."""
-    from ..cli import reporting_missing_vidur
-
     parser = subparsers.add_parser(
         "replay", help="evaluate routers on a gateway's decision log, in the simulator",
         description="Build a workload and a cluster from decision logs, replay the logged router (the calibration "
@@ -38,7 +36,7 @@ def add_replay_command(subparsers: Any) -> None:
     parser.add_argument("--jitter-ms", type=float, default=None, help="arrival jitter of seeds 1.. (ms each way, default 5)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--plot", default=None, help="where the TTFT plot goes (default: runs/replay-<log>/replay_ttft.png)")
-    parser.set_defaults(func=reporting_missing_vidur(replay_command))
+    parser.set_defaults(func=replay_command)
 
 
 def replay_command(args: argparse.Namespace) -> int:
@@ -66,6 +64,10 @@ def replay_command(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     except OSError as exc:
         print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ImportError as exc:  # the simulator or the router extra is missing: say which, not a traceback
+        print(f"error: rewardkit replay needs {exc.name or exc} (pip install 'rewardkit[router]' and vidur; "
+              f"see docs/install.md): {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(to_json(summary) if args.json else format_report(summary) + f"\nTTFT plot: {summary['plot']}")
     return 0
