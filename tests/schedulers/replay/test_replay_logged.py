@@ -102,3 +102,18 @@ def test_a_missing_log_a_bad_router_and_a_bad_seed_count_exit_2(tmp_path, capsys
     assert "--seeds: expected a count from 1" in capsys.readouterr().err
     assert main(["replay", good, "--routers", "x=missing.pt"]) == 2
     assert "expected an existing checkpoint file" in capsys.readouterr().err
+
+
+def test_a_logged_router_that_cannot_be_rebuilt_is_replayed_by_its_logged_decisions(tmp_path):
+    from schedulers.replay.pipeline import logged_router
+    from schedulers.replay.runner import LoggedActions
+
+    lines = [header(router="ppo", checkpoint=str(tmp_path / "gone.pt"))]
+    lines += [decision(i, float(i), action=(i * 7) % 2) for i in range(MIN_REQUESTS)]
+    run = read_logged_run([write(tmp_path / "a.jsonl", lines)])
+    name, policy, how = logged_router(run)
+    assert name == "ppo (logged decisions)" and isinstance(policy, LoggedActions) and "could not be rebuilt" in how
+    assert [policy.decide(None) for _ in range(4)] == [0, 1, 0, 1]
+    named = read_logged_run([write(tmp_path / "b.jsonl", [header(router="cache_aware:balance_abs_threshold=2")] + lines[1:])])
+    name, policy, how = logged_router(named)
+    assert name == "cache_aware:balance_abs_threshold=2" and how == "its own rule" and not isinstance(policy, LoggedActions)
