@@ -7,7 +7,8 @@ requests in flight (and their prompt tokens until the first token), the prompts 
 :class:`~schedulers.routing.prefix_index.PrefixIndex` mirror: the prefix blocks it likely holds),
 its measured decode rate, and its engine's last ``/metrics`` (requests waiting and running, KV
 use, KV capacity). :meth:`ReplicaStats.record` is the dict, keys :data:`STATS_KEYS`;
-:class:`RoutingStatsMixin` gives a deployment ``record_routing_stats`` from it.
+:class:`RoutingStatsMixin` gives a deployment ``record_routing_stats`` from it; :func:`fold_stats` is
+the router's side, folding one such dict into its view.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from ...live.view import LiveClusterView
 from ...routing.prefix_index import PrefixIndex
 from ...shared.prometheus import kv_capacity_tokens, parse_metrics
 
@@ -134,3 +136,24 @@ class RoutingStatsMixin:
         else:
             self.routing_stats.engine = {}
         return self.routing_stats.record()
+
+
+def fold_stats(view: LiveClusterView, slot: int, stats: dict[str, Any]) -> None:
+    """Fold one replica's ``record_routing_stats`` dict into ``view`` as the gateway folds an engine scrape
+    (a value that is not a finite number, or a capacity or rate not above 0, is left out)."""
+    metrics = {}
+    for key, name in (("waiting", "vllm:num_requests_waiting"), ("running", "vllm:num_requests_running"),
+                      ("kv_usage", "vllm:kv_cache_usage_perc")):
+        value = stats.get(key)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            metrics[name] = float(value)
+    view.engine_reported(slot, metrics)
+    blocks = stats.get("prefix_blocks")
+    if isinstance(blocks, (int, float)):
+        view.prefix_reported(slot, float(blocks))
+    capacity = stats.get("kv_capacity_tokens")
+    if isinstance(capacity, (int, float)) and math.isfinite(capacity) and capacity > 0:
+        view.engine_capacity(slot, float(capacity))
+    rate = stats.get("decode_rate")
+    if isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0:
+        view.decode_rate[slot] = float(rate)

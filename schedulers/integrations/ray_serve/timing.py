@@ -14,15 +14,12 @@ itself needs neither (nor a GPU).
 
 from __future__ import annotations
 
-import time
-from collections import deque
 from typing import Any
 
-import numpy as np
 from ray.serve._private.request_router.pow_2_router import PowerOfTwoChoicesRequestRouter
 
 from .. import live_routers
-from .router import reported_times
+from .report import RouterTimes
 
 PREFIX_AFFINITY_PATH = "ray.llm._internal.serve.routing_policies.prefix_aware.prefix_aware_router"
 
@@ -33,21 +30,20 @@ class RoutingTimer:
     def initialize_state(self, **kwargs: Any) -> None:
         super().initialize_state(**kwargs)  # type: ignore[misc]
         self.spec = type(self).__name__ + "".join(f":{k}={v}" for k, v in sorted(kwargs.items()))
-        self.routing_ms: deque[float] = deque(maxlen=100_000)
+        self.times = RouterTimes(keep=100_000, metrics=False)
         live_routers.ROUTERS.add(self)
 
     def on_request_routed(self, pending_request: Any, replica_id: Any, result: Any) -> None:
-        self.routing_ms.append(1000.0 * (time.time() - pending_request.created_at))
+        """Record the request's routing time, then route as the parent."""
+        self.times.routed(pending_request.created_at)
         super().on_request_routed(pending_request, replica_id, result)  # type: ignore[misc]
 
     def first_token(self, request_key: str, tokens: int = 1) -> None:
         """Ray's routers keep no per-request load; nothing to do."""
 
     def stats(self) -> dict[str, Any]:
-        times = np.asarray(self.routing_ms)
-        return {"policy": self.spec, "decisions": len(times), "fallbacks": {},
-                "decision_ms_p50": None, "decision_ms_p99": None, "decision_ms": [],
-                "routing_ms": reported_times(times, digits=4)}
+        """The router's name, its requests routed and their routing times (ms); no decision times of its own."""
+        return {"policy": self.spec, "decisions": len(self.times.routing_s), "fallbacks": {}, **self.times.stats()}
 
 
 class TimedPowerOfTwo(RoutingTimer, PowerOfTwoChoicesRequestRouter):

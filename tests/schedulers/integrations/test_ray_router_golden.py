@@ -84,15 +84,72 @@ def pending(request: RoutedRequest | None, rid: str) -> PendingRequest:
                           metadata=RequestMetadata(request_id=rid, internal_request_id=rid))
 
 
+def router_kwargs(router_name: str, ckpt: str) -> tuple[str, dict[str, Any]]:
+    """The policy spec and ``request_router_kwargs`` of a golden router name."""
+    kwargs: dict[str, Any] = {"seed": 7, "stale_s": 5.0}
+    if not router_name.startswith("ppo"):
+        return router_name, kwargs
+    kwargs["checkpoint"] = ckpt
+    if router_name == "ppo-sampling":
+        kwargs["deterministic"] = False
+    return "ppo", kwargs
+
+
+def poll(pool: dict[str, Replica], members: list[str], step: int, base: float, rng: np.random.Generator) -> None:
+    """A stats poll: fresh stats for most replicas, stale ones for r1 in steps 20-29, none for r2 in 30-39."""
+    for i, m in enumerate(members):
+        report = {"at": base + step * 1e-3 + i * 1e-6, "waiting": float(rng.integers(0, 4)),
+                  "running": float(rng.integers(0, 6)), "kv_usage": float(rng.uniform(0, 0.9)),
+                  "kv_capacity_tokens": float(rng.choice([4096.0, 8192.0])),
+                  "prefix_blocks": float(rng.integers(0, 40)), "decode_rate": float(rng.uniform(20, 80))}
+        if 20 <= step < 30 and m == "r1":
+            report["at"] = base - 100.0  # stale
+        if 30 <= step < 40 and m == "r2":
+            report = {}  # missing
+        pool[m].routing_stats = report
+
+
+def candidates(pool: dict[str, Replica], members: list[str], ray_order: list[int], step: int) -> list[Replica]:
+    """What Ray offers at ``step``: every replica in its order, a true subset, a stranger, a wrapper made anew."""
+    offered = [pool[members[i]] for i in ray_order]
+    if step % 11 == 5:
+        offered = offered[:2]
+    if step % 17 == 8:
+        offered = offered + [Replica("stranger")]  # one the router was never given
+    if step % 13 == 9:
+        offered = [Replica(members[0]), *offered[1:]]
+    return offered
+
+
+def request(step: int, systems: list[list[int]], rng: np.random.Generator) -> RoutedRequest | None:
+    """The step's request: none among the arguments, a text prompt (no ids), or token ids sharing a prefix."""
+    if step % 10 == 7:
+        return None
+    if step % 5 == 3:
+        return RoutedRequest("/v1/completions", b"{}", int(rng.integers(5, 300)), [], stream=True)
+    ids = systems[int(rng.integers(0, 3))][: int(rng.integers(16, 65))] + \
+        [int(t) for t in rng.integers(3, 2000, int(rng.integers(1, 90)))]
+    return RoutedRequest("/v1/completions", b"{}", len(ids), ids, stream=True)
+
+
+def progress(router: PolicyRequestRouter, open_requests: list[tuple[str, str, str]], rng: np.random.Generator) -> None:
+    """Open requests get first tokens or complete."""
+    for item in list(open_requests):
+        roll = float(rng.uniform())
+        if roll < 0.3:
+            router.first_token(item[1], int(rng.integers(1, 4)))
+        elif roll < 0.45:
+            router.on_request_completed(ReplicaID(item[2], DEPLOYMENT), item[0])
+            open_requests.remove(item)
+
+
+#: the replica set from a step on, and the order Ray lists it in
+MEMBERS = {0: (["r0", "r1", "r2"], [2, 0, 1]), 45: (["r0", "r1", "r2", "r3"], [3, 1, 0, 2]), 70: (["r1", "r2", "r3"], [2, 0, 1])}
+
+
 def scripted_run(router_name: str, ckpt: str) -> dict[str, Any]:
     """The ranks (replica names) of every step of the script and the router's final counts."""
-    kwargs: dict[str, Any] = {"seed": 7, "stale_s": 5.0}
-    spec = router_name
-    if router_name.startswith("ppo"):
-        spec = "ppo"
-        kwargs["checkpoint"] = ckpt
-        if router_name == "ppo-sampling":
-            kwargs["deterministic"] = False
+    spec, kwargs = router_kwargs(router_name, ckpt)
     clock = Clock()
     rng = np.random.default_rng(2024)
     systems = [[int(t) for t in rng.integers(3, 2000, 64)] for _ in range(3)]
@@ -102,67 +159,34 @@ def scripted_run(router_name: str, ckpt: str) -> dict[str, Any]:
         router.view_clock = clock
         router.initialize_state(policy=spec, **kwargs)
         pool = {name: Replica(name) for name in ("r0", "r1", "r2", "r3")}
-        members = ["r0", "r1", "r2"]
-        router.update_replicas([pool[m] for m in members])
-        ray_order = [2, 0, 1]
         ranks_out: list[Any] = []
         open_requests: list[tuple[str, str, str]] = []  # (internal id, request key, replica)
+        members, ray_order = MEMBERS[0]
+        router.update_replicas([pool[m] for m in members])
         base = time.time()
         for step in range(STEPS):
             clock.now += float(rng.uniform(0.002, 0.08))
-            if step == 45:  # a replica joins
-                members = ["r0", "r1", "r2", "r3"]
-                ray_order = [3, 1, 0, 2]
+            if step in MEMBERS and step:  # the replica set changes (a leaving replica's requests leave with it)
+                members, ray_order = MEMBERS[step]
                 router.update_replicas([pool[m] for m in members])
-            if step == 70:  # one leaves (its requests leave with it)
-                members = ["r1", "r2", "r3"]
-                ray_order = [2, 0, 1]
-                router.update_replicas([pool[m] for m in members])
-            if step % 6 == 2:  # stats polls: fresh for most, stale or missing for some
-                for i, m in enumerate(members):
-                    report = {"at": base + step * 1e-3 + i * 1e-6, "waiting": float(rng.integers(0, 4)),
-                              "running": float(rng.integers(0, 6)), "kv_usage": float(rng.uniform(0, 0.9)),
-                              "kv_capacity_tokens": float(rng.choice([4096.0, 8192.0])),
-                              "prefix_blocks": float(rng.integers(0, 40)), "decode_rate": float(rng.uniform(20, 80))}
-                    if 20 <= step < 30 and m == "r1":
-                        report["at"] = base - 100.0  # stale
-                    if 30 <= step < 40 and m == "r2":
-                        report = {}  # missing
-                    pool[m].routing_stats = report
+            if step % 6 == 2:
+                poll(pool, members, step, base, rng)
                 if step % 12 == 2:
                     router.update_replicas([pool[m] for m in members])  # as Ray hands new stats over
-            candidates = [pool[members[i]] for i in ray_order]
-            if step % 11 == 5:
-                candidates = candidates[:2]  # a true subset
-            if step % 17 == 8:
-                candidates = candidates + [Replica("stranger")]  # one the router was never given
-            if step % 13 == 9:
-                candidates = [Replica(members[0]), *candidates[1:]]  # Ray made a wrapper anew
-            if step % 10 == 7:
-                request = None  # no RoutedRequest among the arguments
-            elif step % 5 == 3:
-                request = RoutedRequest("/v1/completions", b"{}", int(rng.integers(5, 300)), [], stream=True)
-            else:
-                ids = systems[int(rng.integers(0, 3))][: int(rng.integers(16, 65))] + \
-                    [int(t) for t in rng.integers(3, 2000, int(rng.integers(1, 90)))]
-                request = RoutedRequest("/v1/completions", b"{}", len(ids), ids, stream=True)
+            offered = candidates(pool, members, ray_order, step)
+            routed = request(step, systems, rng)
             rid = uuid.UUID(int=int(rng.integers(0, 2**62)) * 97 + step).hex
-            pr = pending(request, rid)
-            ranks = await router.choose_replicas(candidates, pr)
+            pr = pending(routed, rid)
+            ranks = await router.choose_replicas(offered, pr)
             ranks_out.append([[r.replica_id.unique_id for r in rank] for rank in ranks])
             if ranks and ranks[0][0].replica_id.unique_id in members:
                 chosen = ranks[0][0].replica_id
                 router.on_request_routed(pr, chosen, None)
-                if request is not None:
-                    open_requests.append((rid, request.key, chosen.unique_id))
-            for item in list(open_requests):
-                roll = float(rng.uniform())
-                if roll < 0.3:
-                    router.first_token(item[1], int(rng.integers(1, 4)))
-                elif roll < 0.45:
-                    router.on_request_completed(ReplicaID(item[2], DEPLOYMENT), item[0])
-                    open_requests.remove(item)
-        return {"ranks": ranks_out, "decisions": router.stats()["decisions"], "fallbacks": router.stats()["fallbacks"]}
+                if routed is not None:
+                    open_requests.append((rid, routed.key, chosen.unique_id))
+            progress(router, open_requests, rng)
+        stats = router.stats()
+        return {"ranks": ranks_out, "decisions": stats["decisions"], "fallbacks": stats["fallbacks"]}
 
     return asyncio.run(run())
 

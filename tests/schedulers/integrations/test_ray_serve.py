@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -256,18 +252,27 @@ def route_30(policy: str, tmp_path, **kwargs) -> tuple[PolicyRequestRouter, list
 
 
 @pytest.mark.parametrize("policy", ["least_prefill", "cache_aware", "ppo"])
-def test_each_decision_is_timed_whole_in_cpu_time_and_by_stage_when_asked(policy, tmp_path):
-    """stats() gives every decision's wall and CPU time; with time_stages also its five stages, which add up
-    to at most the whole, and the same picks as without."""
+def test_each_decision_is_timed_whole_and_by_stage_when_asked(policy, tmp_path):
+    """stats() gives every decision's time and every request's routing time; with time_stages also the
+    decision's five stages, which add up to at most the whole, and the same picks as without."""
     router, picks = route_30(policy, tmp_path, time_stages=True)
     stats = router.stats()
     assert set(stats["stage_ms"]) == {"stats", "request", "snapshot", "observation", "policy"}
-    assert all(len(v) == 30 for v in stats["stage_ms"].values()) and len(stats["decision_cpu_ms"]) == 30
+    assert all(len(v) == 30 for v in stats["stage_ms"].values()) and len(stats["decision_ms"]) == 30
     for i, whole in enumerate(stats["decision_ms"]):
         assert sum(v[i] for v in stats["stage_ms"].values()) <= whole + 1e-3
+    assert len(stats["routing_ms"]) == 30 and all(t >= 0 for t in stats["routing_ms"])
+    assert stats["decision_ms_p50"] <= stats["decision_ms_p99"]
     plain, plain_picks = route_30(policy, tmp_path)
-    assert plain.stats()["stage_ms"] == {} and len(plain.stats()["decision_cpu_ms"]) == 30
+    assert plain.stats()["stage_ms"] == {} and len(plain.stats()["decision_ms"]) == 30
     assert plain_picks == picks
+
+
+def test_keep_decision_times_bounds_the_times_kept_and_the_count_goes_on():
+    """keep_decision_times bounds what the router keeps and reports; the decision count goes on."""
+    router, _ = route_30("least_prefill", None, keep_decision_times=8)
+    stats = router.stats()
+    assert stats["decisions"] == 30 and len(stats["decision_ms"]) == 8 and len(stats["routing_ms"]) == 8
 
 
 def test_a_replica_object_made_anew_by_ray_is_still_known_by_its_id():
@@ -290,12 +295,83 @@ def test_request_router_kwargs_are_checked_with_the_key_named(tmp_path):
         router.initialize_state(policy="nope")
     with pytest.raises(ValueError, match="needs a checkpoint"):
         router.initialize_state(policy="ppo")
-    with pytest.raises(ValueError, match="request_router_kwargs.stale_s: expected a positive number"):
+    with pytest.raises(ValueError, match="request_router_kwargs.stale_s: expected a finite number > 0, got 0"):
         router.initialize_state(policy="least_prefill", stale_s=0)
     router.initialize_state(policy="ppo", checkpoint=random_checkpoint(tmp_path))
     assert router.policy.observation is not None
     router.initialize_state(policy="cache_aware:balance_abs_threshold=8")
     assert router.policy.params.balance_abs_threshold == 8.0
+    with pytest.raises(ValueError, match="request_router_kwargs.policy: expected a router name, got 3"):
+        router.initialize_state(policy=3)
+    with pytest.raises(ValueError, match=r"request_router_kwargs.policy 'least_prefill': .*expected no checkpoint or options, "
+                                         r"got time_stage"):
+        router.initialize_state(policy="least_prefill", time_stage=True)  # a misspelt key reaches make_policy, named
+
+
+BAD_SIZES = [float("nan"), float("inf"), -float("inf"), 0, 0.0, -1, -0.5, "8", True, None]
+
+
+@pytest.mark.parametrize("key", ["kv_capacity_blocks", "stale_s"])
+@pytest.mark.parametrize("value", BAD_SIZES)
+def test_a_capacity_or_time_that_is_not_a_finite_positive_number_is_refused_with_the_key_named(key, value):
+    router = PolicyRequestRouter(deployment_id=DEPLOYMENT, handle_source=DeploymentHandleSource.UNKNOWN)
+    with pytest.raises(ValueError, match=rf"^request_router_kwargs\.{key}: expected a finite number > 0, got "):
+        router.initialize_state(policy="least_prefill", **{key: value})
+
+
+@pytest.mark.parametrize("key", ["block_size", "threads", "keep_decision_times"])
+@pytest.mark.parametrize("value", BAD_SIZES + [2.5, 32.0])
+def test_a_size_that_is_not_a_positive_integer_is_refused_with_the_key_named(key, value):
+    router = PolicyRequestRouter(deployment_id=DEPLOYMENT, handle_source=DeploymentHandleSource.UNKNOWN)
+    with pytest.raises(ValueError, match=rf"^request_router_kwargs\.{key}: expected an integer >= 1, got "):
+        router.initialize_state(policy="least_prefill", **{key: value})
+
+
+@pytest.mark.parametrize("value", ["no", "false", 0, 1, None, "true"])
+def test_time_stages_must_be_a_boolean(value):
+    """``time_stages: "no"`` is an error, not a profile switched on."""
+    router = PolicyRequestRouter(deployment_id=DEPLOYMENT, handle_source=DeploymentHandleSource.UNKNOWN)
+    with pytest.raises(ValueError, match=rf"^request_router_kwargs\.time_stages: expected true or false, got {value!r}$"):
+        router.initialize_state(policy="least_prefill", time_stages=value)
+
+
+@pytest.mark.parametrize("key, value, expected", [("seed", 1.5, "an integer"), ("seed", "7", "an integer"),
+                                                  ("checkpoint", "", "the path of a learned policy's file"),
+                                                  ("checkpoint", 5, "the path of a learned policy's file")])
+def test_seed_and_checkpoint_are_checked_with_the_key_named(key, value, expected):
+    router = PolicyRequestRouter(deployment_id=DEPLOYMENT, handle_source=DeploymentHandleSource.UNKNOWN)
+    with pytest.raises(ValueError, match=rf"^request_router_kwargs\.{key}: expected {expected}, got "):
+        router.initialize_state(policy="least_prefill", **{key: value})
+
+
+def test_the_options_are_one_frozen_dataclass_and_the_router_uses_what_it_holds():
+    from schedulers.integrations.ray_serve import RouterOptions
+
+    async def made() -> PolicyRequestRouter:
+        return make_router("least_prefill", kv_capacity_blocks=77.5, block_size=16, stale_s=0.5, time_stages=True)[0]
+
+    router = asyncio.run(made())
+    opts = router.options
+    assert isinstance(opts, RouterOptions) and opts.policy_options == {}
+    assert (router.view.block_size, router.view.engine_stale_s, list(router.view.capacity)) == (16, 0.5, [77.5, 77.5])
+    with pytest.raises(AttributeError):
+        opts.stale_s = 9.0  # type: ignore[misc]
+    assert RouterOptions.from_kwargs({"policy": "ppo", "deterministic": False}).policy_options == {"deterministic": False}
+
+
+def test_a_replica_reporting_a_nan_or_zero_capacity_keeps_the_capacity_it_had():
+    async def run() -> list[list[float]]:
+        router, replicas = make_router("least_prefill", kv_capacity_blocks=50.0)
+        seen = [list(router.view.capacity)]
+        for k, capacity in enumerate((3200.0, float("nan"), 0.0, -64.0, float("inf"))):
+            for r in replicas:
+                r.routing_stats = {"at": time.time() + 0.001 * k, "waiting": 0.0, "running": 0.0,
+                                   "kv_capacity_tokens": capacity}
+            router.update_replicas(replicas)
+            seen.append(list(router.view.capacity))
+        return seen
+
+    assert asyncio.run(run()) == [[50.0, 50.0]] + [[100.0, 100.0]] * 5  # 3200 tokens in blocks of 32, then kept
 
 
 def test_replica_stats_report_requests_prefill_engine_load_prefix_blocks_and_speed():
@@ -405,378 +481,6 @@ def test_ray_serve_runs_vllm_cpu_replicas_each_owning_its_engine(ray_serve):
         assert all(s.get("kv_capacity_tokens", 0) > 0 for s in stats["replica_stats"])  # read from each engine
     finally:
         serve.delete("v")
-
-
-async def _route_paced(router: PolicyRequestRouter, replicas: list, pause_s: float, n: int = 24) -> list[str]:
-    """n decisions ``pause_s`` apart on the router's loop (ties and a third of requests completing), their picks."""
-    picks = []
-    for k in range(n):
-        request = pending(RoutedRequest("/v1/completions", b"{}", 30 + k % 5, list(range(30 + k % 5))))
-        ranks = await router.choose_replicas(replicas, request)
-        router.on_request_routed(request, ranks[0][0].replica_id, None)
-        if k % 3 == 0:
-            router.on_request_completed(ranks[0][0].replica_id, request.metadata.internal_request_id)
-        picks.append(ranks[0][0].replica_id.unique_id)
-        await asyncio.sleep(pause_s)
-    return picks
-
-
-@pytest.mark.parametrize("policy", ["jsq", "power_of_two", "cache_aware:balance_abs_threshold=2", "ppo",
-                                    "ppo-sampling"])
-def test_keeping_warm_rehearses_between_requests_and_changes_no_pick(policy, tmp_path):
-    """With warm_every_ms the router rehearses while it waits for requests; every real pick (random
-    tie-breaks and a sampling policy's draws included) is the one it makes without."""
-    extra = {"checkpoint": random_checkpoint(tmp_path)} if policy.startswith("ppo") else {}
-    if policy == "ppo-sampling":
-        extra["deterministic"] = False
-    spec = policy.partition("-")[0]
-
-    async def run(**kwargs) -> tuple[list[str], dict]:
-        router, replicas = make_router(spec, seed=5, **extra, **kwargs)
-        return await _route_paced(router, replicas, 0.02), router.stats()
-
-    plain, plain_stats = asyncio.run(run())
-    warm, warm_stats = asyncio.run(run(warm_every_ms=2))
-    assert warm == plain
-    assert plain_stats["rehearsals"] == 0 and warm_stats["rehearsals"] >= 24  # several per 20 ms pause
-    assert warm_stats["rehearsal_cpu_ms"] > 0 and warm_stats["rehearsal_error"] is None
-    assert warm_stats["decisions"] == plain_stats["decisions"] == 24
-
-
-def test_keeping_warm_stops_when_requests_stop_and_starts_again_with_the_next(monkeypatch):
-    from schedulers.integrations.ray_serve import router as router_module
-
-    monkeypatch.setattr(router_module, "WARM_FOR_S", 0.1)
-
-    async def run() -> list[int]:
-        router, replicas = make_router("least_prefill", warm_every_ms=5)
-        await _route_paced(router, replicas, 0.0, n=2)
-        counts = []
-        for _ in range(3):
-            await asyncio.sleep(0.3)
-            counts.append(router.rehearsals)
-        await _route_paced(router, replicas, 0.05, n=1)
-        counts.append(router.rehearsals)
-        return counts
-
-    counts = asyncio.run(run())
-    assert 5 <= counts[0] == counts[1] == counts[2] < counts[3]  # rehearsed ~0.1 s, then idle, then again
-
-
-def test_a_failing_rehearsal_stops_keeping_warm_and_says_why_without_stopping_routing():
-    async def run() -> tuple[list[str], dict]:
-        router, replicas = make_router("least_prefill", warm_every_ms=1)
-
-        def broken(*args, **kwargs):
-            raise RuntimeError("cold")
-
-        router.policy.rehearse = broken
-        with pytest.warns(RuntimeWarning, match=r"PolicyRequestRouter\(least_prefill\): keeping warm stopped: "
-                                                r"RuntimeError: cold"):
-            picks = await _route_paced(router, replicas, 0.01, n=5)
-        return picks, router.stats()
-
-    picks, stats = asyncio.run(run())
-    assert len(picks) == 5 and stats["decisions"] == 5
-    assert stats["rehearsal_error"] == "RuntimeError: cold" and stats["rehearsals"] == 0
-
-
-@pytest.mark.parametrize("value", [-1, 0.01, 20_000, "5", True])
-def test_warm_every_ms_is_checked_with_the_key_named(value):
-    router = PolicyRequestRouter(deployment_id=DEPLOYMENT, handle_source=DeploymentHandleSource.UNKNOWN)
-    with pytest.raises(ValueError, match=r"request_router_kwargs.warm_every_ms: expected 0 \(off\) or a number"):
-        router.initialize_state(policy="least_prefill", warm_every_ms=value)
-
-
-def _decide_in_a_thread(**kwargs) -> tuple[int, list[str], dict]:
-    """A router (``make_router("least_prefill", **kwargs)``) made and deciding three times on an event loop
-    in a thread of its own, as Ray's routing loop: that thread's niceness after, the picks, the router's stats."""
-    out = {}
-
-    async def route() -> None:
-        router, replicas = make_router("least_prefill", **kwargs)
-        out["picks"] = await _route_paced(router, replicas, 0.0, n=3)
-        out["stats"] = router.stats()
-
-    def run() -> None:
-        asyncio.run(route())
-        out["nice"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join()
-    return out["nice"], out["picks"], out["stats"]
-
-
-def test_thread_nice_sets_the_niceness_of_the_deciding_thread_alone():
-    main_before = os.getpriority(os.PRIO_PROCESS, 0)
-    nice, picks, stats = _decide_in_a_thread(thread_nice=7)
-    assert nice == 7
-    assert os.getpriority(os.PRIO_PROCESS, 0) == main_before  # the test's own thread is left as it was
-    assert picks == _decide_in_a_thread()[1]
-    assert stats["thread_nice_error"] is None and stats["decisions"] == 3
-
-
-def test_a_refused_thread_nice_is_a_warning_and_a_stat_and_routing_goes_on(monkeypatch):
-    from schedulers.integrations.ray_serve import router as router_module
-
-    def refuse(which: int, who: int, value: int) -> None:
-        raise PermissionError(1, "Operation not permitted")
-
-    monkeypatch.setattr(router_module.os, "setpriority", refuse)  # as an unprivileged process is refused -10
-    with pytest.warns(RuntimeWarning, match=r"PolicyRequestRouter\(least_prefill\): thread_nice=-10 not set: "
-                                            r"PermissionError: .*Operation not permitted"):
-        nice, picks, stats = _decide_in_a_thread(thread_nice=-10)
-    assert len(picks) == 3 and stats["decisions"] == 3
-    assert "Operation not permitted" in stats["thread_nice_error"]
-    assert nice == os.getpriority(os.PRIO_PROCESS, 0)  # unchanged: as the thread that started it
-
-
-@pytest.mark.parametrize("value", [-21, 20, 1.5, "5", True])
-def test_thread_nice_is_checked_with_the_key_named(value):
-    router = PolicyRequestRouter(deployment_id=DEPLOYMENT, handle_source=DeploymentHandleSource.UNKNOWN)
-    with pytest.raises(ValueError, match=r"request_router_kwargs.thread_nice: expected an integer niceness from -20 to 19"):
-        router.initialize_state(policy="least_prefill", thread_nice=value)
-
-
-def _decide_watched(*, spin_s: float = 0.0, fail: bool = False, cpu: int | None = None, n: int = 3,
-                    **kwargs) -> tuple[list[tuple[int, int, int]], tuple[int, int, int], list[str], dict]:
-    """``n`` decisions of ``make_router("least_prefill", **kwargs)`` on a thread of their own (on ``cpu`` alone
-    if given), each policy call busy for ``spin_s`` (or raising, with ``fail``): the thread's scheduling
-    policy, real-time priority and niceness inside each decision and after the last, the picks, the stats."""
-    out: dict = {"inside": [], "picks": []}
-
-    def state() -> tuple[int, int, int]:
-        nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-        return os.sched_getscheduler(0), os.sched_getparam(0).sched_priority, nice
-
-    async def route() -> None:
-        router, replicas = make_router("least_prefill", **kwargs)
-        decide = router.policy.decide
-
-        def watched(*args, **kw):
-            out["inside"].append(state())
-            if fail:
-                raise RuntimeError("policy broke")
-            end = time.perf_counter() + spin_s
-            while time.perf_counter() < end:
-                pass
-            return decide(*args, **kw)
-
-        router.policy.decide = watched
-        try:
-            out["picks"] = await _route_paced(router, replicas, 0.0, n=n)
-        except RuntimeError as exc:
-            out["error"] = str(exc)
-        out["stats"] = router.stats()
-
-    def run() -> None:
-        if cpu is not None:
-            os.sched_setaffinity(0, {cpu})
-        asyncio.run(route())
-        out["after"] = state()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join()
-    if fail:
-        assert out["error"] == "policy broke"
-    return out["inside"], out["after"], out["picks"], out["stats"]
-
-
-def _realtime_allowed() -> bool:
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
-    except OSError:
-        return False
-    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-    return True
-
-
-#: the policy a decision runs under with realtime_decisions (threads it starts are reset to the ordinary one)
-REAL_TIME = os.SCHED_FIFO | os.SCHED_RESET_ON_FORK
-needs_realtime = pytest.mark.skipif(not _realtime_allowed(), reason="SCHED_FIFO refused here: run as root, or give "
-                                    "the user CAP_SYS_NICE (setcap) or an RLIMIT_RTPRIO of at least 1 (limits.conf)")
-
-
-@needs_realtime
-def test_realtime_decisions_run_each_decision_under_sched_fifo_and_put_the_thread_back():
-    """Each decision runs under SCHED_FIFO at priority 1; after it the thread has its own policy again and
-    the niceness thread_nice gave it; the picks are the ones made without."""
-    inside, after, picks, stats = _decide_watched(realtime_decisions=True, thread_nice=5)
-    assert inside == [(REAL_TIME, 1, 5)] * 3
-    assert after == (os.SCHED_OTHER, 0, 5)
-    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the test's own thread never changed
-    plain_inside, _, plain_picks, plain_stats = _decide_watched()
-    assert plain_inside == [(os.SCHED_OTHER, 0, os.getpriority(os.PRIO_PROCESS, 0))] * 3
-    assert picks == plain_picks
-    assert stats["realtime_error"] is None and stats["decisions"] == 3
-
-
-@needs_realtime
-def test_real_time_lasts_until_the_loop_has_finished_the_step_the_decision_is_in():
-    """Right after choose_replicas (the routing step goes on: Ray hands the request on) the thread is still
-    real-time; once the loop has run that step, it has its own policy back."""
-    out = []
-
-    async def route() -> tuple[int, int]:
-        router, replicas = make_router("least_prefill", realtime_decisions=True)
-        await router.choose_replicas(replicas, pending(RoutedRequest("/v1/completions", b"{}", 30, list(range(30)))))
-        in_step = os.sched_getscheduler(0)
-        await asyncio.sleep(0)
-        return in_step, os.sched_getscheduler(0)
-
-    thread = threading.Thread(target=lambda: out.append(asyncio.run(route())))
-    thread.start()
-    thread.join()
-    assert out == [(REAL_TIME, os.SCHED_OTHER)]
-
-
-@needs_realtime
-def test_a_thread_started_in_a_real_time_decision_is_not_real_time():
-    """A thread a policy starts while it decides (torch's pools start lazily) is an ordinary one: a real-time
-    thread that spins would keep the CPU from everything else."""
-    seen = []
-
-    async def route() -> None:
-        router, replicas = make_router("least_prefill", realtime_decisions=True)
-        decide = router.policy.decide
-
-        def starting_a_thread(*args, **kw):
-            thread = threading.Thread(target=lambda: seen.append(("started", os.sched_getscheduler(0))))
-            thread.start()
-            thread.join()
-            seen.append(("deciding", os.sched_getscheduler(0)))
-            return decide(*args, **kw)
-
-        router.policy.decide = starting_a_thread
-        await _route_paced(router, replicas, 0.0, n=1)
-
-    thread = threading.Thread(target=lambda: asyncio.run(route()))
-    thread.start()
-    thread.join()
-    assert seen == [("started", os.SCHED_OTHER), ("deciding", REAL_TIME)]
-
-
-@needs_realtime
-def test_a_decision_that_fails_leaves_the_thread_out_of_real_time():
-    inside, after, _, stats = _decide_watched(realtime_decisions=True, fail=True)
-    assert inside == [(REAL_TIME, 1, os.getpriority(os.PRIO_PROCESS, 0))]
-    assert after[:2] == (os.SCHED_OTHER, 0)
-
-
-@needs_realtime
-def test_decisions_switched_out_are_counted_and_real_time_ones_are_not():
-    """A process spinning on the deciding thread's CPU switches 20 ms decisions out (counted in
-    decisions_preempted); under realtime_decisions it cannot (the kernel's own stop-class work still
-    may, rarely: hence at most one of six)."""
-    cpu = min(os.sched_getaffinity(0))
-    rival = subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
-    try:
-        time.sleep(0.2)  # the rival runs
-        _, _, _, shared = _decide_watched(spin_s=0.02, cpu=cpu, n=6)
-        _, _, _, realtime = _decide_watched(spin_s=0.02, cpu=cpu, n=6, realtime_decisions=True)
-    finally:
-        rival.kill()
-        rival.wait()
-    assert shared["decisions_preempted"] >= 5
-    assert realtime["decisions_preempted"] <= 1 and realtime["decisions"] == 6
-
-
-def test_page_faults_in_a_decision_are_counted():
-    """A decision that touches memory the process never touched (here 4 MiB of a fresh anonymous map)
-    takes a page fault per page, and decision_faults says so; the others take next to none."""
-    import mmap
-
-    async def run() -> dict:
-        router, replicas = make_router("least_prefill")
-        decide = router.policy.decide
-        calls = []
-
-        def touching(*args, **kw):
-            calls.append(1)
-            if len(calls) == 3:
-                with mmap.mmap(-1, 4 << 20) as fresh:
-                    fresh.write(b"x" * (4 << 20))
-            return decide(*args, **kw)
-
-        router.policy.decide = touching
-        await _route_paced(router, replicas, 0.0, n=6)
-        return router.stats()
-
-    faults = asyncio.run(run())["decision_faults"]
-    assert len(faults) == 6 and faults[2] >= (4 << 20) // mmap.PAGESIZE
-    assert max(faults[:2] + faults[3:]) < 100
-
-
-def test_a_refused_realtime_decision_is_a_warning_and_a_stat_and_routing_goes_on(monkeypatch):
-    from schedulers.integrations.ray_serve import router as router_module
-
-    def refuse(pid: int, policy: int, param: os.sched_param) -> None:
-        raise PermissionError(1, "Operation not permitted")
-
-    monkeypatch.setattr(router_module.os, "sched_setscheduler", refuse)  # as a process without CAP_SYS_NICE is refused
-    with pytest.warns(RuntimeWarning, match=r"PolicyRequestRouter\(least_prefill\): realtime_decisions not used: "
-                                            r"PermissionError: .*Operation not permitted"):
-        inside, after, picks, stats = _decide_watched(realtime_decisions=True)
-    assert len(picks) == 3 and stats["decisions"] == 3
-    assert "Operation not permitted" in stats["realtime_error"]
-    assert [s[:2] for s in inside] == [(os.SCHED_OTHER, 0)] * 3  # tried once, then routed as a plain thread
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="drops root's privileges to be refused for real")
-def test_realtime_decisions_are_refused_for_real_to_an_unprivileged_process():
-    """As user nobody, with no real-time allowance, the system refuses SCHED_FIFO; the router warns and routes.
-    (The router is made while still root: user nobody may not read the interpreter's files.)"""
-    script = ("import asyncio, os, resource, sys, warnings\n"
-              f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
-              "from test_ray_serve import _route_paced, make_router\n"
-              "async def main():\n"
-              "    router, replicas = make_router('least_prefill', realtime_decisions=True)\n"
-              "    resource.setrlimit(resource.RLIMIT_RTPRIO, (0, 0)); os.setgid(65534); os.setuid(65534)\n"
-              "    with warnings.catch_warnings(record=True) as caught:\n"
-              "        warnings.simplefilter('always')\n"
-              "        picks = await _route_paced(router, replicas, 0.0, n=3)\n"
-              "    print(len(picks), router.stats()['realtime_error'], [str(w.message) for w in caught])\n"
-              "asyncio.run(main())\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                          env=os.environ | {"PYTHONPATH": str(ROOT)})
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.startswith("3 PermissionError") and "realtime_decisions not used" in done.stdout
-
-
-@pytest.mark.parametrize("value", [1, "yes", None])
-def test_realtime_decisions_is_checked_with_the_key_named(value):
-    router = PolicyRequestRouter(deployment_id=DEPLOYMENT, handle_source=DeploymentHandleSource.UNKNOWN)
-    with pytest.raises(ValueError, match=r"request_router_kwargs.realtime_decisions: expected true or false"):
-        router.initialize_state(policy="least_prefill", realtime_decisions=value)
-
-
-def test_a_garbage_collection_in_a_decision_is_timed_apart():
-    """decision_gc_ms gives the time the collector ran inside each decision: 0 without, more with one."""
-    import gc
-
-    async def run() -> dict:
-        router, replicas = make_router("least_prefill")
-        decide = router.policy.decide
-
-        def collecting(*args, **kw):
-            if router.decisions == 1:
-                gc.collect()
-            return decide(*args, **kw)
-
-        router.policy.decide = collecting
-        gc.disable()  # no collection of its own in the test's decisions
-        try:
-            await _route_paced(router, replicas, 0.0, n=3)
-        finally:
-            gc.enable()
-        return router.stats()
-
-    stats = asyncio.run(run())
-    gc_ms, decision_ms = stats["decision_gc_ms"], stats["decision_ms"]
-    assert gc_ms[0] == gc_ms[2] == 0.0
-    assert 0.0 < gc_ms[1] <= decision_ms[1]
 
 
 def test_prefix_blocks_a_replica_reports_are_read_when_larger_than_the_routers_mirror():
