@@ -117,19 +117,6 @@ class PPORouter(PPOPolicy):
         step = self.policy.act(rows, deterministic=self.deterministic, generator=self.generator)
         return int(step.action)
 
-    def rehearse(self, snapshot: ReplicaSnapshot | None, prompt_tokens: float = 0.0, *, rows: Any = None) -> None:
-        """:meth:`decide` on ``rows``, the sampler's state put back after (arg-max decisions draw nothing)."""
-        if rows is None:
-            return
-        if self.deterministic and self.scorer is not None:
-            self.scorer.pick(rows)
-            return
-        state = self.generator.get_state()
-        try:
-            self.policy.act(rows, deterministic=self.deterministic, generator=self.generator)
-        finally:
-            self.generator.set_state(state)
-
     def __repr__(self) -> str:
         mode = "deterministic" if self.deterministic else "sampling"
         return f"PPORouter({mode}, temperature={self.policy.temperature:g})"

@@ -88,12 +88,6 @@ class Policy(ABC):
         ``true_speed`` the replicas' current speeds when ``needs_true_speed``.
         """
 
-    def rehearse(self, snapshot: ReplicaSnapshot, prompt_tokens: float = 0.0, *,  # noqa: B027 - optional hook
-                 rows: np.ndarray | None = None) -> None:
-        """Run :meth:`decide`'s code and leave the policy exactly as it was: a live router rehearses
-        between requests so that its next decision finds code and data warm. The default rehearses
-        nothing (a policy with state of its own knows how to restore it)."""
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
 
@@ -118,17 +112,6 @@ class HeuristicPolicy(Policy):
         pick = self.pick(snapshot, prompt_tokens, true_speed)
         self.decisions += 1
         return pick
-
-    def rehearse(self, snapshot: ReplicaSnapshot, prompt_tokens: float = 0.0, *, rows: np.ndarray | None = None) -> None:
-        """:meth:`pick` on ``snapshot``, then the generator and the decision count put back as they were."""
-        if self.needs_true_speed:
-            return  # a simulator-only rule has no live decisions to keep warm
-        state, decisions = self.rng.bit_generator.state, self.decisions
-        try:
-            self.pick(snapshot, prompt_tokens, None)
-        finally:
-            self.rng.bit_generator.state = state
-            self.decisions = decisions
 
     @abstractmethod
     def pick(self, snapshot: ReplicaSnapshot, prompt_tokens: float, true_speed: np.ndarray | None) -> int:
@@ -237,6 +220,15 @@ def parse_router_spec(spec: str) -> tuple[str, dict[str, float]]:
     Only policies with a :attr:`Policy.Params` dataclass take parameters; each key once, each value
     a number checked by the dataclass. Errors name the spec and the parameters the router has.
     """
+    name, params = _split_spec(spec)
+    if params:
+        _build_params(policy_class(name), params, spec)
+    return name, params
+
+
+def _split_spec(spec: str) -> tuple[str, dict[str, float]]:
+    """The name and the parameters written in ``spec``, each key known and each value a number; the
+    values' ranges are the dataclass's to check (:func:`_build_params`, once)."""
     name, *pairs = [part.strip() for part in str(spec).split(":")]
     if not pairs:
         return name, {}
@@ -256,11 +248,11 @@ def parse_router_spec(spec: str) -> tuple[str, dict[str, float]]:
             params[key] = float(value)
         except ValueError:
             raise ValueError(f"router {spec!r}: {key}: expected a number, got {value!r}") from None
-    _build_params(cls, params, spec)
     return name, params
 
 
 def _build_params(cls: type[Policy], values: dict[str, Any], spec: str) -> Any:
+    """``cls.Params(**values)``; its ValueError or TypeError names ``spec``."""
     try:
         return cls.Params(**values)
     except (ValueError, TypeError) as exc:
@@ -281,7 +273,7 @@ def make_policy(name: str, checkpoint: Any = None, *, seed: int | None = None, s
     spec = name
     if not isinstance(name, str):
         raise ValueError(f"unknown router {name!r}; expected one of: {', '.join(policy_names(simulated=simulated))}")
-    name, params = parse_router_spec(name)
+    name, params = _split_spec(name)
     cls = policy_class(name, simulated=simulated)
     if not simulated and not cls.live:
         reads = "the replicas' true speeds, which only the simulator knows" if cls.needs_true_speed else \

@@ -20,7 +20,10 @@ def add_gateway_command(subparsers: Any) -> None:
                     "/metrics for Prometheus; a decision log for training.")
     parser.add_argument("--backend", action="append", default=[],
                         help="engine base URL http(s)://host:port (repeat for each replica)")
-    parser.add_argument("--router", default="least_prefill", help="a heuristic name, or ppo with --checkpoint")
+    parser.add_argument("--router", default="least_prefill",
+                        help=f"a router of the routing registry that can route live ({', '.join(live_router_names())}), "
+                             "parameters after the name (cache_aware:balance_abs_threshold=8); ppo needs --checkpoint "
+                             "(default: least_prefill)")
     parser.add_argument("--checkpoint", default=None, help="policy.pt of a PPO router (with --router ppo)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: localhost only)")
     parser.add_argument("--port", type=int, default=8000)
@@ -54,6 +57,13 @@ def add_gateway_command(subparsers: Any) -> None:
     parser.add_argument("--torch-threads", type=int, default=1,
                         help="threads of the PPO policy (1: a decision is tiny; more spin on the engines' cores)")
     parser.set_defaults(func=gateway_command)
+
+
+def live_router_names() -> list[str]:
+    """The registered routers a live cluster can run (built-ins and plug-ins), for ``--router``'s help."""
+    from ..routing.policy import policy_names
+
+    return policy_names(simulated=False)
 
 
 def parse_speeds(text: str | None) -> list[float] | None:

@@ -190,18 +190,38 @@ def test_make_policy_is_a_lookup_that_checks_what_the_class_declares():
     assert np.isfinite(make_policy("llm_d_default").decide(ReplicaSnapshot.build(waiting=[1, 0])))
 
 
-@pytest.mark.parametrize("name", [n for n in policy_names() if policy_class(n).live and not policy_class(n).needs_checkpoint
-                                  and issubclass(policy_class(n), HeuristicPolicy)])
-def test_rehearsing_between_decisions_changes_no_heuristics_later_pick(name):
-    """Policy.rehearse runs the rule and puts its generator and decision count back: the picks with a
-    rehearsal before each decision are those without (ties and random draws included)."""
-    snapshots = [ReplicaSnapshot.build(waiting=[k % 2, 0, k % 3, 0], prefix_match=[0.5, 0.5, 0.0, 0.5])
-                 for k in range(40)]
-    plain, rehearsed = make_policy(name, seed=7, simulated=False), make_policy(name, seed=7, simulated=False)
-    expected = [plain.decide(s, 100) for s in snapshots]
-    picks = []
-    for s in snapshots:
-        rehearsed.rehearse(s, 100)
-        rehearsed.rehearse(s, 100)
-        picks.append(rehearsed.decide(s, 100))
-    assert picks == expected and rehearsed.decisions == plain.decisions == 40
+def test_make_policy_builds_a_policys_parameters_once(monkeypatch):
+    """A spec's parameters are read, merged with the keyword options and built into the Params dataclass
+    once; parse_router_spec alone still checks them."""
+    from dataclasses import dataclass
+
+    from schedulers.routing import policy as policy_module
+
+    built: list[float] = []
+
+    @dataclass(frozen=True)
+    class CountedParams:
+        k: float = 1.0
+
+        def __post_init__(self) -> None:
+            built.append(self.k)
+            if self.k < 0:
+                raise ValueError(f"k: expected a number >= 0, got {self.k!r}")
+
+    class Counted(HeuristicPolicy):
+        Params = CountedParams
+
+        def pick(self, snapshot, prompt_tokens, true_speed):
+            return 0
+
+    monkeypatch.setitem(policy_module._REGISTRY, "counted", Counted)
+    policy = make_policy("counted:k=2")
+    assert built == [2.0] and policy.params.k == 2.0
+    built.clear()
+    assert make_policy("counted:k=2", k=3).params.k == 3.0 and built == [3.0]
+    built.clear()
+    assert make_policy("counted:k=2", simulated=False).params.k == 2.0 and built == [2.0]
+    with pytest.raises(ValueError, match=r"router 'counted:k=-1': k: expected a number >= 0, got -1.0"):
+        make_policy("counted:k=-1")
+    built.clear()
+    assert policy_module.parse_router_spec("counted:k=4") == ("counted", {"k": 4.0}) and built == [4.0]

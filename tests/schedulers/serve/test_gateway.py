@@ -251,6 +251,28 @@ def test_a_ppo_gateway_decides_on_one_torch_thread_by_default(tmp_path):
         torch.set_num_threads(before)
 
 
+def test_the_router_flags_help_names_the_registrys_live_routers(monkeypatch):
+    """``--router``'s help lists what the registry can route live (a plug-in included, the oracle not)."""
+    import argparse
+
+    from schedulers.routing import policy as policy_module
+    from schedulers.serve.cli import add_gateway_command
+
+    class PlugIn(policy_module.HeuristicPolicy):
+        def pick(self, snapshot, prompt_tokens, true_speed):
+            return 0
+
+    policy_module.registered_policies()  # the built-ins first, as a plug-in finds them
+    monkeypatch.setitem(policy_module._REGISTRY, "plugged_in_router", PlugIn)
+    parser = argparse.ArgumentParser(prog="rewardkit")
+    add_gateway_command(parser.add_subparsers())
+    gateway = parser._subparsers._group_actions[0].choices["gateway"]
+    text = " ".join(gateway.format_help().split())
+    assert "a router of the routing registry that can route live (round_robin, random," in text
+    assert "least_prefill" in text and "dynamo_kv" in text and "plugged_in_router" in text and "ppo needs --checkpoint" in text
+    assert "oracle" not in text and "a heuristic name" not in text
+
+
 def test_bad_gateway_flags_are_one_line_errors(capsys):
     from rewardkit.cli import main
 
