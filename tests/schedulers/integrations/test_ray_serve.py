@@ -308,6 +308,15 @@ def test_request_router_kwargs_are_checked_with_the_key_named(tmp_path):
         router.initialize_state(policy="least_prefill", time_stage=True)  # a misspelt key reaches make_policy, named
 
 
+@pytest.mark.parametrize("key, value", [("warm_every_ms", 2), ("thread_nice", -10), ("realtime_decisions", True)])
+def test_the_scheduling_options_of_earlier_versions_are_refused_by_name(key, value):
+    """The router no longer keeps warm nor changes its thread's niceness or scheduling policy: those keys
+    are errors naming them, never silently ignored."""
+    router = PolicyRequestRouter(deployment_id=DEPLOYMENT, handle_source=DeploymentHandleSource.UNKNOWN)
+    with pytest.raises(ValueError, match=rf"request_router_kwargs.policy 'least_prefill': .*got {key}$"):
+        router.initialize_state(policy="least_prefill", **{key: value})
+
+
 BAD_SIZES = [float("nan"), float("inf"), -float("inf"), 0, 0.0, -1, -0.5, "8", True, None]
 
 
