@@ -31,6 +31,7 @@ import sys
 import traceback
 from typing import Any, Callable
 
+from ..commands.common import add_import_option, import_modules
 from ..errors import RewardKitError
 from .completions import by_log_step, read_completions
 from .detectors import HACKING
@@ -42,9 +43,8 @@ EXIT_CLEAN, EXIT_ALERT, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 SHOWN = 2
 
 
-def add_audit_parser(sub: Any, add_import_option: Callable[[Any], None],
-                     import_modules: Callable[[list[str]], None]) -> None:
-    """The ``audit`` subcommand's parser; the CLI hands over its ``--import`` option and importer."""
+def add(sub: Any) -> None:
+    """The ``audit`` subcommand."""
     p = sub.add_parser("audit", help="look for reward hacking in a training log (exit 1 on an alert)",
                        description="Run the reward-hacking monitor over TRL's trainer_state.json (its log_history) "
                                    "or a rewardkit breakdown CSV, with the reward config's monitor: section. "

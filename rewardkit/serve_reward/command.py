@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
+from ..commands.arg_types import port, positive_int, seconds
 from .protocol import DEFAULT_MAX_BATCH, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_PENDING, DEFAULT_READ_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -34,34 +35,7 @@ GRACEFUL_S = 30.0
 SEND_503_S = 1.0
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
-
-
-def _port(text: str) -> int:
-    value = _positive(text)
-    if value > 65535:
-        raise argparse.ArgumentTypeError(f"expected a port from 1 to 65535, got {text!r}")
-    return value
-
-
-def add_serve_reward_parser(sub: Any) -> None:
+def add(sub: Any) -> None:
     """Add ``serve-reward`` to the ``rewardkit`` subcommands (docs/reward-server.md)."""
     p = sub.add_parser("serve-reward", help="serve a reward config over HTTP (OpenRLHF's --remote_rm_url protocol)",
                        description="Answer POST /get_reward (and /) with {query, prompts, labels[, step]} -> "
@@ -70,26 +44,26 @@ def add_serve_reward_parser(sub: Any) -> None:
                                    "restored at start.")
     p.add_argument("config", metavar="CONFIG", help="YAML reward config")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=_port, default=5000, help="port (default 5000, as OpenRLHF's serve_rm)")
+    p.add_argument("--port", type=port, default=5000, help="port (default 5000, as OpenRLHF's serve_rm)")
     p.add_argument("--state", default=None, metavar="FILE",
                    help="state file: restored at start when it exists, written whenever the server stops (its folder must exist)")
-    p.add_argument("--save-every-s", type=_seconds, default=None, metavar="S",
+    p.add_argument("--save-every-s", type=seconds(), default=None, metavar="S",
                    help="also save the state every S seconds when something was scored (a crash then loses at most S s)")
     p.add_argument("--api-key-env", default=None, metavar="VAR",
                    help="environment variable holding the API key requests need; given, VAR must hold a key. "
                         f"Without the flag, {DEFAULT_KEY_ENV} when it is in the environment (then it must hold a key), "
                         "else no key")
-    p.add_argument("--max-body-bytes", type=_positive, default=DEFAULT_MAX_BODY_BYTES, metavar="N",
+    p.add_argument("--max-body-bytes", type=positive_int, default=DEFAULT_MAX_BODY_BYTES, metavar="N",
                    help=f"larger request bodies get 413 (default {DEFAULT_MAX_BODY_BYTES})")
-    p.add_argument("--max-pending", type=_positive, default=DEFAULT_MAX_PENDING, metavar="N",
+    p.add_argument("--max-pending", type=positive_int, default=DEFAULT_MAX_PENDING, metavar="N",
                    help=f"requests being scored at once (their bodies read); more get 503 (default {DEFAULT_MAX_PENDING})")
-    p.add_argument("--read-timeout-s", type=_seconds, default=DEFAULT_READ_TIMEOUT_S, metavar="S",
+    p.add_argument("--read-timeout-s", type=seconds(), default=DEFAULT_READ_TIMEOUT_S, metavar="S",
                    help=f"a client that has not sent its whole body S seconds after its headers gets 408 "
                         f"(default {DEFAULT_READ_TIMEOUT_S:g})")
-    p.add_argument("--shutdown-grace-s", type=_seconds, default=GRACEFUL_S, metavar="S",
+    p.add_argument("--shutdown-grace-s", type=seconds(), default=GRACEFUL_S, metavar="S",
                    help=f"after SIGTERM/SIGINT, let running requests finish for up to S seconds before cancelling them and "
                         f"saving (default {GRACEFUL_S:g}; a second signal skips the wait)")
-    p.add_argument("--max-batch", type=_positive, default=DEFAULT_MAX_BATCH, metavar="N",
+    p.add_argument("--max-batch", type=positive_int, default=DEFAULT_MAX_BATCH, metavar="N",
                    help=f"completions per composer call when requests are merged (default {DEFAULT_MAX_BATCH})")
     p.add_argument("--strip-suffix", action="append", default=[], metavar="TEXT",
                    help="remove TEXT from the end of completions (e.g. '<|im_end|>': OpenRLHF decodes queries "

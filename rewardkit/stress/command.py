@@ -14,6 +14,8 @@ import math
 import sys
 from typing import Any, Callable
 
+from ..commands.arg_types import exact_integer, seconds
+from ..commands.common import add_import_option, import_modules
 from ..composer import RewardComposer
 from ..errors import RewardKitError
 from ..stress_spec import MAX_BUDGET_S
@@ -23,9 +25,8 @@ from .runner import StressReport, stress
 EXIT_CLEAN, EXIT_FOUND, EXIT_BAD_INPUT = 0, 1, 2
 
 
-def add_stress_parser(sub: Any, add_import_option: Callable[[Any], None],
-                      import_modules: Callable[[list[str]], None]) -> None:
-    """The ``stress`` subcommand's parser; the CLI hands over its ``--import`` option and importer."""
+def add(sub: Any) -> None:
+    """The ``stress`` subcommand."""
     p = sub.add_parser("stress", help="find a reward config's loopholes before training (exit 1 on one)",
                        description="Build probes from each row's control (its `completion` column): wrong answers in "
                                    "the right format, several answers, the bare answer, the prompt echoed, empty, "
@@ -39,32 +40,12 @@ def add_stress_parser(sub: Any, add_import_option: Callable[[Any], None],
                    help="JSONL or CSV rows: the columns the config reads and `completion`, a reply that should be "
                         "paid well (the control)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--seed", type=_seed, default=0, metavar="N", help="random seed of the probes and the search")
-    p.add_argument("--budget-s", type=_budget, default=None, metavar="S",
+    p.add_argument("--seed", type=exact_integer, default=0, metavar="N", help="random seed of the probes and the search")
+    p.add_argument("--budget-s", type=seconds(MAX_BUDGET_S), default=None, metavar="S",
                    help="bound on the whole run in seconds (default: the config's stress.budget_s, else 20)")
-    p.add_argument("--step", type=_seed, default=0, metavar="N", help="training step for weight schedules (default 0)")
+    p.add_argument("--step", type=exact_integer, default=0, metavar="N", help="training step for weight schedules (default 0)")
     add_import_option(p)
     p.set_defaults(func=lambda args: run_stress(args, import_modules))
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if not 0 <= value <= 2**53:
-        raise argparse.ArgumentTypeError(f"expected an integer from 0 to 2**53, got {value}")
-    return value
-
-
-def _budget(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not 0 < value <= MAX_BUDGET_S:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0 and at most {MAX_BUDGET_S:g}, got {text}")
-    return value
 
 
 def run_stress(args: argparse.Namespace, import_modules: Callable[[list[str]], None] | None = None) -> int:

@@ -26,9 +26,9 @@ def to_simulation_config(
 ) -> Any:
     """Vidur ``SimulationConfig`` for ``cfg``: Poisson arrivals at ``qps`` with trace lengths.
 
-    ``global_scheduler`` is a Vidur name (``round_robin``, ``random``, ``lor``) or one registered by
-    :mod:`schedulers.sim.registration` (``jsq``, ``least_kv``, ``least_tokens``, ``least_prefill``,
-    ``power_of_two``, ``ppo``); ``global_scheduler_options`` go to its config (``checkpoint`` for
+    ``global_scheduler`` is a Vidur name (``round_robin``, ``random``, ``lor``) or the name of any
+    routing policy, each of which :mod:`schedulers.sim.registration` registers with Vidur
+    (``global_scheduler_names()`` lists them); ``global_scheduler_options`` go to its config (``checkpoint`` for
     ``ppo``). ``seed`` seeds the arrivals, the length shuffle and Vidur's
     global seed. Plots, Chrome traces and JSON traces are off; with ``write_metrics=False`` (the
     default) nothing is written beyond the ``config.json`` that Vidur always writes, which lands in

@@ -138,7 +138,7 @@ def test_copies_and_pickles_get_their_own_loop() -> None:
 
 def test_info_reaches_the_breakdown_logger_and_explain(tmp_path) -> None:
     from rewardkit.breakdown_logger import BreakdownLogger
-    from rewardkit.cli import explain_table
+    from rewardkit.commands.explain import explain_table
 
     composer = RewardComposer.from_dict(config())
     with BreakdownLogger(tmp_path / "log.csv", every=2) as logger:

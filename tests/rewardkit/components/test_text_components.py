@@ -138,7 +138,7 @@ def test_catastrophic_backtracking_is_bounded_and_reported(batched) -> None:
 
 
 def test_config_checks_and_explain_take_text(tmp_path) -> None:
-    from rewardkit.cli import explain_table, load_contexts
+    from rewardkit.commands.explain import explain_table, load_contexts
     from rewardkit.testing import assert_monotone
 
     shorter = RewardComposer.from_dict({"version": 1, "components": {

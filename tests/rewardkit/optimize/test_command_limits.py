@@ -208,7 +208,7 @@ def test_a_failed_noise_run_says_the_study_stops_and_exits_1(folder, capsys):
 
 # ---- loaders refuse what is not a path -----------------------------------------------------------
 def _loaders():
-    from rewardkit.cli import load_contexts
+    from rewardkit.commands.explain import load_contexts
     from rewardkit.config import load_yaml, read_yaml
     from rewardkit.migrate_rllama import migrate_rllama_file
     from rewardkit.optimize import SearchSpace

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from rewardkit import RewardComposer
-from rewardkit.cli import explain_table
+from rewardkit.commands.explain import explain_table
 from rewardkit.errors import RemoteScoreError
 
 CONFIG = """\
