@@ -13,7 +13,10 @@ The strict metric is IFEval's: a reply passes a prompt when every one of its con
 the two and both with IFEval's own checkers in ``lm-eval``). The dataset's columns carry each
 constraint's parameters for the reward terms (``min_words``, ``max_words``, ``include``,
 ``exclude``, ``bullets``, ``commas``, ``ending``, ``keys``); an empty or zero value means "not
-asked", for which the terms score 1.0.
+asked", for which the terms score 1.0. ``topic_words`` holds words of the topic (never its noun,
+which "exclude" may forbid) for the composed reward's "on topic" term: IFEval's rules, and so the
+strict checker, do not ask that a reply be about its topic; ``reply_words`` (8) is the fewest
+words such a reply has.
 """
 
 from __future__ import annotations
@@ -28,17 +31,28 @@ from typing import Any
 TYPES = ("words", "include", "exclude", "bullets", "no_commas", "ending", "json")
 #: what JSON cannot be combined with (a JSON object with two keys has a comma, cannot be bullets or end in a phrase)
 INCOMPATIBLE = {frozenset({"json", other}) for other in ("bullets", "no_commas", "ending")}
-TOPICS = (("the ocean", "ocean"), ("cats", "cats"), ("coffee", "coffee"), ("winter", "winter"), ("a city park", "park"),
-          ("music", "music"), ("bicycles", "bicycles"), ("the moon", "moon"), ("bread", "bread"), ("rain", "rain"),
-          ("mountains", "mountains"), ("books", "books"), ("gardens", "gardens"), ("trains", "trains"),
-          ("the forest", "forest"), ("friendship", "friendship"), ("tea", "tea"), ("snow", "snow"),
-          ("birds", "birds"), ("the desert", "desert"), ("dogs", "dogs"), ("the sun", "sun"), ("apples", "apples"),
-          ("rivers", "rivers"))
+#: (topic, its noun: the word "exclude" forbids, its own words: a reply on the topic uses one of them)
+TOPICS = (("the ocean", "ocean", "sea|waves|water|tide|shore"), ("cats", "cats", "kitten|purr|whiskers|paws|feline"),
+          ("coffee", "coffee", "cup|beans|brew|espresso|mug"), ("winter", "winter", "cold|ice|frost|snow|freezing"),
+          ("a city park", "park", "trees|grass|bench|paths|lawn"), ("music", "music", "song|melody|rhythm|sound|notes"),
+          ("bicycles", "bicycles", "ride|wheels|pedal|bike|cycling"), ("the moon", "moon", "night|sky|lunar|orbit|stars"),
+          ("bread", "bread", "loaf|baked|flour|dough|crust"), ("rain", "rain", "wet|drops|clouds|storm|puddles"),
+          ("mountains", "mountains", "peak|climb|summit|rock|hills"), ("books", "books", "read|pages|story|reading|novel"),
+          ("gardens", "gardens", "flowers|plants|soil|grow|seeds"), ("trains", "trains", "rail|tracks|station|ride|carriage"),
+          ("the forest", "forest", "trees|woods|leaves|pine|wild"), ("friendship", "friendship", "friend|friends|trust|together|care"),
+          ("tea", "tea", "cup|leaves|brew|pot|kettle"), ("snow", "snow", "cold|white|winter|flakes|ice"),
+          ("birds", "birds", "wings|fly|nest|song|feathers"), ("the desert", "desert", "sand|dry|heat|dunes|hot"),
+          ("dogs", "dogs", "puppy|bark|walk|loyal|tail"), ("the sun", "sun", "sky|heat|hot|shine|sunlight"),
+          ("apples", "apples", "fruit|tree|sweet|red|crisp"), ("rivers", "rivers", "water|flow|stream|banks|current"))
 REQUIRED = ("blue", "happy", "morning", "quiet", "green", "light", "small", "warm", "simple", "bright", "slow", "home")
 ENDINGS = ("That is all.", "Thank you.", "The end.", "Any questions?")
 KEY_PAIRS = (("name", "color"), ("title", "year"), ("city", "country"), ("animal", "sound"), ("food", "taste"),
              ("day", "weather"))
-COLUMNS = ("min_words", "max_words", "include", "exclude", "bullets", "commas", "ending", "keys")
+COLUMNS = ("min_words", "max_words", "include", "exclude", "bullets", "commas", "ending", "keys", "topic_words",
+           "reply_words")
+#: the fewest words a reply "about a topic" has (the composed reward's substance term; every word-count
+#: constraint the prompts carry allows at least this many)
+REPLY_WORDS = 8
 
 
 @dataclass(frozen=True)
@@ -47,6 +61,10 @@ class Prompt:
 
     topic: str
     types: tuple[str, ...]
+    #: the topic's own words (``|``-separated): the reward's "on topic" term reads them
+    topic_words: str = ""
+    #: the fewest words a reply has (the reward's substance term reads it)
+    reply_words: int = REPLY_WORDS
     min_words: int = 0
     max_words: int = 0
     include: str = ""
@@ -81,7 +99,7 @@ def combinations(k: int) -> list[tuple[str, ...]]:
 
 def make_prompt(types: tuple[str, ...], rng: random.Random) -> Prompt:
     """A prompt carrying ``types``, its topic and parameters drawn from ``rng``."""
-    topic, noun = rng.choice(TOPICS)
+    topic, noun, topic_words = rng.choice(TOPICS)
     values: dict[str, Any] = {}
     if "words" in types:
         low = rng.randint(4, 10)
@@ -98,7 +116,7 @@ def make_prompt(types: tuple[str, ...], rng: random.Random) -> Prompt:
         values["ending"] = rng.choice(ENDINGS)
     if "json" in types:
         values["keys"] = "|".join(rng.choice(KEY_PAIRS))
-    return Prompt(topic, types, **values)
+    return Prompt(topic, types, topic_words=topic_words, **values)
 
 
 def split(train: int = 64, held_out: int = 96, k: int = 2, held_out_share: float = 0.3,

@@ -73,6 +73,8 @@ def instruction_reply(prompt) -> str:
     words = ["a", "calm", "day", "brings", "new", "ideas", "to", "everyone", "who", "listens", "closely"]
     if prompt.include:
         words[1] = prompt.include
+    if prompt.topic_words:
+        words[2] = prompt.topic_words.split("|")[0]  # on topic: one of the topic's own words
     if "json" in prompt.types:
         keys = prompt.keys.split("|")
         return json.dumps({keys[0]: " ".join(words[:4]), keys[1]: " ".join(words[4:8])})

@@ -106,9 +106,21 @@ def test_the_all_or_nothing_reward_is_the_strict_check_and_the_composed_one_grad
     strict = [all(instructions.check(r, p).values()) for r, p in zip(replies, train, strict=True)]
     assert 10 < sum(strict) < 190  # both outcomes occur
     assert totals == [1.0 if ok else 0.0 for ok in strict]  # 1 exactly when every constraint holds
-    terms = [f(prompts, replies, **columns) for f in composed.funcs]
-    for i, ok in enumerate(strict):  # partial credit: every term full exactly when the check passes
-        assert all(term[i] == 1.0 for term in terms) == ok
+    substance = {"on_topic", "substance"}  # what the constraints leave open: the reply is about its topic
+    terms = {f.__name__: f(prompts, replies, **columns) for f in composed.funcs}
+    assert substance < set(terms)
+    for i, ok in enumerate(strict):  # partial credit: every constraint's term full exactly when the check passes
+        assert all(term[i] == 1.0 for name, term in terms.items() if name not in substance) == ok
+    # the substance terms pay a reply on its topic and refuse a fragment that meets every constraint
+    prompt = next(p for p in train if set(p.types) == {"include", "no_commas"})
+    topic_word = prompt.topic_words.split("|")[0]
+    on_topic = f"The {topic_word} was {prompt.include} and it made the whole afternoon feel calm."
+    fragment = prompt.include
+    assert all(instructions.check(r, prompt).values() for r in (on_topic, fragment))
+    one = {k: [v[train.index(prompt)]] for k, v in columns.items()}
+    full = {f.__name__: f([prompts[train.index(prompt)]], [on_topic], **one)[0] for f in composed.funcs}
+    bare = {f.__name__: f([prompts[train.index(prompt)]], [fragment], **one)[0] for f in composed.funcs}
+    assert all(v == 1.0 for v in full.values()) and bare["on_topic"] == 0.0 and bare["substance"] < 1.0
 
 
 def test_run_keys_change_with_the_config_and_the_settings():
