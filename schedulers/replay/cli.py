@@ -16,6 +16,8 @@ from rewardkit.errors import ConfigError
 from ..bounds import MAX_EVAL_SEEDS
 
 EXIT_BAD_INPUT = 2
+#: most time windows of a windowed speed fit
+MAX_WINDOWS = 100
 
 
 def add_replay_command(subparsers: Any) -> None:
@@ -34,6 +36,10 @@ def add_replay_command(subparsers: Any) -> None:
                                                     "(default: configs/envs/prefix_live_shape.yaml)")
     parser.add_argument("--seeds", type=int, default=5, help="seeds of the simulator's randomness (default 5)")
     parser.add_argument("--jitter-ms", type=float, default=None, help="arrival jitter of seeds 1.. (ms each way, default 5)")
+    parser.add_argument("--fit", choices=("constant", "windowed"), default="constant",
+                        help="one speed per replica, or a speed per replica and time window (its slower windows "
+                             "replayed as slowdowns)")
+    parser.add_argument("--windows", type=int, default=8, help="with --fit windowed: time windows over the log (default 8)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     parser.add_argument("--plot", default=None, help="where the TTFT plot goes (default: runs/replay-<log>/replay_ttft.png)")
     parser.set_defaults(func=replay_command)
@@ -48,6 +54,8 @@ def replay_command(args: argparse.Namespace) -> int:
     from .workload import DEFAULT_BASE_ENV, DEFAULT_JITTER_MS
 
     try:
+        if args.fit == "windowed" and not 2 <= args.windows <= MAX_WINDOWS:
+            raise ValueError(f"--windows: expected a count from 2 to {MAX_WINDOWS}, got {args.windows}")
         if not 1 <= args.seeds <= MAX_EVAL_SEEDS:
             raise ValueError(f"--seeds: expected a count from 1 to {MAX_EVAL_SEEDS}, got {args.seeds}")
         for log in args.logs:
@@ -55,7 +63,8 @@ def replay_command(args: argparse.Namespace) -> int:
                 raise ValueError(f"{log}: no such decision log")
         summary, results, prep = replay_logs(
             args.logs, args.routers.split(","), seeds=args.seeds, base_env=args.env or DEFAULT_BASE_ENV,
-            profile=args.profile, jitter_ms=DEFAULT_JITTER_MS if args.jitter_ms is None else args.jitter_ms)
+            profile=args.profile, jitter_ms=DEFAULT_JITTER_MS if args.jitter_ms is None else args.jitter_ms,
+            windows=args.windows if args.fit == "windowed" else 1)
         plot = Path(args.plot) if args.plot else Path("runs") / f"replay-{Path(args.logs[0]).stem}" / "replay_ttft.png"
         logged = np.array([r.ttft_s for r in prep.run.requests])
         summary["plot"] = str(plot_ttft(results, prep.fit.overhead_s, logged, plot))

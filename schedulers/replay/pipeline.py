@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from rewardkit.errors import ConfigError
-
 from ..routing.policy import Policy, make_policy
 from .fit import ClusterFit, fit_cluster
 from .logged import MIN_REQUESTS, LoggedRun, read_logged_run
@@ -38,8 +36,10 @@ class Prepared:
 
 
 def prepare(paths: Sequence[str], *, base_env: str = DEFAULT_BASE_ENV, profile: str | None = None,
-            jitter_ms: float = DEFAULT_JITTER_MS, min_requests: int = MIN_REQUESTS, log: Log | None = _stderr) -> Prepared:
-    """Read ``paths``, build the workload and fit each replica's speed (progress to ``log``)."""
+            jitter_ms: float = DEFAULT_JITTER_MS, min_requests: int = MIN_REQUESTS, windows: int = 1,
+            log: Log | None = _stderr) -> Prepared:
+    """Read ``paths``, build the workload and fit each replica's speed (per time window too with ``windows`` > 1;
+    progress to ``log``)."""
     from ..sim.env_config import VIDUR_BLOCK_TOKENS, load_env_config
 
     run = read_logged_run(paths, min_requests)
@@ -47,7 +47,7 @@ def prepare(paths: Sequence[str], *, base_env: str = DEFAULT_BASE_ENV, profile: 
     workload = build_workload(run, VIDUR_BLOCK_TOKENS, base.max_tokens, jitter_ms)
     if log is not None and not workload.has_prompts:
         log("[replay] the log has no prompt blocks (an older gateway, or text prompts): no prefix is shared in the replay")
-    fit = fit_cluster(run, workload, base_env=base_env, profile=profile, log=log)
+    fit = fit_cluster(run, workload, base_env=base_env, profile=profile, windows=windows, log=log)
     return Prepared(run, workload, fit)
 
 
@@ -81,15 +81,16 @@ def logged_router(run: LoggedRun) -> tuple[str, Policy, str]:
 
 
 def replay_logs(paths: Sequence[str], routers: Sequence[str], *, seeds: int = 5, base_env: str = DEFAULT_BASE_ENV,
-                profile: str | None = None, jitter_ms: float = DEFAULT_JITTER_MS, log: Log | None = _stderr,
-                prepared: Prepared | None = None) -> tuple[dict[str, Any], dict[str, list[EpisodeResult]], Prepared]:
+                profile: str | None = None, jitter_ms: float = DEFAULT_JITTER_MS, windows: int = 1,
+                log: Log | None = _stderr, prepared: Prepared | None = None,
+                ) -> tuple[dict[str, Any], dict[str, list[EpisodeResult]], Prepared]:
     """Replay the logged router, then ``routers``, on ``seeds`` seeds (0, 1, ...); the findings, the episodes, the setup."""
     if seeds < 1:
         raise ValueError(f"--seeds: expected a count of at least 1, got {seeds}")
     built = dict(router_from_spec(s) for s in routers if s.strip())
     if not built:
         raise ValueError("--routers: expected at least one router name")
-    prep = prepared or prepare(paths, base_env=base_env, profile=profile, jitter_ms=jitter_ms, log=log)
+    prep = prepared or prepare(paths, base_env=base_env, profile=profile, jitter_ms=jitter_ms, windows=windows, log=log)
     reference, policy, how = logged_router(prep.run)
     chosen: dict[str, Policy] = {reference: policy, **{n: p for n, p in built.items() if n != reference}}
     if log is not None:
@@ -97,7 +98,5 @@ def replay_logs(paths: Sequence[str], routers: Sequence[str], *, seeds: int = 5,
     results = run_routers(prep.fit.env, chosen, list(range(seeds)), log)
     summary = summarize(prep.run, results, prep.fit.overhead_s, reference, speeds=prep.fit.speeds,
                         fit_gaps=prep.fit.gaps, calibrated_by=how)
+    summary["fitted_slowdowns"] = prep.fit.slowdowns
     return summary, results, prep
-
-
-__all__ = ["ConfigError", "Prepared", "prepare", "replay_logs", "router_from_spec", "logged_router"]

@@ -55,7 +55,7 @@ def summarize(run: LoggedRun, results: dict[str, list[EpisodeResult]], overhead_
     for name, rows in per_seed.items():
         entry: dict[str, Any] = {k: _mean([row[k] for row in rows]) for k in keys}
         entry["per_seed"] = {k: [row[k] for row in rows] for k in keys}
-        entry["vs_" + "logged"] = {}
+        entry["vs_logged"] = {}
         for k, _ in METRICS:
             mine, theirs = entry["per_seed"][k], [row[k] for row in per_seed[reference]]
             ratio = _mean(mine) / _mean(theirs) if _mean(theirs) else math.nan

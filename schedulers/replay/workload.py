@@ -109,8 +109,9 @@ def header_observation(run: LoggedRun, base: ObservationConfig) -> ObservationCo
 
 
 def replay_env_config(run: LoggedRun, speeds: Sequence[float], *, base_env: str | Path = DEFAULT_BASE_ENV,
-                      profile: str | None = None) -> Any:
-    """The simulated cluster of a replay: ``base_env``'s, one replica per logged one at ``speeds``.
+                      profile: str | None = None, slowdowns: Sequence[dict[str, float]] = ()) -> Any:
+    """The simulated cluster of a replay: ``base_env``'s, one replica per logged one at ``speeds``, slowed by
+    ``slowdowns`` (explicit events ``{replica, start_s, duration_s, factor}``, as fitted per time window).
 
     ``profile`` is a Vidur profile folder (``profiles_dir``); the header's ``profile`` (a dataset id
     such as ``local/vidur-a100-codellama-34b``) names the compute profile when given.
@@ -122,6 +123,7 @@ def replay_env_config(run: LoggedRun, speeds: Sequence[float], *, base_env: str 
         "replicas": [{"count": 1, "speed": float(s), "name": str(name)} for s, name in zip(speeds, run.replicas, strict=True)],
         "requests_per_episode": len(run.requests),
         "shared_prefix": None,
+        "slowdowns": {"events": [dict(e) for e in slowdowns]} if slowdowns else None,
     }
     if profile is not None:
         if not Path(profile).is_dir():

@@ -100,6 +100,8 @@ def test_a_missing_log_a_bad_router_and_a_bad_seed_count_exit_2(tmp_path, capsys
     assert "--routers: unknown router 'no_such_router'" in capsys.readouterr().err
     assert main(["replay", good, "--routers", "least_prefill", "--seeds", "0"]) == 2
     assert "--seeds: expected a count from 1" in capsys.readouterr().err
+    assert main(["replay", good, "--routers", "least_prefill", "--fit", "windowed", "--windows", "1"]) == 2
+    assert "--windows: expected a count from 2" in capsys.readouterr().err
     assert main(["replay", good, "--routers", "x=missing.pt"]) == 2
     assert "expected an existing checkpoint file" in capsys.readouterr().err
 

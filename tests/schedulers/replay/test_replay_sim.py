@@ -103,3 +103,29 @@ def test_train_from_log_in_replay_mode_trains_a_router_the_replay_then_judges(si
     assert main(["train", "--from-log", str(tmp_path / "none.jsonl"), "--mode", "replay", "--config", str(config),
                  "--out", str(tmp_path / "o2")]) == 2
     assert "no such decision log" in capsys.readouterr().err
+
+
+def test_a_windowed_fit_finds_where_a_replica_slowed(sim_log, tmp_path):
+    """Replica 1's requests of the log's second half took twice as long: the windowed fit replays replica 1
+    slowed there (factors about 0.5 late, none early) and replica 0 never."""
+    from schedulers.replay.fit import fit_cluster
+    from schedulers.replay.logged import read_logged_run
+    from schedulers.replay.workload import DEFAULT_BASE_ENV, build_workload
+
+    lines = sim_log.read_text().splitlines()
+    times = [json.loads(x)["time"] for x in lines[1:]]
+    half = (min(times) + max(times)) / 2
+    out = [lines[0]]
+    for line in lines[1:]:
+        d = json.loads(line)
+        if d["action"] == 1 and d["time"] > half:
+            d["ttft_s"], d["e2e_s"] = 2 * d["ttft_s"], 2 * d["e2e_s"]
+        out.append(json.dumps(d))
+    slowed = tmp_path / "slowed.jsonl"
+    slowed.write_text("\n".join(out) + "\n")
+    run = read_logged_run([slowed])
+    fit = fit_cluster(run, build_workload(run, 16, 1024), base_env=DEFAULT_BASE_ENV, profile=None, windows=4)
+    late = [e for e in fit.slowdowns if e["replica"] == 1 and e["start_s"] >= run.requests[-1].arrived_at / 2 - 1e-9]
+    assert late and all(0.3 < e["factor"] < 0.8 for e in late), fit.slowdowns
+    assert not [e for e in fit.slowdowns if e["replica"] == 0 and e["factor"] < 0.8]
+    assert fit.speeds[1] == pytest.approx(1.0, rel=0.25)
