@@ -2,7 +2,9 @@
 
 One module a component: find ``logistic_latency`` in ``logistic_latency.py``. Text components
 (``regex_match``, ``length_penalty``, ``length_target``, ``overlong_penalty``, ``answer_match``,
-``repetition_rate``) share ``_text.TextReward``; the length ones ``_length.LengthReward``.
+``repetition_rate``) share ``_text.TextReward``; the length ones ``_length.LengthReward``. A
+component's module is its definition; faster paths that give the same numbers live apart, in
+``_fast/`` (attached here).
 """
 
 from .answer_match import AnswerMatch
@@ -27,6 +29,9 @@ from .repetition_rate import RepetitionRate
 from .threshold_penalty import ThresholdPenalty
 from .throughput_sigmoid import ThroughputSigmoid
 from .word_count_bounds import WordCountBounds
+from ._fast import attach_all as _attach_fast_paths
+
+_attach_fast_paths({"load_imbalance": LoadImbalance})
 
 __all__ = [
     "AnswerMatch",

@@ -1,0 +1,23 @@
+"""Fast paths of the built-in components, apart from their definitions.
+
+A component's own module holds what it is (``compute`` and its declarations), the version to read
+and to copy; a module here of the same name holds faster code that gives the same numbers (a NumPy
+layout, plain floats for one environment, code the composer inlines) and an ``attach(cls)`` that
+sets it on the class. :func:`attach_all` runs when ``rewardkit.components`` is imported. The
+composer calls ``compute_fast`` when a component has one, else ``compute``; the component tests
+check every fast path against the definition.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: component type name -> the module of its fast paths
+FAST_PATHS = {"load_imbalance": "rewardkit.components._fast.load_imbalance"}
+
+
+def attach_all(classes: dict[str, Any]) -> None:
+    """Attach each built-in component's fast paths (``classes``: type name -> class)."""
+    for name, module in FAST_PATHS.items():
+        importlib.import_module(module).attach(classes[name])
