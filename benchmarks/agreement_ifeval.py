@@ -107,13 +107,50 @@ def _endings(rng: random.Random) -> list[IfevalCase]:
             IfevalCase(name, "ending: absent", f"{body}.", kw, False)]
 
 
+def own_cases() -> list[IfevalCase]:
+    """Cases written after IFEval's own tests (``instruction_following_eval/instructions_test.py``): the same properties, in
+    texts of our own (a star with no space after it is a bullet, ``***`` separators are not,
+    a leading dash without a space is; letters and digits mixed count as words; a forbidden word
+    inside a longer one is not used; a multi-word keyword is found whole)."""
+    bullets, words, inc, exc = ("detectable_format:number_bullet_lists", "length_constraints:number_words",
+                                "keywords:existence", "keywords:forbidden_words")
+    return [
+        IfevalCase(bullets, "own: bullets", "Lists use stars:\n* one point.\n*(no space) a second.\n* a third",
+                   {"num_bullets": 3}, True),
+        IfevalCase(bullets, "own: bullets", "An inline * does not count, nor this *:\n  * first\n  * second\n  . a dot",
+                   {"num_bullets": 2}, True),
+        IfevalCase(bullets, "own: bullets", "Dashes:\n- one\n- two\n-three without a space", {"num_bullets": 3}, True),
+        IfevalCase(bullets, "own: bullets", "Part one\n***\nPart two\n***\nPart three\n* the only bullet",
+                   {"num_bullets": 1}, True),
+        IfevalCase(bullets, "own: bullets", "* one\n* two", {"num_bullets": 3}, False),
+        IfevalCase(words, "own: words", "s0me m1x3d w0rds c0unt 4s w0rds t00 h3re.", {"num_words": 8, "relation": "at least"},
+                   True),
+        IfevalCase(words, "own: words", "l3ss th4n s1xt33n w0rds? n0: th1s l1ne h4s a f3w m0re th4n th4t, c0unt3d h3r3 n0w.",
+                   {"num_words": 16, "relation": "less than"}, False),
+        IfevalCase(words, "own: words", "tw0 w0rds", {"num_words": 3, "relation": "less than"}, True),
+        IfevalCase(inc, "own: include", "The romantic river winds past the Mona Lisa's museum.",
+                   {"keywords": ["romantic", "river", "Mona Lisa"]}, True),
+        IfevalCase(inc, "own: include", "A romance of rivers and museums.", {"keywords": ["romantic", "river", "Mona Lisa"]},
+                   False),
+        IfevalCase(exc, "own: forbid", "They rose to power quickly.", {"forbidden_words": ["house", "power"]}, False),
+        IfevalCase(exc, "own: forbid", "Generative models use a transformer.", {"forbidden_words": ["gene", "transform"]},
+                   True),
+        IfevalCase("punctuation:no_comma", "own: no comma", "Short and plain.", {}, True),
+        IfevalCase("startend:end_checker", "own: ending", "Here it is.\nAny other questions?  ",
+                   {"end_phrase": "Any other questions?"}, True),
+        IfevalCase("startend:end_checker", "own: ending", "Any other questions? Yes, one more.",
+                   {"end_phrase": "Any other questions?"}, False),
+    ]
+
+
 GENERATORS: tuple[Callable[[random.Random], list[IfevalCase]], ...] = (_words, _bullets, _keywords, _commas, _endings)
 
 
 def ifeval_cases(rng: random.Random, n: int) -> list[IfevalCase]:
-    """At least ``n`` generated replies: rounds of every generator until there are enough."""
-    cases: list[IfevalCase] = []
-    while len(cases) < n:
+    """The cases written after IFEval's tests, then at least ``n`` generated replies (rounds of
+    every generator until there are enough)."""
+    cases: list[IfevalCase] = own_cases()
+    while len(cases) < n + len(own_cases()):
         for generate in GENERATORS:
             cases.extend(generate(rng))
     return cases
