@@ -154,11 +154,9 @@ class _BatchComputeScore(_ComputeScore):
         if len(data_sources) != n or len(ground_truths) != n:
             raise InvalidInputError(f"got {n} solutions, {len(data_sources)} data sources and "
                                     f"{len(ground_truths)} ground truths; expected one of each per sample")
-        if n == 0:  # an empty batch scores nothing (the composer is not called, the clock does not move)
-            if extra_infos is not None and len(extra_infos) != 0:
-                raise InvalidInputError(f"extra_infos: expected one per solution (0), got {len(extra_infos)}")
-            return []
         rows = _rows(data_sources, extra_infos, n)
+        if n == 0:  # an empty batch scores nothing (the composer is not called, the clock does not move)
+            return []
         ctx = self.scorer.context(list(solution_strs), references=list(ground_truths), rows=rows)
         scored = self.scorer.score(ctx, n, self.clock.step(rows))
         self.clock.scored_ok(n)
