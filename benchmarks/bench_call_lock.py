@@ -28,7 +28,7 @@ def main() -> None:
     composer = RewardComposer.from_dict(SIX).eval()  # the step stays put: both give the same numbers
     ctx = {f"s{i}": 0.5 for i in range(6)}
     locked = composer.plan.single_env
-    unlocked = composer.plan._compile_scalar("<unlocked>", locked_by_caller=True)  # the same code minus the lock
+    unlocked = composer.plan.build_single_env("<unlocked>", locked=False)  # the same code minus the lock
     assert unlocked(ctx).total == locked(ctx).total
     best = {"locked": float("inf"), "unlocked": float("inf")}
     for _ in range(args.repeats):

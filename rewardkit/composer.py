@@ -22,7 +22,7 @@ The composer is three parts held by composition, each with a public contract:
 :class:`~rewardkit.inputs.InputReader` (``composer.reader``: which context keys are read, how they
 are checked and converted), :class:`~rewardkit.state_store.StateStore` (``composer.store``: step,
 training flag, component and normalizer state, ``state_dict``, transactions) and
-:class:`~rewardkit.codegen.CompiledPlan` (``composer.plan``: the two generated functions). The
+:class:`~rewardkit.compose.CompiledPlan` (``composer.plan``: the two generated functions). The
 asynchronous terms' event loop is ``rewardkit.async_terms``; the output types ``rewardkit.outputs``.
 """
 
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from .async_terms import AsyncCall, CallCancelled, EventLoopThread
 from .backend import evaluating, maybe_any, to_numpy
-from .codegen import CompiledPlan
+from .compose import CompiledPlan
 from .config import RewardSpec, TermNode, leaves, load_yaml, parse_config, spec_to_dict, walk
 from .errors import InvalidInputError
 from .inputs import MAX_STEP, InputReader, NotScalar, as_bool_array, check_step

@@ -2,7 +2,7 @@
 
 :class:`InputReader` is built once from the config's terms (which context key each reads, with
 how many axes, whether optional, whether text) and is held by the composer; the compiled plan
-(``rewardkit.codegen``) calls its public methods from the generated single-environment function.
+(``rewardkit.compose``) calls its public methods from the generated single-environment function.
 Every check raises an ``InvalidInputError``/``MissingInputError``/``NonFiniteInputError`` naming
 the context key and the terms that read it, before any state changes.
 

@@ -15,7 +15,7 @@ import pytest
 from rewardkit import BaseReward, RewardComposer, cli
 from rewardkit.base import Array
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HYBRID = ROOT / "configs" / "rewards" / "vidur_hybrid.yaml"
 
 

@@ -135,7 +135,7 @@ def test_every_built_in_numeric_component_is_inlined_in_the_single_environment_f
     assert set(numeric_built_ins()) == set(NUMERIC), "a new built-in numeric component: add it to NUMERIC"
     for name, params in NUMERIC.items():
         composer = RewardComposer.from_dict({"version": 1, "components": {"t": {"type": name, "params": params}}})
-        source = composer.plan._scalar_source
+        source = composer.plan.sources.single_env
         assert "_t_fn(" not in source and "_returned(" not in source, f"{name} is called, not inlined:\n{source}"
 
 
@@ -147,12 +147,12 @@ SIX = {"version": 1, "components": {
 
 def test_present_optional_inputs_and_several_numbers_cost_one_test_each_at_most():
     composer = RewardComposer.from_dict(SIX)
-    present = composer.plan._scalar_source  # reads every optional key as present
+    present = composer.plan.sources.single_env  # reads every optional key as present
     body = present.split("# ---- stateless terms")[1]
     assert "is None" not in body  # info_value's absent-key fallback dropped where the key was read
     assert present.count(" - ctx_s") == 6 and "_inputs_sum - _inputs_sum" in present  # checked once, each only then
     assert "done = " not in present and "terminated = False" not in present  # flags nobody reads stay as given
-    absent = composer.plan._absent_source
+    absent = composer.plan.sources.absent
     assert "is None" in absent.split("# ---- stateless terms")[1]
     ctx = {f"s{i}": float(i) for i in range(6)}
     assert composer(ctx).total == pytest.approx(15.0)
