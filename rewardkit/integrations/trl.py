@@ -52,6 +52,11 @@ function an empty list without calling the composer (nothing is counted).
 rebuilds the composer from its config and its state there. The copy has no trainer to move the
 weights, so a per-term copy refuses scheduled weights (``per_term=False`` applies them itself).
 
+**The shared core.** Contexts, the one evaluation per batch and the episode flags are
+:class:`~rewardkit.integrations.text_scoring.TextScorer`'s, as for veRL and the reward server; what
+this module keeps is TRL's own: chat messages made text, token ids, weights and ``bind``, the
+batch's result shared by its functions, logs, and ``None`` for a term that does not apply.
+
 The composer runs once per batch whatever its size; the result is shared by the batch's functions
 only while the batch's contents are unchanged (a list edited in place is scored again). Each
 completion is a one-step episode (``terminated=True``). Importing this module needs neither torch
@@ -73,6 +78,7 @@ from ..composer import RewardComposer, RewardOutput
 from ..errors import InvalidInputError
 from ..inputs import TextColumn, TokenIdColumn
 from ..params import describe
+from .text_scoring import TextScorer, every_item_is, host
 
 FeatureFn = Callable[..., Mapping[str, Any]]
 # keyword arguments GRPOTrainer adds to the dataset columns; they are not per-sample values
@@ -114,11 +120,8 @@ class TRLRewardFunctions:
             raise ValueError("the config transforms the total, so the weighted sum of its terms is not the reward; "
                              "use TRLRewardFunctions(..., per_term=False)")
         self.asynchronous = composer.asynchronous
-        self._text_keys = composer.text_keys
-        self._context_keys = tuple(sorted(composer.context_keys()))
-        #: whether composer.reset() clears anything (stateful components, normalizers): else it is skipped
-        self._per_env_state = composer.stateful
-        self._required_keys = frozenset(composer.required_context_keys())
+        #: the shared core: contexts, one evaluation per batch under a lock, episode flags
+        self.scorer = TextScorer(composer, column="dataset column")
         self._trainer: Any = None
         #: whether this is a copy unpickled in another process (no trainer here to move the weights)
         self._copy = False
@@ -161,11 +164,7 @@ class TRLRewardFunctions:
         if self._key is not None and self._out is not None and _same_batch(self._key, key):
             return self._out
         ctx, step, n = self._prepare(prompts, completions, kwargs)
-        if self._per_env_state:
-            self.composer.reset()  # the batch size may change between calls; each completion is an episode
-        terminated, truncated = self._episode_flags(n)
-        out = self.composer.evaluate_batch(ctx, step, terminated, truncated)
-        return self._finish(key, out, kwargs)
+        return self._finish(key, self.scorer.evaluate(ctx, n, step), kwargs)
 
     async def aevaluate(self, prompts: list[Any], completions: list[Any], **kwargs: Any) -> RewardOutput:
         """:meth:`evaluate` on the running event loop: the first function of a batch starts one
@@ -187,23 +186,11 @@ class TRLRewardFunctions:
     async def _acompute(self, prompts: list[Any], completions: list[Any], kwargs: dict[str, Any]) -> RewardOutput:
         try:
             ctx, step, n = self._prepare(prompts, completions, kwargs)
-            if self._per_env_state:
-                self.composer.reset()
-            terminated, truncated = self._episode_flags(n)
-            out = await self.composer.acall(ctx, step=step, terminated=terminated, truncated=truncated)
+            out = await self.scorer.aevaluate(ctx, n, step)
         except BaseException:
             self._key = None
             raise
         return self._finish(self._key, out, kwargs)
-
-    def _episode_flags(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """``terminated`` (all True: each completion is a one-step episode) and ``truncated`` (all
-        False) for ``n`` completions: read-only arrays kept while the batch size stays the same."""
-        if self._flags[0] != n:
-            terminated, truncated = np.ones(n, dtype=bool), np.zeros(n, dtype=bool)
-            terminated.flags.writeable = truncated.flags.writeable = False
-            self._flags = (n, terminated, truncated)
-        return self._flags[1], self._flags[2]
 
     def _batch_key(self, prompts: Any, completions: Any, kwargs: Mapping[str, Any]) -> tuple[Any, Any, bytes | None]:
         if len(self.funcs) == 1:  # nothing to share a batch's result with: no fingerprint, never cached
@@ -223,10 +210,6 @@ class TRLRewardFunctions:
         if len(prompts) != n:
             raise ValueError(f"got {len(prompts)} prompts for {n} completions")
         columns = {k: v for k, v in kwargs.items() if k not in TRAINER_KWARGS}
-        for key, values in columns.items():
-            if not isinstance(values, (list, tuple)) or len(values) != n:
-                raise ValueError(f"dataset column {key!r}: expected one value per completion ({n}), "
-                                 f"got {type(values).__name__} of length {len(values) if hasattr(values, '__len__') else '?'}")
         trainer_state = kwargs.get("trainer_state")
         if trainer_state is not None and self._trainer is None and self.per_term:
             scheduled = [name for name in self.term_names if not self.composer.shaper.is_constant(name)]
@@ -238,6 +221,8 @@ class TRLRewardFunctions:
                 raise ValueError(f"the weights of {', '.join(scheduled)} follow a schedule, and TRL applies the weights: "
                                  "call rewards.bind(trainer) after building the GRPOTrainer")
         if self.features is not None:
+            for key, values in columns.items():  # every column goes to the features function, read or not
+                self.scorer.column_value(key, values, n)
             ctx = self._features_context(prompts, completions, columns)
         else:
             ctx = self._text_context(prompts, completions, columns, kwargs.get(IDS_KEY))
@@ -255,45 +240,39 @@ class TRLRewardFunctions:
         if log_metric is not None:
             for name in self.term_names:
                 term = terms[name]
-                log_metric(f"rewardkit/{name}/raw", float(np.mean(_host(term.raw))))
-                log_metric(f"rewardkit/{name}/weight", float(np.mean(_host(term.weight))))
-                log_metric(f"rewardkit/{name}/contribution", float(np.mean(_host(term.contribution))))
+                log_metric(f"rewardkit/{name}/raw", float(np.mean(host(term.raw))))
+                log_metric(f"rewardkit/{name}/weight", float(np.mean(host(term.weight))))
+                log_metric(f"rewardkit/{name}/contribution", float(np.mean(host(term.contribution))))
                 for info_key, value in (getattr(term, "info", None) or {}).items():
                     log_metric(f"rewardkit/{name}/{info_key}", float(value))
         if log_extra is not None:
             for name in self.term_names:
-                log_extra(f"rewardkit/{name}", np.asarray(_host(terms[name].contribution), dtype=np.float64).tolist())
+                log_extra(f"rewardkit/{name}", np.asarray(host(terms[name].contribution), dtype=np.float64).tolist())
         return out
 
     # ---- contexts ---------------------------------------------------------------------------
     def _text_context(self, prompts: list[Any], completions: list[Any], columns: dict[str, list],
                       kwargs_ids: Any = None) -> dict[str, Any]:
-        """The context without ``features``: prompt and completion text, the completion's tokens
-        and the dataset columns the composer reads."""
-        ctx: dict[str, Any] = {}
-        ids = None
-        for key in self._context_keys:
-            # prompt and completion text: a TextColumn (every item checked to be a str, here, once)
-            if key == "prompt":
-                ctx[key] = TextColumn(prompts if _all_str(prompts) else [prompt_text(p) for p in prompts])
-            elif key == "completion":
-                ctx[key] = TextColumn(completions if _all_str(completions)
-                                      else [_completion_text_at(c, self.assistant_message, i)
-                                            for i, c in enumerate(completions)])
-            elif key in (TOKENS_KEY, IDS_KEY) and key not in columns:
-                if ids is None:
-                    ids = token_ids(kwargs_ids, n=len(completions))
-                ctx[key] = (np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)).astype(np.float64)
-                            if key == TOKENS_KEY  # counted as integers, then made floats (exact: under 2**53)
-                            else TokenIdColumn(ids))  # read as "12 7 7" texts, or as the ids where that is the same
-            elif key in columns:  # a column a text term reads stays as it is (numbers are read as text)
-                ctx[key] = list(columns[key]) if key in self._text_keys else _column(columns[key])
-            elif key in self._required_keys:
-                available = ", ".join(["prompt", "completion", TOKENS_KEY, IDS_KEY, *sorted(columns)])
-                raise ValueError(f"the reward reads {key!r}, which is neither the prompt, the completion nor a "
-                                 f"dataset column (available: {available}); add the column to the dataset or map "
-                                 "the term's inputs to one of these")
-        return ctx
+        """The context without ``features``: chat messages made text (what is TRL's own here), then
+        the shared core's context: prompt and completion text, the token keys, the dataset columns."""
+        reads = self.scorer.reads
+        if "completion" in reads and not every_item_is(completions, str):
+            completions = TextColumn([_completion_text_at(c, self.assistant_message, i) for i, c in enumerate(completions)])
+        if "prompt" in reads and not every_item_is(prompts, str):
+            prompts = TextColumn([prompt_text(p) for p in prompts])
+        n, ids = len(completions), []
+
+        def token_lists() -> list[Any]:  # checked once for both keys
+            if not ids:
+                ids.append(token_ids(kwargs_ids, n=n))
+            return ids[0]
+
+        def counts() -> np.ndarray:  # counted as integers, then made floats (exact: under 2**53)
+            return np.fromiter(map(len, token_lists()), dtype=np.int64, count=n).astype(np.float64)
+
+        # the ids are read as "12 7 7" texts, or as the ids where that is the same
+        return self.scorer.context(completions, prompts=prompts, columns=columns,
+                                   derived={TOKENS_KEY: counts, IDS_KEY: lambda: TokenIdColumn(token_lists())})
 
     def _features_context(self, prompts: list[Any], completions: list[Any], columns: dict[str, list]) -> dict:
         rows = []
@@ -327,12 +306,12 @@ class TRLRewardFunctions:
     def _pick(name: str | None, out: RewardOutput) -> list[float | None]:
         """One function's values: the total, or one term's normalized values (None where it does not apply)."""
         if name is None:
-            return np.asarray(_host(out.total), dtype=np.float64).tolist()
+            return np.asarray(host(out.total), dtype=np.float64).tolist()
         normalized, applies = out.normalized_of(name)  # not the whole breakdown: one term's values
-        values = np.asarray(_host(normalized), dtype=np.float64).tolist()
+        values = np.asarray(host(normalized), dtype=np.float64).tolist()
         if applies is None:
             return values
-        applies = np.asarray(_host(applies), dtype=bool).reshape(-1).tolist()
+        applies = np.asarray(host(applies), dtype=bool).reshape(-1).tolist()
         return [v if a else None for v, a in zip(values, applies, strict=True)]
 
     # ---- pickling: TRL's async trainer scores in a spawned process -----------------------------
@@ -351,7 +330,6 @@ class TRLRewardFunctions:
         self._key: tuple[Any, Any, bytes | None] | None = None  # (prompts, completions, fingerprint) of the cache
         self._out: RewardOutput | None = None
         self._pending: asyncio.Future | None = None  # the async evaluation of the batch in self._key
-        self._flags: tuple[int, np.ndarray, np.ndarray] = (-1, np.ones(0, dtype=bool), np.zeros(0, dtype=bool))
 
 
 class _TermReward:
@@ -381,7 +359,7 @@ class _AsyncTermReward(_TermReward):
 
 
 #: attributes that belong to one process: rebuilt after unpickling
-_LOCAL_ATTRIBUTES = frozenset({"_trainer", "_key", "_out", "_pending", "_flags", "funcs"})
+_LOCAL_ATTRIBUTES = frozenset({"_trainer", "_key", "_out", "_pending", "funcs"})
 
 
 # ---- text of prompts and completions --------------------------------------------------------
@@ -431,7 +409,7 @@ def token_ids(ids: Any, n: int) -> list[Any]:
     if isinstance(ids, (str, bytes)) or not hasattr(ids, "__len__") or len(ids) != n:
         raise ValueError(f"completion_ids: expected one sequence of token ids per completion ({n}), got "
                          f"{type(ids).__name__} {describe(ids)}")
-    if _all_of(ids, list):  # what GRPOTrainer passes
+    if every_item_is(ids, list):  # what GRPOTrainer passes
         return ids
     out = []
     for i, seq in enumerate(ids):
@@ -463,15 +441,6 @@ def _content(message: Mapping[str, Any]) -> str:
     raise InvalidInputError(f"chat message content: expected a string or a list of parts, got {type(content).__name__}")
 
 
-def _column(values: list[Any]) -> Any:
-    """A dataset column as a context value: real numbers become a float64 array, anything else a
-    list the composer checks (text for text terms; a bad value is its located error)."""
-    if _all_of(values, float) or _all_of(values, int) or all(  # one C pass each: booleans are neither
-            isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)) for v in values):
-        return np.asarray(values, dtype=np.float64)
-    return list(values)
-
-
 # ---- asynchronous terms ---------------------------------------------------------------------
 def is_async_reward(func: Any) -> bool:
     """Whether calling a reward function returns a coroutine: a coroutine function, a partial of
@@ -487,17 +456,6 @@ def has_async_terms(composer: RewardComposer) -> bool:
 
 
 # ---- helpers ----------------------------------------------------------------------------------
-def _all_of(values: Any, kind: type) -> bool:
-    """Whether every item's type is exactly ``kind`` (one C pass and a count; none is all)."""
-    kinds = [*map(type, values)]
-    return not kinds or (kinds[0] is kind and kinds.count(kind) == len(kinds))
-
-
-def _all_str(values: Any) -> bool:
-    """Whether every item is exactly a ``str`` (an empty batch is all text)."""
-    return _all_of(values, str)
-
-
 def _empty(prompts: Any, completions: Any) -> bool:
     """Whether TRL handed over an empty batch (its functions then return an empty list)."""
     return hasattr(completions, "__len__") and len(completions) == 0 and hasattr(prompts, "__len__") \
@@ -537,11 +495,6 @@ def _check_number(value: Any, key: str, index: int) -> None:
         raise bad("a number or a rectangular array of numbers") from None
     if arr.dtype.kind not in "fiu":
         raise bad(f"real numbers, not values of dtype {arr.dtype}")
-
-
-def _host(values: Any) -> Any:
-    """An output value as something NumPy reads (torch tensors come back to the CPU)."""
-    return values.detach().cpu().numpy() if hasattr(values, "detach") else values
 
 
 def _tensor(values: list[float], like: Any) -> Any:

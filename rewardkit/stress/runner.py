@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 from ..composer import RewardComposer
 from ..config import TermNode
-from ..integrations.text_scoring import TextScorer, _floats
+from ..integrations.text_scoring import TextScorer, as_floats
 from ..stress_spec import FAMILY_NAMES, StressSettings
 from .families import SEARCH, Context, row_probes, summary
 from .probes import KEEPS, WRONG, Probe, states_reference
@@ -192,7 +192,7 @@ class _Evaluator:
                                       references=[row.columns["reference"]] * n if "reference" in row.columns else None,
                                       rows=[columns] * n)
             batch = self.scorer.score(ctx, n, step=self.step)
-            raw = {name: _floats(batch.output.terms[name].raw, n) for name in self.names}
+            raw = {name: as_floats(batch.output.terms[name].raw, n) for name in self.names}
             for name in self.names:
                 self.requests += int(batch.output.terms[name].info.get("requests", 0) or 0)
             self.evaluations += n

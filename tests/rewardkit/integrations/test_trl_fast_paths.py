@@ -195,15 +195,20 @@ def test_the_context_text_is_a_checked_text_column_read_as_it_is() -> None:
     assert ids["completion_ids"].__class__ is TokenIdColumn
 
 
-def test_reset_runs_only_where_it_clears_something() -> None:
-    plain = TRLRewardFunctions(build(CONFIGS["length_target chars"]))
-    normalized = TRLRewardFunctions(build(CONFIGS["normalized (reset runs)"]))
-    assert not plain._per_env_state and normalized._per_env_state
+def test_reset_runs_only_where_it_clears_something(monkeypatch: pytest.MonkeyPatch) -> None:
+    resets = []
+    for name in ("length_target chars", "normalized (reset runs)"):
+        composer = build(CONFIGS[name])
+        monkeypatch.setattr(composer, "reset", lambda *a, _name=name, _real=composer.reset: (resets.append(_name), _real(*a)))
+        (fn,) = TRLRewardFunctions(composer).funcs
+        fn(prompts=["p", "q"], completions=["one two", "three"])
+    assert resets == ["normalized (reset runs)"]
 
 
 def test_the_kept_flag_arrays_are_read_only() -> None:
     rewards = TRLRewardFunctions(build(CONFIGS["length_target chars"]))
-    terminated, truncated = rewards._episode_flags(3)
+    flags = rewards.scorer._episode_flags  # the shared core keeps them (TextScorer)
+    terminated, truncated = flags(3)
     assert terminated.tolist() == [True] * 3 and truncated.tolist() == [False] * 3
     assert not terminated.flags.writeable and not truncated.flags.writeable
-    assert rewards._episode_flags(3)[0] is terminated and len(rewards._episode_flags(4)[0]) == 4
+    assert flags(3)[0] is terminated and len(flags(4)[0]) == 4

@@ -105,13 +105,13 @@ def test_batched_form_calls_the_composer_once_per_batch() -> None:
 
 def test_async_form_merges_concurrent_samples_into_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    score = TextScorer.score
+    evaluate = TextScorer.evaluate  # every composer evaluation goes through it
 
     def counting(self, ctx, n, step=None):
         calls.append(n)
-        return score(self, ctx, n, step)
+        return evaluate(self, ctx, n, step)
 
-    monkeypatch.setattr(TextScorer, "score", counting)
+    monkeypatch.setattr(TextScorer, "evaluate", counting)
     fn = make_async_compute_score(CONFIG, return_dict=True)
 
     async def chunk() -> list:
@@ -252,8 +252,8 @@ def test_verl_reward_loop_manager_awaits_the_async_form(tmp_path: Path, char_tok
     """The async form through veRL's reward loop: veRL wraps it as a coroutine (get_custom_reward_fn),
     its manager awaits it on the worker's loop, and the samples of the chunk share composer calls."""
     calls: list[int] = []
-    score = TextScorer.score
-    monkeypatch.setattr(TextScorer, "score", lambda self, ctx, n, step=None: calls.append(n) or score(self, ctx, n, step))
+    evaluate = TextScorer.evaluate  # every composer evaluation goes through it
+    monkeypatch.setattr(TextScorer, "evaluate", lambda self, ctx, n, step=None: calls.append(n) or evaluate(self, ctx, n, step))
     loop_managers = pytest.importorskip("verl.experimental.reward_loop.reward_manager", reason=INSTALL)
     omegaconf = pytest.importorskip("omegaconf")
     fn = custom_reward_fn(tmp_path, "make_async_compute_score", True)
