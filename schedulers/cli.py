@@ -63,10 +63,11 @@ def add_train_command(subparsers: Any) -> None:
     parser.add_argument("--out", default=None, help="output folder (default: runs/<config name>)")
     parser.add_argument("--no-resume", action="store_true", help="start over even if out has checkpoints")
     parser.add_argument("--from-log", action="append", default=None, metavar="FILE",
-                        help="learn offline from a gateway's decision log instead of training (repeat for several logs)")
-    parser.add_argument("--mode", choices=("clone", "reward", "replay"), default="reward",
-                        help="with --from-log: clone the logged router, fine-tune toward better-rewarded decisions, or "
-                             "replay: train CONFIG's PPO in the simulator on the log's workload (rewardkit replay's)")
+                        help="learn from a gateway's decision log (repeat for several logs): see --mode")
+    parser.add_argument("--mode", choices=("replay", "clone", "reward"), default="replay",
+                        help="with --from-log: replay (the default): train CONFIG's PPO in the simulator on the log's "
+                             "workload, as rewardkit replay builds it; clone the logged router's decisions; reward: "
+                             "fine-tune toward the logged decisions that were better rewarded")
     parser.add_argument("--profile", default=None, help="with --mode replay: a Vidur profile folder (as rewardkit replay)")
     parser.add_argument("--init", default=None, help="with --from-log: the checkpoint to fine-tune (policy.pt)")
     parser.add_argument("--epochs", type=int, default=20, help="with --from-log: passes over the log")
@@ -74,7 +75,8 @@ def add_train_command(subparsers: Any) -> None:
 
 
 def offline_command(args: argparse.Namespace) -> int:
-    """``rewardkit train --from-log``: learn from live decisions; one-line errors, exit 2."""
+    """``rewardkit train --from-log``: learn from a decision log (by default PPO on its replayed workload);
+    one-line errors, exit 2."""
     from .rl.checkpoint_file import CheckpointError
     from .train.offline import train_from_log
 

@@ -106,3 +106,19 @@ def test_a_missing_router_dependency_names_the_extra(command, blocked, tmp_path)
     assert run.returncode == EXIT_BAD_INPUT, run.stderr[-2000:]
     assert f"needs {blocked}" in run.stderr and "pip install 'rewardkit[router]'" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_train_from_log_replays_the_log_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rewardkit train --from-log LOG`` is the operator's loop (log, replay, train): PPO on the replayed
+    workload unless ``--mode clone`` or ``--mode reward`` asks for offline learning from the decisions."""
+    import schedulers.cli as cli
+    import schedulers.train.offline as offline
+
+    seen: list[str] = []
+    monkeypatch.setattr(cli, "replay_train_command", lambda args, out: seen.append(f"replay {args.mode}") or 0)
+    monkeypatch.setattr(offline, "train_from_log", lambda logs, out, mode, **kw: seen.append(f"offline {mode}") or "p.pt")
+    log = tmp_path / "decisions.jsonl"
+    log.write_text("")
+    assert main(["train", "--from-log", str(log), "--out", str(tmp_path / "a")]) == 0
+    assert main(["train", "--from-log", str(log), "--mode", "clone", "--out", str(tmp_path / "b")]) == 0
+    assert seen == ["replay replay", "offline clone"]
