@@ -6,7 +6,9 @@ prompts of 128 tokens, 60 conversations, 240 requests at 6 req/s, prefix caching
 
 1. log a run under ``--logged`` through ``rewardkit gateway --decision-log``;
 2. optionally train the learned router on that log (``rewardkit train --from-log LOG --mode replay``,
-   ``--train-steps``), which then joins the candidates;
+   ``--train-steps``), which then joins the candidates; with ``--heldout-seed S`` a second run is
+   logged on other arrivals (workload seed S) and steps 3-5 use that one, so the learned router is
+   judged on traffic it was not trained on (yesterday's log, tomorrow's traffic);
 3. ``rewardkit replay LOG --routers CANDIDATES --json``: the calibration error and the predictions;
 4. every candidate live on the same arrivals (a fresh gateway each, the token ids relabelled so no
    run meets what the previous one left cached);
@@ -113,6 +115,16 @@ def cluster_part(name: str, slow: int, args: argparse.Namespace, out: Path) -> d
         if args.train_steps:
             checkpoint = train_learned(log, part_out, args.train_steps)
             candidates.append(f"learned={checkpoint}")
+        if args.heldout_seed is not None:
+            specs = [dataclasses.replace(x, arrival_s=x.arrival_s / args.rate)
+                     for x in shared_prefix_requests(workload, args.heldout_seed)[: args.requests]]
+            log = part_out / f"heldout-{args.logged}.jsonl"
+            log.unlink(missing_ok=True)
+            result["trained_on_run"] = result["logged_run"]
+            result["logged_run"] = live_run(cluster.urls, args.logged, relabel(specs, 5151), part_out, log=log,
+                                            warmup=warmup)
+            result["heldout_seed"] = args.heldout_seed
+            strip_warmup(log, len(warmup))
         rep = subprocess.run([str(Path(sys.executable).with_name("rewardkit")), "replay", str(log), "--routers",
                               ",".join(candidates), "--seeds", str(args.seeds), "--json",
                               "--plot", str(part_out / "replay_ttft.png")],
@@ -216,10 +228,12 @@ def report(results: list[dict[str, Any]]) -> str:
     lines = []
     for r in results:
         cal = r["replay"]["calibration"]
+        heldout = (f", replayed on a held-out log (workload seed {r['heldout_seed']}; the learned router was "
+                   f"trained on another)" if r.get("heldout_seed") is not None else "")
         lines.append(f"## {r['cluster']} cluster ({r['slow']} slow of 2), {r['requests']} requests at "
                      f"{r.get('rate', 6.0):g} req/s, {r.get('rounds', 1)} live round(s), logged under "
                      f"{r['logged_router']} (live TTFT p50 {r['logged_run']['ttft_p50']:.3f} s, p99 "
-                     f"{r['logged_run']['ttft_p99']:.3f} s; load {r['logged_run']['load_after']})")
+                     f"{r['logged_run']['ttft_p99']:.3f} s; load {r['logged_run']['load_after']}){heldout}")
         lines.append("calibration: " + ", ".join(f"{k} {v['error']:+.1%}" for k, v in cal.items())
                      + f"; fitted speeds {', '.join(f'{s:.3g}' for s in r['replay']['fitted_speeds'])}, "
                        f"overhead {r['replay']['overhead_s'] * 1000:.1f} ms")
@@ -254,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=float, default=1.0, help="arrival rate multiplier of the live shape's 6 req/s")
     p.add_argument("--rounds", type=int, default=1, help="live rounds per candidate (router order rotated)")
     p.add_argument("--train-steps", type=int, default=0, help="train the learned router on the log (PPO steps; 0: no)")
+    p.add_argument("--heldout-seed", type=int, default=None,
+                   help="replay and run the candidates on a second log of other arrivals (this workload seed)")
     p.add_argument("--out", default="runs/bench_replay")
     p.add_argument("--report", action="store_true", help="reprint from the saved JSON")
     args = p.parse_args(argv)
