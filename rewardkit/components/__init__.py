@@ -31,7 +31,14 @@ from .throughput_sigmoid import ThroughputSigmoid
 from .word_count_bounds import WordCountBounds
 from ._fast import attach_all as _attach_fast_paths
 
-_attach_fast_paths({"load_imbalance": LoadImbalance})
+_attach_fast_paths({
+    "ema_delta": EmaDelta,
+    "linear": Linear,
+    "littles_law_latency": LittlesLawLatency,
+    "load_imbalance": LoadImbalance,
+    "potential_shaping": PotentialShaping,
+    "threshold_penalty": ThresholdPenalty,
+})
 
 __all__ = [
     "AnswerMatch",

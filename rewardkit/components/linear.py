@@ -1,15 +1,19 @@
-"""``linear``: a scaled, optionally clipped copy of one signal."""
+"""``linear``: a scaled, optionally clipped copy of one signal.
+
+This module is the definition; faster paths that give the same numbers (plain floats, inlined
+code) live in ``components/_fast/linear.py``.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from typing import Mapping
 
 from ..backend import clip
 from ..base import Array, BaseReward
 from ..params import Param
 from ..registry import register
-from ._numeric import FLOAT_MAX, overflow_ok, saturate
+from ._numeric import overflow_ok, saturate
 
 
 @register("linear")
@@ -40,22 +44,3 @@ class Linear(BaseReward):
         if self.clip is not None:
             out = clip(out, self.clip[0], self.clip[1])
         return out
-
-    def scalar_fn(self) -> Callable[..., float]:
-        """Plain-float version of :meth:`compute` for the composer's scalar path."""
-        scale = self.scale
-        low, high = self.clip if self.clip is not None else (-FLOAT_MAX, FLOAT_MAX)
-        low, high = max(low, -FLOAT_MAX), min(high, FLOAT_MAX)
-
-        def one_env(value: float, terminated: bool, truncated: bool) -> float:
-            out = scale * value
-            return low if out < low else (high if out > high else out)
-
-        return one_env
-
-    def scalar_source(self, args: list[str], env: dict[str, Any], tag: str) -> str | None:
-        """Inlined form of :meth:`scalar_fn` for the composer's compiled scalar path."""
-        low, high = self.clip if self.clip is not None else (-FLOAT_MAX, FLOAT_MAX)
-        low, high = max(low, -FLOAT_MAX), min(high, FLOAT_MAX)
-        o = f"{tag}_out"
-        return f"({low!r} if ({o} := {self.scale!r} * {args[0]}) < {low!r} else ({high!r} if {o} > {high!r} else {o}))"

@@ -1,16 +1,20 @@
-"""``littles_law_latency``: time requests spent in the system during the last step."""
+"""``littles_law_latency``: time requests spent in the system during the last step.
+
+This module is the definition; faster paths that give the same numbers (plain floats, inlined
+code) live in ``components/_fast/littles_law_latency.py``.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from typing import Mapping
 
 import numpy as np
 
 from ..backend import array_namespace, checking, to_numpy
 from ..base import Array, BaseReward
 from ..registry import register
-from ._numeric import FLOAT_MAX, overflow_ok, saturate
+from ._numeric import overflow_ok, saturate
 
 
 @register("littles_law_latency")
@@ -41,22 +45,3 @@ class LittlesLawLatency(BaseReward):
                 )
         with overflow_ok():
             return saturate(x["in_system"] * x["dt"])
-
-    def scalar_fn(self) -> Callable[..., float]:
-        """Plain-float version of :meth:`compute` for the composer's scalar path."""
-        compute = self.compute
-
-        def one_env(in_system: float, dt: float, terminated: bool, truncated: bool) -> float:
-            if in_system < 0 or dt < 0:  # the array path raises the explanatory error
-                compute({"in_system": np.array([in_system]), "dt": np.array([dt])}, np.zeros(1, bool), np.zeros(1, bool))
-            out = in_system * dt
-            return FLOAT_MAX if out > FLOAT_MAX else out
-
-        return one_env
-
-    def scalar_block(self, args: list[str], env: dict[str, Any], tag: str) -> tuple[list[str], str] | None:
-        """:meth:`scalar_fn` inlined for the compiled scalar path (a negative input raises through it)."""
-        env["_explain"], env["_FLOAT_MAX"] = self.scalar_fn(), FLOAT_MAX
-        in_system, dt, out = args[0], args[1], f"{tag}_out"
-        return ([f"if {in_system} < 0 or {dt} < 0: _explain({in_system}, {dt}, False, False)"],
-                f"(_FLOAT_MAX if ({out} := {in_system} * {dt}) > _FLOAT_MAX else {out})")

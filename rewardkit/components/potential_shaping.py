@@ -1,15 +1,19 @@
-"""``potential_shaping``: potential-based reward shaping, F = gamma*phi(s') - phi(s)."""
+"""``potential_shaping``: potential-based reward shaping, F = gamma*phi(s') - phi(s).
+
+This module is the definition; faster paths that give the same numbers (plain floats on the
+single environment's state slots, inlined code) live in ``components/_fast/potential_shaping.py``.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from ..backend import array_namespace
 from ..base import Array, BaseReward, PerEnvState
 from ..params import Param
 from ..registry import register
-from ._numeric import FLOAT_MAX, overflow_ok, saturate
+from ._numeric import overflow_ok, saturate
 
 
 @register("potential_shaping")
@@ -69,40 +73,3 @@ class PotentialShaping(BaseReward):
 
     def restore(self, saved: Any) -> None:
         self._state.restore(saved)
-
-    def scalar_fn(self) -> Callable[..., float]:
-        """Plain-float version of :meth:`compute` for the scalar path."""
-        state, gamma, big = self._state, self.gamma, FLOAT_MAX
-
-        def one_env(potential: float, terminated: bool, truncated: bool) -> float:
-            s = state.scalar_slots()  # [phi, started]
-            phi_next = 0.0 if terminated else float(potential)
-            if s[1] != 0.0:
-                out = gamma * phi_next - s[0]
-                out = big if out > big else (-big if out < -big else out)
-                s[0] = phi_next
-            else:
-                out = 0.0
-                s[0] = float(potential)
-            s[1] = 1.0
-            return out
-
-        return one_env
-
-    def scalar_block(self, args: list[str], env: dict[str, Any], tag: str) -> tuple[list[str], str] | None:
-        """:meth:`scalar_fn` as inline statements (same operations) for the compiled scalar path."""
-        env["_state"], env["_FLOAT_MAX"] = self._state, FLOAT_MAX
-        s, phi, out, x = f"{tag}_slots", f"{tag}_phi", f"{tag}_out", args[0]
-        return [
-            f"{s} = _state.slots",
-            f"if {s} is None: {s} = _state.scalar_slots()",  # [phi, started]
-            f"{phi} = 0.0 if terminated else {x}",  # inputs arrive as floats
-            f"if {s}[1] != 0.0:",
-            f"    {out} = {self.gamma!r} * {phi} - {s}[0]",
-            f"    {out} = _FLOAT_MAX if {out} > _FLOAT_MAX else (-_FLOAT_MAX if {out} < -_FLOAT_MAX else {out})",
-            f"    {s}[0] = {phi}",
-            "else:",
-            f"    {out} = 0.0",
-            f"    {s}[0] = {x}",
-            f"{s}[1] = 1.0",
-        ], out

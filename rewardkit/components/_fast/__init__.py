@@ -1,11 +1,12 @@
 """Fast paths of the built-in components, apart from their definitions.
 
 A component's own module holds what it is (``compute`` and its declarations), the version to read
-and to copy; a module here of the same name holds faster code that gives the same numbers (a NumPy
-layout, plain floats for one environment, code the composer inlines) and an ``attach(cls)`` that
-sets it on the class. :func:`attach_all` runs when ``rewardkit.components`` is imported. The
-composer calls ``compute_fast`` when a component has one, else ``compute``; the component tests
-check every fast path against the definition.
+and to copy; a module here of the same name
+holds faster code that gives the same numbers (a NumPy layout, plain floats for one environment,
+code the composer inlines) and an ``attach(cls)`` that sets it on the class. :func:`attach_all`
+runs when ``rewardkit.components`` is imported. The composer calls ``compute_fast`` when a
+component has one, else ``compute``; the component tests check every fast path against the
+definition.
 """
 
 from __future__ import annotations
@@ -13,8 +14,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-#: component type name -> the module of its fast paths
-FAST_PATHS = {"load_imbalance": "rewardkit.components._fast.load_imbalance"}
+#: component type name -> the module of its fast paths (a shared base's module serves each subclass)
+FAST_PATHS = {
+    "ema_delta": "rewardkit.components._fast.ema_delta",
+    "linear": "rewardkit.components._fast.linear",
+    "littles_law_latency": "rewardkit.components._fast.littles_law_latency",
+    "load_imbalance": "rewardkit.components._fast.load_imbalance",
+    "potential_shaping": "rewardkit.components._fast.potential_shaping",
+    "threshold_penalty": "rewardkit.components._fast.threshold_penalty",
+}
 
 
 def attach_all(classes: dict[str, Any]) -> None:
