@@ -33,11 +33,16 @@ from ._fast import attach_all as _attach_fast_paths
 
 _attach_fast_paths({
     "ema_delta": EmaDelta,
+    "length_penalty": LengthPenalty,
+    "length_target": LengthTarget,
     "linear": Linear,
     "littles_law_latency": LittlesLawLatency,
     "load_imbalance": LoadImbalance,
+    "logistic_latency": LogisticLatency,
+    "overlong_penalty": OverlongPenalty,
     "potential_shaping": PotentialShaping,
     "threshold_penalty": ThresholdPenalty,
+    "throughput_sigmoid": ThroughputSigmoid,
 })
 
 __all__ = [

@@ -5,17 +5,17 @@ A length is counted in one of three units. ``words`` and ``chars`` count the ``c
 completion's tokens from the context key ``completion_tokens`` (a number per environment:
 ``TRLRewardFunctions`` fills it with ``len(completion_ids)``, the token ids the trainer passes).
 With ``unit: tokens`` the component reads numbers, not text, and computes on whole arrays.
+This module is the definition; faster paths that give the same numbers (texts counted by C-level
+maps, no saturation where no result can overflow, plain floats) live in ``components/_fast/_length.py``.
 """
 
 from __future__ import annotations
 
-import math
-import struct
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
-from ..backend import call_dtype, float_max, quiet, saturate
+from ..backend import call_dtype, quiet, saturate
 from ..base import Array
 from ..params import Param
 from ._numeric import FLOAT_MAX
@@ -55,11 +55,6 @@ class LengthReward(TextReward):
         """:meth:`of_length` on an array of lengths (any array library, its float dtype kept)."""
         raise NotImplementedError
 
-    def largest_magnitude(self, longest: float) -> float:
-        """A bound on ``abs(of_length(n))`` for every length ``n <= longest`` (``inf``: no bound
-        known, results are always saturated)."""
-        return math.inf
-
     def score(self, text: Any) -> float:
         if self.unit == "words":
             return self.of_length(len(text.split()))
@@ -71,31 +66,13 @@ class LengthReward(TextReward):
         if self.unit == "tokens":
             lengths = x[TOKENS_KEY]
         else:  # the lengths of the texts, then the same array maths as tokens
-            texts = x["completion"]  # counted by C-level maps, packed as int64 in one call, read as an array
-            counts = map(len, map(str.split, texts)) if self.unit == "words" else map(len, texts)
-            packed = struct.pack(f"{len(texts)}q", *counts)
-            lengths = np.frombuffer(packed, dtype=np.int64).astype(call_dtype(np.float64))
-            # a Python length is at most 2**63: when no result can then leave the float range
-            # (twice the bound, for the rounding of float32), saturating would change nothing
-            if 2.0 * self.largest_magnitude(LONGEST_TEXT) <= float_max(lengths):
-                with quiet():
-                    return self.of_lengths(lengths)
+            texts = x["completion"]
+            counts = [len(text.split()) for text in texts] if self.unit == "words" else [len(text) for text in texts]
+            lengths = np.array(counts, dtype=np.int64).astype(call_dtype(np.float64))
         with quiet():
             return saturate(self.of_lengths(lengths))
-
-    def scalar_fn(self) -> Callable[..., float]:
-        if self.unit != "tokens":
-            return super().scalar_fn()
-        of_length = self.of_length
-
-        def one_env(tokens: float, terminated: bool, truncated: bool) -> float:
-            return of_length(tokens)
-
-        return one_env
 
 
 def saturated(value: float) -> float:
     """``value`` clamped to the finite float64 range."""
     return FLOAT_MAX if value > FLOAT_MAX else -FLOAT_MAX if value < -FLOAT_MAX else value
-
-

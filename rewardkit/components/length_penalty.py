@@ -1,4 +1,8 @@
-"""``length_penalty``: minus ``per_unit`` for each word, character or token beyond ``max``."""
+"""``length_penalty``: minus ``per_unit`` for each word, character or token beyond ``max``.
+
+This module is the definition; faster paths that give the same numbers live in
+``components/_fast/_length.py``, shared by the length components.
+"""
 
 from __future__ import annotations
 
@@ -40,6 +44,3 @@ class LengthPenalty(LengthReward):
     def of_lengths(self, lengths: Any) -> Any:
         xp = array_namespace(lengths)
         return -(xp.maximum(lengths - self.max, 0.0) * self.per_unit)
-
-    def largest_magnitude(self, longest: float) -> float:
-        return self.per_unit * longest

@@ -1,11 +1,13 @@
-"""``length_target``: minus ``per_unit`` for each word, character or token away from ``target``."""
+"""``length_target``: minus ``per_unit`` for each word, character or token away from ``target``.
+
+This module is the definition; faster paths that give the same numbers live in
+``components/_fast/_length.py``, shared by the length components.
+"""
 
 from __future__ import annotations
 
 import math
 from typing import Any
-
-import numpy as np
 
 from ..backend import array_namespace
 from ..params import Param
@@ -34,12 +36,5 @@ class LengthTarget(LengthReward):
         return -saturated(self.per_unit * abs(length - self.target))
 
     def of_lengths(self, lengths: Any) -> Any:
-        if lengths.__class__ is np.ndarray:  # the same numbers in one new array: -(a * p) is a * -p
-            away = lengths - self.target
-            np.abs(away, away)  # out given by position: the ufunc's quicker call
-            return np.multiply(away, -self.per_unit, away)
         xp = array_namespace(lengths)
         return -(xp.abs(lengths - self.target) * self.per_unit)
-
-    def largest_magnitude(self, longest: float) -> float:
-        return self.per_unit * (longest + self.target)

@@ -1,4 +1,8 @@
-"""``overlong_penalty``: DAPO's soft overlong punishment of completions near or past ``max_length``."""
+"""``overlong_penalty``: DAPO's soft overlong punishment of completions near or past ``max_length``.
+
+This module is the definition; faster paths that give the same numbers live in
+``components/_fast/_length.py``, shared by the length components.
+"""
 
 from __future__ import annotations
 
@@ -48,6 +52,3 @@ class OverlongPenalty(LengthReward):
             return xp.where(lengths > self.max_length, -1.0, 0.0 * lengths)
         ramp = xp.clip((self._start - lengths) / self.cache_length, -1.0, 0.0)
         return xp.where(lengths > self.max_length, -1.0, ramp)
-
-    def largest_magnitude(self, longest: float) -> float:
-        return 1.0

@@ -21,9 +21,12 @@ from hypothesis.extra.numpy import arrays
 from rewardkit import RewardComposer
 from rewardkit.backend import evaluating
 from rewardkit.base import BaseReward
-from rewardkit.components import EmaDelta, Linear, LittlesLawLatency, LoadImbalance, PotentialShaping, ThresholdPenalty
+from rewardkit.components import (EmaDelta, LengthPenalty, LengthTarget, Linear, LittlesLawLatency, LoadImbalance,
+                                  LogisticLatency, OverlongPenalty, PotentialShaping, ThresholdPenalty,
+                                  ThroughputSigmoid)
 from rewardkit.components._fast import FAST_PATHS
-from rewardkit.components._numeric import FEW_COLUMNS
+from rewardkit.components._fast._length import target_lengths
+from rewardkit.components._numeric import FEW_COLUMNS, FLOAT_MAX
 from rewardkit.components.load_imbalance import STATISTICS
 from rewardkit.registry import get_component_class
 from rewardkit.testing.component_checks import compile_scalar_helper
@@ -132,7 +135,7 @@ ENDS = st.sampled_from([False] * 7 + [True])
 
 def same_bits(a: Any, b: Any) -> bool:
     """The same dtype, shape and bits (``-0.0`` is not ``0.0``); NaN where the other has NaN (a NaN's
-    sign bit is no number)."""
+    sign bit is no number: ``length_target`` in float32 with a target beyond float32 gives NaN)."""
     a, b = np.asarray(a), np.asarray(b)
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
@@ -151,6 +154,24 @@ def one_env_paths(comp: BaseReward) -> list[Any]:
     """The component's one-environment function and its inlined code compiled as the composer does."""
     compiled = [compile_scalar_helper(comp, kind) for kind in ("scalar_source", "scalar_block")]
     return [comp.scalar_fn()] + [fn for fn in compiled if fn is not None]
+
+
+@settings(max_examples=120, deadline=None)
+@given(cls=st.sampled_from([ThroughputSigmoid, LogisticLatency]), dtype=DTYPES, data=st.data())
+def test_sigmoid_fast_paths_give_the_definitions_numbers(cls: type, dtype: type, data: st.DataObject) -> None:
+    wide = dtype is np.float64
+    center = data.draw(FINITE if wide else FINITE_32)
+    width = data.draw(POSITIVE if wide else st.floats(min_value=0.0, exclude_min=True, width=32, allow_infinity=False))
+    comp = cls(name="s", **{cls.center_param: center, cls.width_param: width})
+    values = batch(data, dtype)
+    x, flags = {comp._input: values}, np.zeros(len(values), dtype=bool)
+    before = values.copy()
+    definition = comp.compute(x, flags, flags)
+    assert same_bits(comp.compute_fast(x, flags, flags), definition)
+    assert same_bits(values, before)  # the in-place path writes a new array only
+    if wide:  # NumPy's and libm's exp may differ in the last bit
+        for fn in one_env_paths(comp):
+            assert [fn(v, False, False) for v in values.tolist()] == pytest.approx(definition.tolist(), rel=1e-15, abs=0)
 
 
 @settings(max_examples=120, deadline=None)
@@ -269,3 +290,37 @@ def test_potential_shaping_fast_paths_give_the_definitions_numbers(gamma: float,
         assert play_one_env(comp, fn, values, terminated, truncated) == want, kind
         if not (terminated[-1, 0] or truncated[-1, 0]):  # (a reset state is saved as empty or as zeros)
             assert comp.state_dict() == alone.state_dict(), kind
+
+
+texts = st.lists(st.text(alphabet=" ab\n\t\u00e9\u3000x", max_size=40), max_size=6)
+PER_UNIT = st.sampled_from([0.0, 1.0, 0.5, 1e-300, 1e300, FLOAT_MAX])
+
+
+@settings(max_examples=120, deadline=None)
+@given(completions=texts, per_unit=PER_UNIT, point=st.sampled_from([0.0, 3.0, 20.0, 1e300]),
+       unit=st.sampled_from(["words", "chars", "tokens"]), dtype=DTYPES, data=st.data())
+def test_length_fast_paths_give_the_definitions_numbers(completions: list[str], per_unit: float, point: float,
+                                                        unit: str, dtype: type, data: st.DataObject) -> None:
+    tokens = data.draw(arrays(np.float64, len(completions), elements=st.integers(0, 2**53).map(float)))
+    for comp in (LengthTarget(target=point, unit=unit, per_unit=per_unit),
+                 LengthPenalty(max=point, unit=unit, per_unit=per_unit),
+                 OverlongPenalty(max_length=max(point, 1.0), cache_length=min(point, 4.0), unit=unit)):
+        x = {"completion_tokens": tokens.astype(dtype)} if unit == "tokens" else {"completion": completions}
+        with evaluating(True, np.dtype(dtype)):
+            definition = comp.compute(x, None, None)
+            assert same_bits(comp.compute_fast(x, None, None), definition), (comp, definition)
+        if dtype is np.float64:
+            one_env = comp.scalar_fn()
+            inputs = tokens.tolist() if unit == "tokens" else completions
+            assert [one_env(v, False, False) for v in inputs] == definition.tolist()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_length_targets_one_array_arithmetic_is_the_definitions(dtype: type) -> None:
+    lengths = np.array([0.0, 3.0, 20.0, 25.0, 1e30], dtype=dtype)
+    for per_unit in (0.0, 1.0, 0.25):
+        comp = LengthTarget(target=20, unit="chars", per_unit=per_unit)
+        got = target_lengths(comp, lengths)
+        assert same_bits(got, comp.of_lengths(lengths))
+        assert same_bits(got, -(np.abs(lengths - comp.target) * comp.per_unit))
+        assert lengths.tolist() == np.array([0.0, 3.0, 20.0, 25.0, 1e30], dtype=dtype).tolist()  # not written

@@ -1,12 +1,12 @@
-"""The recipe terms' batched fast paths give the per-text numbers: lengths not saturated where no
-result can overflow, ``length_target``'s arithmetic in one array, GSM8K answers read with
-``float()``, ``strict`` answers compared as they are found, ``repetition_rate``'s n-grams zipped
-from iterators."""
+"""The recipe terms' batched paths give the per-text numbers: the length terms' saturated lengths
+(their fast paths, unsaturated where no result can overflow and ``length_target``'s one-array
+arithmetic, are checked against them in tests/rewardkit/components/test_fast_paths.py), GSM8K
+answers read with ``float()``, ``strict`` answers compared as they are found, ``repetition_rate``'s
+n-grams zipped from iterators."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,17 +39,6 @@ def test_length_terms_give_the_saturated_numbers(completions: list[str], per_uni
         assert got.tobytes() == want.tobytes()  # the same bits: -0.0 stays -0.0
         if dtype is np.float64:
             assert got.tolist() == [comp.score(t) for t in completions]
-
-
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_length_targets_one_array_arithmetic_is_the_general_one(dtype: type) -> None:
-    lengths = np.array([0.0, 3.0, 20.0, 25.0, 1e30], dtype=dtype)
-    for per_unit in (0.0, 1.0, 0.25):
-        comp = LengthTarget(target=20, unit="chars", per_unit=per_unit)
-        got = comp.of_lengths(lengths)
-        want = -(np.abs(lengths - comp.target) * comp.per_unit)
-        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
-        assert lengths.tolist() == np.array([0.0, 3.0, 20.0, 25.0, 1e30], dtype=dtype).tolist()  # not written
 
 
 @SETTINGS
