@@ -452,3 +452,20 @@ def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     return value
+
+
+#: the faster copies of ``compute`` a component may provide; the composer calls them instead of it
+SPEED_HOOKS = ("compute_fast", "scalar_fn", "scalar_source", "scalar_block")
+
+
+def written_for_its_compute(component: BaseReward, hook: str) -> bool:
+    """Whether ``component``'s ``hook`` (one of :data:`SPEED_HOOKS`) was written for the ``compute`` it has.
+
+    A class that overrides ``compute`` below a built-in component does not inherit the built-in's
+    faster copies of the old ``compute`` (its own hooks, or the defaults, which call ``compute``);
+    built-in components and a user's own hooks are trusted (``rewardkit check`` proves them)."""
+    cls = type(component)
+    owner = next((c for c in cls.__mro__ if hook in c.__dict__), BaseReward)
+    if owner is BaseReward or owner is cls or not owner.__module__.startswith("rewardkit."):
+        return True
+    return cls.__module__.startswith("rewardkit.") or cls.compute is owner.compute

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import AbstractSet
 
-from ..base import BaseReward
+from ..base import BaseReward, written_for_its_compute
 from ..config import TermNode
 from .layout import built_in
 from .names import Scope, identifier
@@ -24,8 +24,10 @@ def scalar_term(node: TermNode, scope: Scope, *, present: AbstractSet[str], allo
     raw = scope.raw(node.name)
     tag = "_" + ident
     own: dict[str, object] = {}  # the component's helpers, renamed into a namespace of its own
-    inline = comp.scalar_source(args, own, tag)
-    block = comp.scalar_block(args, own, tag) if inline is None else None
+    inline = comp.scalar_source(args, own, tag) if written_for_its_compute(comp, "scalar_source") else None
+    block = None
+    if inline is None and written_for_its_compute(comp, "scalar_block"):
+        block = comp.scalar_block(args, own, tag)
     known = [arg for arg in args if arg in present]
     if known and inline is not None:
         inline = known_present(inline, known)
@@ -44,7 +46,8 @@ def scalar_term(node: TermNode, scope: Scope, *, present: AbstractSet[str], allo
         out.lines.extend(f"    {line}" for line in body.split("\n") if line)
         out.lines.append(f"    {raw} = {rename_names(result, rename)}")
     else:
-        fn = out.bind(scope.unique(f"_{ident}_fn"), comp.scalar_fn())
+        scalar_fn = comp.scalar_fn() if written_for_its_compute(comp, "scalar_fn") else BaseReward.scalar_fn(comp)
+        fn = out.bind(scope.unique(f"_{ident}_fn"), scalar_fn)
         out.lines.append(f"    {raw} = {fn}({', '.join(args + ['terminated', 'truncated'])})")
         out.lines.append(f"    if {raw}.__class__ is not float: {raw} = _returned({raw}, {node.name!r})")
         if not allow_nonfinite:  # components are trusted to keep finite inputs finite only when built in
@@ -72,7 +75,8 @@ def vector_term(node: TermNode, scope: Scope, *, allow_nonfinite: bool) -> tuple
     comp = node.component
     out = Emitted()
     # a fast path gives the definition's numbers (rewardkit check proves it)
-    fn = out.bind(scope.unique(f"_{identifier(node.name)}_compute"), getattr(comp, "compute_fast", None) or comp.compute)
+    fast = getattr(comp, "compute_fast", None) if written_for_its_compute(comp, "compute_fast") else None
+    fn = out.bind(scope.unique(f"_{identifier(node.name)}_compute"), fast or comp.compute)
     raw = scope.raw(node.name)
     call = f"{fn}({inputs_literal(comp, scope)}, terminated, truncated)"
     if built_in(comp):  # tested to return one float per environment in the inputs' library and dtype

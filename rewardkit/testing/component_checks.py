@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import UnsatisfiedAssumption
 
 from ..backend import library_of, to_numpy
-from ..base import BaseReward
+from ..base import BaseReward, written_for_its_compute
 from .strategies import Bounds, component_inputs, params_strategy, texts
 
 
@@ -136,20 +136,21 @@ class _Example:
         raise _Broken(message + "\ncounterexample:\n  " + "\n  ".join(notes))
 
 
-def _play(ex: _Example, comp: BaseReward, steps: list[Step]) -> list[np.ndarray]:
-    """Feed ``steps`` as the composer does: compute, then reset where an episode ended."""
+def _play(ex: _Example, comp: BaseReward, steps: list[Step], method: str = "compute") -> list[np.ndarray]:
+    """Feed ``steps`` as the composer does: ``compute`` (or ``method``), then reset where an episode ended."""
     outs = []
+    call = getattr(comp, method)
     for t, step in enumerate(steps):
         before = {k: v.copy() for k, v in step.inputs.items()}
-        out = comp.compute(_as_passed(comp, step.inputs), step.terminated, step.truncated)
+        out = call(_as_passed(comp, step.inputs), step.terminated, step.truncated)
         n = len(step.terminated)
         if not isinstance(out, np.ndarray) or out.dtype != np.float64 or out.shape != (n,):
-            ex.fail(f"compute returned {type(out).__name__} "
+            ex.fail(f"{method} returned {type(out).__name__} "
                     f"{getattr(out, 'dtype', '')} {getattr(out, 'shape', '')} at call {t}, expected a float64 "
                     f"array of shape ({n},)")
         for k, v in before.items():
             if not np.array_equal(v, step.inputs[k]):
-                ex.fail(f"compute modified its input {k!r} in place at call {t}")
+                ex.fail(f"{method} modified its input {k!r} in place at call {t}")
         outs.append(out.copy())
         done = step.terminated | step.truncated
         if done.any():
@@ -276,6 +277,21 @@ def _batched(ex: _Example) -> None:
             if not np.array_equal(b[i:i + 1], s):
                 ex.fail(f"environment {i} at call {t}: batched compute gives {float(b[i])!r}, a single-environment "
                         f"instance gives {float(s[0])!r} (environments must not influence each other)")
+
+
+def _fast_path(ex: _Example) -> None:
+    """``compute_fast`` (what the composer calls on batches) gives ``compute``'s numbers bit for bit
+    over whole episodes with resets, and leaves the same state."""
+    params = ex.params()
+    steps = ex.episode(ex.subject.build(params), "episode")
+    reference, fast = ex.subject.build(params), ex.subject.build(params)
+    expected = _play(ex, reference, steps)
+    got = _play(ex, fast, steps, "compute_fast")
+    for t, (e, g) in enumerate(zip(expected, got, strict=True)):
+        if not np.array_equal(e, g, equal_nan=True) or not np.array_equal(np.signbit(e), np.signbit(g)):
+            ex.fail(f"compute_fast gives {_fmt(g)} at call {t}, compute gives {_fmt(e)}")
+    if not _close_state(reference.state_dict(), fast.state_dict()):
+        ex.fail("compute_fast leaves another state than compute")
 
 
 def _scalar_path(kind: str) -> Callable[[_Example], None]:
@@ -424,6 +440,7 @@ PROMISES: dict[str, Callable[[_Example], None]] = {
     "finite outputs within output_range": _outputs,
     "monotone as declared": _monotone,
     "batched compute equals a loop over environments": _batched,
+    "compute_fast equals compute": _fast_path,
     "scalar_fn equals compute": _scalar_path("scalar_fn"),
     "scalar_source equals compute": _scalar_path("scalar_source"),
     "scalar_block equals compute": _scalar_path("scalar_block"),
@@ -455,6 +472,9 @@ def check_component(component: type[BaseReward] | BaseReward, *, params: Mapping
     checked = []
     for promise, check in PROMISES.items():
         if promise == "monotone as declared" and not (probe.monotone or type(probe).monotone):
+            continue
+        if promise.startswith("compute_fast") and (getattr(probe, "compute_fast", None) is None
+                                                    or not written_for_its_compute(probe, "compute_fast")):
             continue
         if promise.startswith("scalar_source") and type(probe).scalar_source is BaseReward.scalar_source:
             continue

@@ -47,6 +47,7 @@ def test_builtin_component_keeps_every_declared_promise(name: str) -> None:
     assert "finite outputs within output_range" in checked
     cls = get_component_class(name)
     assert ("monotone as declared" in checked) == bool(cls.monotone)
+    assert ("compute_fast equals compute" in checked) == hasattr(cls, "compute_fast")  # the composer's batched path
 
 
 @FAST

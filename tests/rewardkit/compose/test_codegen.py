@@ -167,3 +167,24 @@ def test_several_linear_ramps_share_their_step_tests_and_keep_the_shapers_weight
             out = fn({"x0": 1.0, "x1": 1.0, "x2": 1.0}, step=step) if fn is c else fn({"x0": 1.0}, step=step)
             for i in range(3):
                 assert out.terms[f"t{i}"].weight == c.shaper.weight(f"t{i}", step), (step, i)
+
+
+def test_a_subclass_overriding_compute_does_not_inherit_the_built_ins_faster_copies() -> None:
+    """ThresholdPenalty's fast paths (compute_fast, scalar_fn, inlined source) are copies of *its* compute:
+    a user's subclass with another compute is evaluated by that compute on both paths."""
+    from rewardkit import registry
+    from rewardkit.components import ThresholdPenalty
+
+    class Doubled(ThresholdPenalty):
+        def compute(self, x: dict, terminated: np.ndarray, truncated: np.ndarray) -> np.ndarray:
+            return 2.0 * super().compute(x, terminated, truncated)
+
+    registry._REGISTRY["test_doubled_threshold"] = Doubled
+    try:
+        c = RewardComposer.from_dict({"version": 1, "components": {
+            "late": {"type": "test_doubled_threshold", "inputs": {"latency": "ttft"}, "params": {"threshold": 1.0}}}})
+        assert c({"ttft": 3.0}).total == 4.0  # the plain threshold penalty gives 2.0
+        np.testing.assert_array_equal(c({"ttft": np.array([3.0, 0.5])}).total, [4.0, 0.0])
+        assert "compute_fast" not in c.generated_code() and "_late_fn(" in c.generated_code()
+    finally:
+        registry._REGISTRY.pop("test_doubled_threshold", None)
