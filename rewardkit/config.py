@@ -15,7 +15,7 @@ Schema (``version: 1``)::
     total:
       transforms: [...]
     expect: {...}                 # optional promises checked by `rewardkit check` (see expectations.py)
-    monitor: {...}                # optional: what the reward-hacking monitor reads (see monitor/spec.py)
+    monitor: {...}                # optional: what the reward-hacking monitor reads (see monitor_spec.py)
     stress: {...}                 # optional: what `rewardkit stress` checks (see stress_spec.py)
 
 Every error is a :class:`~rewardkit.errors.ConfigError` naming the file, the key path and what
@@ -37,7 +37,7 @@ from .applies import Conditions, conditions_to_spec, parse_applies_to
 from .base import BaseReward
 from .errors import ConfigError
 from .expectations import Expectations, parse_expectations
-from .monitor.spec import MonitorSettings, parse_monitor
+from .monitor_spec import MonitorSettings, parse_monitor
 from .stress_spec import StressSettings, parse_stress
 from .normalizers import Normalizer, make_normalizer
 from .params import describe

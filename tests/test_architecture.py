@@ -207,3 +207,38 @@ def test_rewardkit_never_imports_schedulers_even_lazily() -> None:
     offenders = [m for m, imports in import_graph().items() if m.startswith("rewardkit")
                  for other in imports if other.startswith("schedulers")]
     assert offenders == []
+
+
+def _top_level(module: str) -> str:
+    """``rewardkit.monitor.detectors`` -> ``rewardkit.monitor``; ``rewardkit.config`` stays itself."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(package: str = "rewardkit") -> dict[str, set[str]]:
+    """Imports between ``package``'s first-level packages and top-level modules (function-level ones too)."""
+    graph: dict[str, set[str]] = {}
+    for module, imports in import_graph().items():
+        if module.split(".")[0] != package:
+            continue
+        mine = _top_level(module)
+        graph.setdefault(mine, set()).update(
+            _top_level(other) for other in imports if other.split(".")[0] == package and _top_level(other) != mine)
+    return graph
+
+
+def test_package_graph_maps_modules_to_their_first_level_package() -> None:
+    assert _top_level("rewardkit.monitor.detectors") == "rewardkit.monitor"
+    assert _top_level("rewardkit.config") == "rewardkit.config"
+    assert _top_level("rewardkit") == "rewardkit"
+    graph = package_graph()
+    assert "rewardkit.monitor" in graph and "rewardkit.config" in graph
+    assert not any(name.count(".") > 1 for name in graph)
+
+
+def test_rewardkit_packages_import_one_way() -> None:
+    """No two of rewardkit's packages and top-level modules import each other, even lazily (a schema a
+    config reads lives in a top-level ``*_spec`` module below ``config``; the package that runs it sits above)."""
+    graph = package_graph()
+    found = cycles(graph)
+    edges = [f"{a} -> {b}" for component in found for a in component for b in sorted(graph[a] & set(component))]
+    assert found == [], "packages that import each other: " + "; ".join(edges)

@@ -9,12 +9,12 @@ With the run's sampled completions (``MonitorCallback(..., completions=PATH)``, 
 alert shows the completions behind it.
 """
 
+from ..monitor_spec import MonitorSettings, parse_monitor
 from .completions import CompletionWriter, ContentReader, read_completions
 from .detectors import (DETECTORS, Detector, Disagreement, DiversityCollapse, ExploitSpread, Finding, GoldDivergence,
                         GroupCollapse, LengthDrift, PinnedAtBound, TemplateConvergence, VarianceShare)
 from .history import History
 from .monitor import Alert, Monitor
-from .spec import MonitorSettings, parse_monitor
 from .structure import RewardStructure
 
 __all__ = ["Alert", "CompletionWriter", "ContentReader", "DETECTORS", "Detector", "Disagreement", "DiversityCollapse",

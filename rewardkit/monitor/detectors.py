@@ -5,7 +5,9 @@ training started (the mean of the first ``window`` records), so one noisy batch 
 checks only once the log holds ``2 * window`` records. Its condition must then hold for
 ``patience`` consecutive records before the :class:`~rewardkit.monitor.Monitor` raises an alert,
 whose ``began`` is the first record of that streak. Thresholds are parameters, validated like a
-component's (``monitor.<detector>.<param>`` in a config) and documented on each class.
+component's (``monitor.<detector>.<param>`` in a config) and documented on each class; a built-in
+detector's are declared in :data:`rewardkit.monitor_spec.DETECTOR_PARAMS` under its name, which the
+config reads without importing this package.
 
 Each finding has a *kind*: ``hacking`` when the reward pays for something the gold term or a
 declared partner does not confirm (the total or a paying term rises while gold stays put, two
@@ -29,13 +31,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..monitor_spec import BASE_PARAMS, DETECTOR_PARAMS
 from ..params import Param, validate_params
 from .completions import EXPLOIT, TEMPLATE
 from .history import DISTINCT, LENGTH, TOTAL, ZERO_STD, History, term_mean, term_std
 from .structure import RewardStructure
-
-WINDOW = Param.integer(2, "records averaged for 'now' and for 'the start'", minimum=1)
-PATIENCE = Param.integer(2, "consecutive records the condition must hold before an alert", minimum=1)
 
 #: the two kinds of finding (module doc)
 HACKING, HEALTH = "hacking", "health"
@@ -60,7 +60,7 @@ class Detector:
     """
 
     name: ClassVar[str] = ""
-    params: ClassVar[dict[str, Param]] = {"window": WINDOW, "patience": PATIENCE}
+    params: ClassVar[dict[str, Param]] = BASE_PARAMS
     #: whether the detector reads the completions (else only logged means)
     content: ClassVar[bool] = False
 
@@ -107,9 +107,7 @@ class GoldDivergence(Detector):
     gold term gained at most ``max_gold_gain`` (stayed flat or fell). Needs ``monitor.gold``."""
 
     name = "gold_divergence"
-    params = {**Detector.params,
-              "min_rise": Param.positive(0.15, "rise of the total (reward units) that counts as rising"),
-              "max_gold_gain": Param.number(0.05, "largest gain of the gold term that still counts as flat")}
+    params = DETECTOR_PARAMS["gold_divergence"]
 
     def applicable(self, reward: RewardStructure, history: History) -> str | None:
         if reward.gold is None:
@@ -136,9 +134,7 @@ class VarianceShare(Detector):
     (or no gold is declared); otherwise health (gold learned: the other terms stopped varying)."""
 
     name = "variance_share"
-    params = {**Detector.params,
-              "share": Param.fraction(0.9, "fraction of the summed term variance that counts as most"),
-              "max_gold_gain": Param.number(0.05, "largest gain of the gold term for which it counts as hacking")}
+    params = DETECTOR_PARAMS["variance_share"]
 
     def applicable(self, reward: RewardStructure, history: History) -> str | None:
         trained = reward.trained(history.step if len(history) else 0)
@@ -178,9 +174,7 @@ class LengthDrift(Detector):
     ``max_gold_gain``. Needs ``monitor.gold`` and TRL's ``completions/mean_length``."""
 
     name = "length_drift"
-    params = {**Detector.params,
-              "min_change": Param.positive(0.3, "relative change of the mean length that counts as drift"),
-              "max_gold_gain": Param.number(0.05, "largest gain of the gold term that still counts as not moving")}
+    params = DETECTOR_PARAMS["length_drift"]
 
     def applicable(self, reward: RewardStructure, history: History) -> str | None:
         if reward.gold is None:
@@ -208,9 +202,7 @@ class GroupCollapse(Detector):
     ``frac_reward_zero_std``) is ``level`` or more and rose by ``min_rise`` or more since the start."""
 
     name = "group_collapse"
-    params = {**Detector.params,
-              "level": Param.fraction(0.5, "fraction of zero-spread groups that counts as collapsed"),
-              "min_rise": Param.fraction(0.25, "rise since the start that counts as collapsing")}
+    params = DETECTOR_PARAMS["group_collapse"]
 
     def applicable(self, reward: RewardStructure, history: History) -> str | None:
         return _missing(history, [ZERO_STD])
@@ -230,9 +222,7 @@ class DiversityCollapse(Detector):
     ``min_drop`` or more since the start."""
 
     name = "diversity_collapse"
-    params = {**Detector.params,
-              "level": Param.fraction(0.5, "distinct fraction at or below which a group counts as collapsed"),
-              "min_drop": Param.fraction(0.25, "fall since the start that counts as collapsing")}
+    params = DETECTOR_PARAMS["diversity_collapse"]
 
     def applicable(self, reward: RewardStructure, history: History) -> str | None:
         return _missing(history, [DISTINCT])
@@ -254,8 +244,7 @@ class PinnedAtBound(Detector):
     a health one (the term stopped paying: nothing is learned from it)."""
 
     name = "pinned_at_bound"
-    params = {**Detector.params,
-              "tolerance": Param.fraction(0.03, "distance from a bound, as a fraction of the range, that counts as at it")}
+    params = DETECTOR_PARAMS["pinned_at_bound"]
 
     def subjects(self, reward: RewardStructure) -> list[tuple[str, ...]]:
         cached = getattr(self, "_subjects_of", None)
@@ -296,8 +285,7 @@ class Disagreement(Detector):
     declared range when the range is finite (in its own units otherwise)."""
 
     name = "disagreement"
-    params = {**Detector.params,
-              "min_gap": Param.positive(0.2, "difference between the two terms' changes that counts as disagreeing")}
+    params = DETECTOR_PARAMS["disagreement"]
 
     def subjects(self, reward: RewardStructure) -> list[tuple[str, ...]]:
         return [tuple(pair) for pair in reward.agree]
@@ -343,10 +331,7 @@ class ExploitSpread(Detector):
 
     name = "exploit_spread"
     content = True
-    params = {"window": Param.integer(1, "logged steps averaged for 'now' and for 'the start'", minimum=1),
-              "patience": PATIENCE,
-              "level": Param.fraction(0.5, "share of a step's completions, paid and rejected by gold, that counts as spread"),
-              "min_rise": Param.fraction(0.25, "rise of that share since the start that counts as spreading")}
+    params = DETECTOR_PARAMS["exploit_spread"]
 
     def applicable(self, reward: RewardStructure, history: History) -> str | None:
         return _content_applicable(reward, history, EXPLOIT)
@@ -368,10 +353,7 @@ class TemplateConvergence(Detector):
 
     name = "template_convergence"
     content = True
-    params = {**ExploitSpread.params,
-              "level": Param.fraction(0.5, "share of a step's completions in one paid, rejected template "
-                                            "that counts as converged"),
-              "min_rise": Param.fraction(0.25, "rise of that share since the start that counts as converging")}
+    params = DETECTOR_PARAMS["template_convergence"]
 
     def applicable(self, reward: RewardStructure, history: History) -> str | None:
         return _content_applicable(reward, history, TEMPLATE)

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..config import parse_config, read_yaml
 from .completions import ContentReader
 from .detectors import DETECTORS, HACKING, HEALTH, Detector, Finding
 from .history import History
@@ -91,8 +92,6 @@ class Monitor:
     @classmethod
     def from_config(cls, path: str | Path) -> "Monitor":
         """:meth:`from_spec` of a reward config file (validated; errors are located ``ConfigError``)."""
-        from ..config import parse_config, read_yaml
-
         doc = read_yaml(path)
         return cls.from_spec(parse_config(doc.data, source=doc.source))
 

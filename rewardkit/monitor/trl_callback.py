@@ -30,6 +30,7 @@ from typing import Any, Callable, Collection, Sequence
 import os
 from pathlib import Path
 
+from ..integrations.trl import completion_text, is_async_reward, prompt_text
 from .completions import CompletionWriter, clean_value
 from .detectors import DETECTORS, HACKING, KINDS
 from .history import DISTINCT, TOTAL
@@ -109,8 +110,6 @@ class MonitorCallback:
         """``with_diversity``'s ``on_batch``: read the batch's terms from ``rewards`` and record it."""
         import numpy as np
 
-        from ..integrations.trl import completion_text, prompt_text
-
         if self.rewards is None:
             raise ValueError("MonitorCallback.on_batch needs rewards= (the TRLRewardFunctions that scored the batch)")
         out = self.rewards.evaluate(prompts, completions, **kwargs)
@@ -187,8 +186,6 @@ def with_diversity(funcs: Sequence[Callable[..., Any]], group_size: int,
     """``funcs`` with the first wrapped to log ``monitor/distinct_frac`` through TRL's ``log_metric``
     (and to call ``on_batch(prompts, completions, **kwargs)`` after scoring, e.g. to keep samples).
     ``group_size`` is GRPO's ``num_generations``. Names and rewards are unchanged."""
-    from ..integrations.trl import completion_text, is_async_reward
-
     if not funcs:
         raise ValueError("with_diversity: expected at least one reward function")
     first = funcs[0]

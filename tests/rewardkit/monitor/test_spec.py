@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,8 @@ import pytest
 from rewardkit.config import parse_config, read_yaml, spec_to_dict
 from rewardkit.errors import ConfigError
 from rewardkit.monitor import DETECTORS, GoldDivergence, Monitor
+from rewardkit.monitor.detectors import Detector
+from rewardkit.monitor_spec import BASE_PARAMS, DETECTOR_PARAMS, MONITOR_KEYS
 
 BASE = """\
 version: 1
@@ -96,3 +100,20 @@ def test_rewardkit_validate_reports_a_bad_monitor_section(tmp_path: Path, capsys
     file = config(tmp_path, "monitor:\n  gold: x\n")
     assert main(["validate", str(file)]) == 1
     assert f"{file}: monitor.gold: expected the name of a term" in capsys.readouterr().err
+
+
+def test_the_schema_lists_every_detector_with_the_classes_own_thresholds() -> None:
+    """monitor_spec declares the built-ins' thresholds so that a config is read without the monitor package."""
+    assert list(DETECTOR_PARAMS) == list(DETECTORS) and MONITOR_KEYS == ("gold", "agree", *DETECTORS)
+    assert all(cls.params is DETECTOR_PARAMS[name] for name, cls in DETECTORS.items())
+    assert Detector.params is BASE_PARAMS
+
+
+def test_reading_a_config_imports_no_monitor_package(tmp_path: Path) -> None:
+    path = config(tmp_path, "monitor:\n  gold: correct\n  gold_divergence: {min_rise: 0.3}\n")
+    code = ("import sys; from rewardkit.config import parse_config, read_yaml; "
+            f"doc = read_yaml({str(path)!r}); spec = parse_config(doc.data, source=doc.source); "
+            "assert spec.monitor.detectors['gold_divergence']['min_rise'] == 0.3; "
+            "print(sorted(m for m in sys.modules if m == 'rewardkit.monitor' or m.startswith('rewardkit.monitor.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

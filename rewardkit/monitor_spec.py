@@ -10,6 +10,10 @@ Written in YAML as::
 
 Term names are the config's top-level terms (TRL logs one reward function per top-level term).
 Errors are ``ConfigError`` located at the key path (``monitor.gold``), like the rest of the config.
+
+The built-in detectors' names and thresholds are declared here (:data:`DETECTOR_PARAMS`; each class of
+:mod:`rewardkit.monitor.detectors` takes its ``params`` from it) so that reading a config never imports the
+monitor package, which reads configs itself (``Monitor.from_config``); a test keeps the two lists equal.
 """
 
 from __future__ import annotations
@@ -17,11 +21,57 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping
 
-from ..errors import ConfigError
-from ..params import describe, validate_params
-from .detectors import DETECTORS
+from .errors import ConfigError
+from .params import Param, describe, validate_params
 
-MONITOR_KEYS = ("gold", "agree", *DETECTORS)
+WINDOW = Param.integer(2, "records averaged for 'now' and for 'the start'", minimum=1)
+PATIENCE = Param.integer(2, "consecutive records the condition must hold before an alert", minimum=1)
+#: what every detector reads (``Detector.params``); the content detectors average logged steps instead
+BASE_PARAMS: dict[str, Param] = {"window": WINDOW, "patience": PATIENCE}
+_CONTENT_PARAMS: dict[str, Param] = {"window": Param.integer(1, "logged steps averaged for 'now' and for 'the start'",
+                                                             minimum=1),
+                                     "patience": PATIENCE}
+
+#: every built-in detector's thresholds by its config name, in the order alerts are reported
+#: (rewardkit.monitor.detectors.DETECTORS, whose classes document them)
+DETECTOR_PARAMS: dict[str, dict[str, Param]] = {
+    "gold_divergence": {
+        **BASE_PARAMS,
+        "min_rise": Param.positive(0.15, "rise of the total (reward units) that counts as rising"),
+        "max_gold_gain": Param.number(0.05, "largest gain of the gold term that still counts as flat")},
+    "variance_share": {
+        **BASE_PARAMS,
+        "share": Param.fraction(0.9, "fraction of the summed term variance that counts as most"),
+        "max_gold_gain": Param.number(0.05, "largest gain of the gold term for which it counts as hacking")},
+    "length_drift": {
+        **BASE_PARAMS,
+        "min_change": Param.positive(0.3, "relative change of the mean length that counts as drift"),
+        "max_gold_gain": Param.number(0.05, "largest gain of the gold term that still counts as not moving")},
+    "group_collapse": {
+        **BASE_PARAMS,
+        "level": Param.fraction(0.5, "fraction of zero-spread groups that counts as collapsed"),
+        "min_rise": Param.fraction(0.25, "rise since the start that counts as collapsing")},
+    "diversity_collapse": {
+        **BASE_PARAMS,
+        "level": Param.fraction(0.5, "distinct fraction at or below which a group counts as collapsed"),
+        "min_drop": Param.fraction(0.25, "fall since the start that counts as collapsing")},
+    "pinned_at_bound": {
+        **BASE_PARAMS,
+        "tolerance": Param.fraction(0.03, "distance from a bound, as a fraction of the range, that counts as at it")},
+    "disagreement": {
+        **BASE_PARAMS,
+        "min_gap": Param.positive(0.2, "difference between the two terms' changes that counts as disagreeing")},
+    "exploit_spread": {
+        **_CONTENT_PARAMS,
+        "level": Param.fraction(0.5, "share of a step's completions, paid and rejected by gold, that counts as spread"),
+        "min_rise": Param.fraction(0.25, "rise of that share since the start that counts as spreading")},
+    "template_convergence": {
+        **_CONTENT_PARAMS,
+        "level": Param.fraction(0.5, "share of a step's completions in one paid, rejected template "
+                                     "that counts as converged"),
+        "min_rise": Param.fraction(0.25, "rise of that share since the start that counts as converging")},
+}
+MONITOR_KEYS = ("gold", "agree", *DETECTOR_PARAMS)
 
 
 @dataclass(frozen=True)
@@ -112,7 +162,7 @@ def _thresholds(spec: Mapping, path: str, source: str | None,
     """Each detector's validated params (None when turned off with ``false``), and what was written."""
     detectors: dict[str, dict[str, Any] | None] = {}
     written: dict[str, Any] = {}
-    for name, cls in DETECTORS.items():
+    for name, params in DETECTOR_PARAMS.items():
         given = spec.get(name)
         if given is False:
             detectors[name], written[name] = None, False
@@ -122,7 +172,7 @@ def _thresholds(spec: Mapping, path: str, source: str | None,
                                       source=source, path=f"{path}.{name}"))
             continue
         try:
-            detectors[name] = validate_params(cls.params, given, path=f"{path}.{name}", source=source)
+            detectors[name] = validate_params(params, given, path=f"{path}.{name}", source=source)
         except ConfigError as exc:
             errors.extend(exc.errors)
             continue
