@@ -256,10 +256,12 @@ class TRLRewardFunctions:
         """The context without ``features``: chat messages made text (what is TRL's own here), then
         the shared core's context: prompt and completion text, the token keys, the dataset columns."""
         reads = self.scorer.reads
-        if "completion" in reads and not every_item_is(completions, str):
-            completions = TextColumn([_completion_text_at(c, self.assistant_message, i) for i, c in enumerate(completions)])
-        if "prompt" in reads and not every_item_is(prompts, str):
-            prompts = TextColumn([prompt_text(p) for p in prompts])
+        # text made here is checked once, marked as such (TextColumn), so the core does not check it again
+        if "completion" in reads:
+            completions = TextColumn(completions if every_item_is(completions, str) else
+                                     [_completion_text_at(c, self.assistant_message, i) for i, c in enumerate(completions)])
+        if "prompt" in reads:
+            prompts = TextColumn(prompts if every_item_is(prompts, str) else [prompt_text(p) for p in prompts])
         n, ids = len(completions), []
 
         def token_lists() -> list[Any]:  # checked once for both keys
