@@ -40,6 +40,7 @@ from schedulers.engines.replicas import tiny_cluster  # noqa: E402
 from schedulers.loadgen.runner import replay, summarize  # noqa: E402
 from schedulers.replay.logged import read_logged_run  # noqa: E402
 from schedulers.replay.report import logged_figures  # noqa: E402
+from schedulers.shared.prometheus import prefix_cache_hit_rate, scrape  # noqa: E402
 from schedulers.shared.requests import shared_prefix_requests  # noqa: E402
 from schedulers.shared.workload import load_workload  # noqa: E402
 
@@ -69,13 +70,18 @@ def live_run(urls: list[str], router: str, specs: list, out: Path, *, checkpoint
         gw.start()
         if warmup:
             asyncio.run(replay(gw.url, warmup, model="tiny-llama", timeout_s=120))
+        before = [scrape(u) for u in urls]
         records, wall = asyncio.run(replay(gw.url, specs, model="tiny-llama", timeout_s=120))
+        after = [scrape(u) for u in urls]
     finally:
         gw.stop()
     s = summarize(records, wall)
     run = read_logged_run([log], min_requests=1)
     skip = len(warmup or ())  # the warm-up requests are the log's first ones
     logged = logged_figures(dataclasses.replace(run, requests=run.requests[skip:]))
+    rates = [prefix_cache_hit_rate(b, a) for b, a in zip(before, after, strict=True)]
+    queries = sum(r[1] for r in rates)
+    logged["prefix_hit_rate"] = sum(r[0] for r in rates) / queries if queries else 0.0  # the engines' own counters
     return {**logged, "client_ttft_p50": s["ttft_ms"]["p50"] / 1000, "client_ttft_p99": s["ttft_ms"]["p99"] / 1000,
             "answered": s["completed"], "requests": s["requests"], "log": str(log),
             "load_before": load_before, "load_after": load_average()}
@@ -150,7 +156,8 @@ def cluster_part(name: str, slow: int, args: argparse.Namespace, out: Path) -> d
                       f"({time.perf_counter() - t1:.0f} s)", file=sys.stderr, flush=True)
         for label, runs in rounds.items():
             measured[label] = {k: sum(r[k] for r in runs) / len(runs)
-                               for k in ("ttft_p50", "ttft_p99", "e2e_mean", "e2e_p99", "client_ttft_p50", "client_ttft_p99")}
+                               for k in ("ttft_p50", "ttft_p99", "e2e_mean", "e2e_p99", "client_ttft_p50", "client_ttft_p99",
+                                         "prefix_hit_rate")}
             measured[label].update(rounds=runs, load_after=runs[-1]["load_after"])
         result["live"] = measured
     result["comparison"] = compare(predicted, measured)
@@ -197,6 +204,8 @@ def compare(predicted: dict[str, Any], measured: dict[str, Any]) -> dict[str, An
         p = predicted["routers"][name]
         rows[name] = {k: {"predicted": p[k], "measured": m[k], "error": p[k] / m[k] - 1 if m[k] else None}
                       for k in ("ttft_p50", "ttft_p99")}
+        if "prefix_hit_rate" in m and "prefix_hit_rate" in p:  # the engines' counters (runs before 2026-12-02 lack them)
+            rows[name]["prefix_hit_rate"] = {"predicted": p["prefix_hit_rate"], "measured": m["prefix_hit_rate"]}
     names = list(rows)
     out: dict[str, Any] = {"rows": rows}
     # the machine's load drifts between runs: each router's live figure over the logged router's in the same round
@@ -238,13 +247,15 @@ def report(results: list[dict[str, Any]]) -> str:
                      + f"; fitted speeds {', '.join(f'{s:.3g}' for s in r['replay']['fitted_speeds'])}, "
                        f"overhead {r['replay']['overhead_s'] * 1000:.1f} ms")
         lines.append("| router | TTFT p50 predicted | measured | error | TTFT p99 predicted | measured | error "
-                     "| load (1/5/15 min) |")
-        lines.append("|---|---|---|---|---|---|---|---|")
+                     "| cache hit rate predicted / engines' | load (1/5/15 min) |")
+        lines.append("|---|---|---|---|---|---|---|---|---|")
         c = r["comparison"]
         for name, row in c["rows"].items():
-            a, b = row["ttft_p50"], row["ttft_p99"]
+            a, b, h = row["ttft_p50"], row["ttft_p99"], row.get("prefix_hit_rate")
+            hits = f"{h['predicted']:.1%} / {h['measured']:.1%}" if h else "-"
             lines.append(f"| `{name}` | {a['predicted']:.3f} | {a['measured']:.3f} | {a['error']:+.0%} | "
-                         f"{b['predicted']:.3f} | {b['measured']:.3f} | {b['error']:+.0%} | {r['live'][name]['load_after']} |")
+                         f"{b['predicted']:.3f} | {b['measured']:.3f} | {b['error']:+.0%} | {hits} | "
+                         f"{r['live'][name]['load_after']} |")
         for k in ("ttft_p50", "ttft_p99"):
             lines.append(f"{k}: Spearman {c[f'spearman_{k}']:.2f}; best predicted `{c[f'best_predicted_{k}']}`, "
                          f"best measured `{c[f'best_measured_{k}']}`; median |error| {c[f'median_abs_error_{k}']:.0%}")
