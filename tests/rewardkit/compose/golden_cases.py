@@ -7,10 +7,11 @@ change is meant to alter what a reward pays; the test then pins the new numbers)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, given, settings
@@ -44,7 +45,7 @@ def component_configs() -> dict[str, dict[str, Any]]:
     out = {}
     for name in registered():
         cls = get_component_class(name)
-        if cls.asynchronous:
+        if cls.asynchronous or not cls.__module__.startswith("rewardkit.components"):
             continue
         for k, params in enumerate(_draw(params_strategy(cls), 2)):
             out[f"component:{name}:{k}"] = {"version": 1, "components": {
@@ -124,17 +125,40 @@ def run(composer: Any, calls: list[dict[str, Any]]) -> list[Any]:
     return results
 
 
-def load(case: str, config: Any) -> Any:
+def plugin_components() -> dict[str, type]:
+    """The examples' own components by type name (their configs name them)."""
     import importlib
 
+    found = {}
+    for module in PLUGINS:
+        for value in vars(importlib.import_module(module)).values():
+            if isinstance(value, type) and getattr(value, "type_name", None):
+                found[value.type_name] = value
+    return found
+
+
+@contextlib.contextmanager
+def plugins_registered() -> Iterator[None]:
+    """The examples' components registered for the block, and only those that were missing taken out
+    after it (another test may have cleared the registry of them, or may rely on them being there)."""
+    from rewardkit import registry
+
+    added = [name for name in plugin_components() if name not in registry._REGISTRY]
+    registry._REGISTRY.update({name: plugin_components()[name] for name in added})
+    try:
+        yield
+    finally:
+        for name in added:
+            registry._REGISTRY.pop(name, None)
+
+
+def load(case: str, config: Any) -> Any:
     from rewardkit import RewardComposer
 
-    for module in PLUGINS:
-        importlib.import_module(module)
-
-    if isinstance(config, dict):
-        return RewardComposer.from_dict(config, source=case)
-    return RewardComposer.from_yaml(ROOT / config)
+    with plugins_registered():
+        if isinstance(config, dict):
+            return RewardComposer.from_dict(config, source=case)
+        return RewardComposer.from_yaml(ROOT / config)
 
 
 def record() -> dict[str, Any]:
