@@ -143,8 +143,9 @@ def plugins_registered() -> Iterator[None]:
     after it (another test may have cleared the registry of them, or may rely on them being there)."""
     from rewardkit import registry
 
-    added = [name for name in plugin_components() if name not in registry._REGISTRY]
-    registry._REGISTRY.update({name: plugin_components()[name] for name in added})
+    components = plugin_components()
+    added = [name for name in components if name not in registry._REGISTRY]
+    registry._REGISTRY.update({name: components[name] for name in added})
     try:
         yield
     finally:
