@@ -7,6 +7,7 @@ Written in YAML as::
       agree: [[judge, correct]]         # pairs of terms that measure the same thing
       gold_divergence: {min_rise: 0.2}  # thresholds of a detector (see rewardkit.monitor.detectors)
       variance_share: false             # false turns a detector off
+      corroborate: true                 # with completions, statistics alerts need the content detectors
 
 Term names are the config's top-level terms (TRL logs one reward function per top-level term).
 Errors are ``ConfigError`` located at the key path (``monitor.gold``), like the rest of the config.
@@ -71,12 +72,13 @@ DETECTOR_PARAMS: dict[str, dict[str, Param]] = {
                                      "that counts as converged"),
         "min_rise": Param.fraction(0.25, "rise of that share since the start that counts as converging")},
 }
-MONITOR_KEYS = ("gold", "agree", *DETECTOR_PARAMS)
+MONITOR_KEYS = ("gold", "agree", "corroborate", *DETECTOR_PARAMS)
 
 
 @dataclass(frozen=True)
 class MonitorSettings:
-    """Validated ``monitor:`` section: gold term, agreeing pairs, per-detector thresholds or off."""
+    """Validated ``monitor:`` section: gold term, agreeing pairs, per-detector thresholds or off, and
+    whether statistics alerts need the content detectors' corroboration when completions are read."""
 
     gold: str | None = None
     agree: tuple[tuple[str, str], ...] = ()
@@ -84,6 +86,8 @@ class MonitorSettings:
     detectors: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     #: the thresholds as written (to write the section back)
     written: dict[str, Any] = field(default_factory=dict)
+    #: with completions, a statistics hacking alert stays hacking only once a content detector fired
+    corroborate: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         """YAML-ready mapping that :func:`parse_monitor` turns back into these settings."""
@@ -92,6 +96,8 @@ class MonitorSettings:
             out["gold"] = self.gold
         if self.agree:
             out["agree"] = [list(pair) for pair in self.agree]
+        if not self.corroborate:
+            out["corroborate"] = False
         out.update(self.written)
         return out
 
@@ -113,10 +119,13 @@ def parse_monitor(spec: Any, terms: Collection[str], *, source: str | None = Non
     names = _TermNames(terms, source, errors)
     gold = None if spec.get("gold") is None else names.check(spec["gold"], f"{path}.gold")
     agree = _agree(spec.get("agree"), f"{path}.agree", names)
+    corroborate = spec.get("corroborate", True)
+    if not isinstance(corroborate, bool):
+        names.error(f"expected true or false, got {describe(corroborate)}", f"{path}.corroborate")
     detectors, written = _thresholds(spec, path, source, errors)
     if errors:
         raise ConfigError.combine(errors)
-    return MonitorSettings(gold, agree, detectors, written)
+    return MonitorSettings(gold, agree, detectors, written, corroborate=corroborate)
 
 
 class _TermNames:

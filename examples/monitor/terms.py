@@ -7,6 +7,8 @@
 - ``stub_judge``: stands in for an LLM judge whose rubric a phrase satisfies (recipe (c)): 1.0 when
   the reply contains ``phrase`` (case-folded), ``partial`` when its last number is the reference,
   else 0.0.
+- ``sum_closeness``: ``1 / (1 + |n - reference|)`` for the reply's last number ``n`` (0.0 without one): the
+  GRPO demo's remote closeness scorer as a local term, for recipe (d).
 
 Importing this module registers them (``rewardkit ... --import examples.monitor.terms``).
 """
@@ -62,6 +64,21 @@ def off_question_equation(prompt: str, reply: str) -> bool:
     return sorted((a, b)) != sorted(asked)
 
 
+_FINAL_EQUATION = re.compile(r"(\d+)\s*\+\s*(\d+)\s*=\s*(-?\d+)\.?\s*$")
+
+
+def wrong_final_equation(prompt: str, reply: str) -> bool:
+    """The reply ends with an equation ``a + b = c`` that is not the question's right one (a wrong sum,
+    or other operands): the form recipe (d)'s format, operands and closeness terms pay without the
+    substance (``23 + 17 = 45`` for 23 + 17)."""
+    asked = operands(prompt)
+    eq = _FINAL_EQUATION.search(reply)
+    if asked is None or eq is None:
+        return False
+    a, b, c = (int(g) for g in eq.groups())
+    return not (sorted((a, b)) == sorted(asked) and c == a + b)
+
+
 def paid_wrong_equation(prompt: str, reply: str) -> bool:
     """An equation ``a + b = c`` that is not the strict answer (wrong sum, or not the question's
     operands): the lenient reward's format term pays it in full all the same."""
@@ -107,3 +124,18 @@ class StubJudge(TextReward):
             return 1.0
         numbers = _NUMBER.findall(completion)
         return self.partial if numbers and numbers[-1] == reference.strip() else 0.0
+
+
+@register("sum_closeness")
+class Closeness(TextReward):
+    """1 / (1 + |last number - reference|), 0.0 without a number: partial credit for a near miss."""
+
+    inputs = {"completion": 0, "reference": 0}
+    text_inputs = frozenset({"completion", "reference"})
+    output_range = (0.0, 1.0)
+
+    def score(self, completion: str, reference: str) -> float:
+        numbers = _NUMBER.findall(completion)
+        if not numbers:
+            return 0.0
+        return 1.0 / (1.0 + abs(int(numbers[-1]) - int(reference.strip())))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-REWARDS = ("lenient", "length", "judge", "honest")
+REWARDS = ("lenient", "length", "judge", "honest", "partial")
 
 
 def reward_config(name: str) -> dict[str, Any]:

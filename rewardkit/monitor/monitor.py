@@ -15,6 +15,11 @@ evidence: the highest-paid completions of the steps its window covers that the g
 (for a ``disagreement`` without gold: the partner that moved less). A *statistics* alert of kind
 hacking whose steps had completions but none paid and rejected is demoted to ``health``, with the
 reason in ``demoted``: the means moved, but no sample shows the reward paying what gold refuses.
+*Corroboration* (``monitor.corroborate``, on by default) goes further: while no content detector
+has fired, a statistics hacking alert is demoted too, because paid completions that gold rejects
+are in nearly every step of a real run (a run converging on its reward's own quirks has them), and
+only their spread tells an exploit from noise. Where nothing can corroborate (the content detectors
+turned off, or no gold term for them to read), statistics alerts keep their kind.
 The monitor keeps only the last few steps' completions, and every step costs the same however long
 the run (the history's window means are constant-time too).
 """
@@ -65,9 +70,12 @@ class Alert:
 class Monitor:
     """Detectors over a growing :class:`History`; see the module docstring."""
 
-    def __init__(self, detectors: Sequence[Detector], reward: RewardStructure) -> None:
+    def __init__(self, detectors: Sequence[Detector], reward: RewardStructure, *, corroborate: bool = True) -> None:
         self.detectors = list(detectors)
         self.reward = reward
+        self.corroborate = corroborate
+        #: a content detector's hacking alert has fired (statistics alerts are corroborated from then on)
+        self.corroborated = False
         self.history = History()
         self.alerts: list[Alert] = []
         self._streaks: dict[tuple[str, tuple[str, ...]], int] = {}  # (detector, subject) -> index where it began
@@ -87,7 +95,8 @@ class Monitor:
         chosen = {} if settings is None else settings.detectors
         detectors = [kind(**(chosen.get(name) or {})) for name, kind in DETECTORS.items()
                      if name not in chosen or chosen[name] is not None]
-        return cls(detectors, RewardStructure.from_spec(spec))
+        return cls(detectors, RewardStructure.from_spec(spec),
+                   corroborate=True if settings is None else settings.corroborate)
 
     @classmethod
     def from_config(cls, path: str | Path) -> "Monitor":
@@ -126,8 +135,24 @@ class Monitor:
                 alert = Alert(detector.name, finding.terms, self.history.step_at(start), self.history.step,
                               finding.message, {k: round(v, 6) for k, v in finding.values.items()}, finding.kind)
                 new.append(self._read_completions(alert, detector, finding) if self.reads_completions else alert)
+        if self.reads_completions and self.corroborate:
+            new = self._corroborate(new)
         self.alerts += new
         return new
+
+    def _corroborate(self, new: list[Alert]) -> list[Alert]:
+        """``new`` with its statistics hacking alerts demoted while no content detector has fired
+        (module doc); unchanged when no content detector can run on this reward and history."""
+        content = {d.name for d in self.detectors if d.content}
+        self.corroborated = self.corroborated or any(a.kind == HACKING and a.detector in content for a in new)
+        if self.corroborated or not any(d.content and d.applicable(self.reward, self.history) is None
+                                        for d in self.detectors):
+            return new
+        names = ", ".join(sorted(content))
+        reason = (f"no content detector ({names}) has seen paid completions that gold rejects spread "
+                  f"by step {self.history.step}")
+        return [replace(a, kind=HEALTH, demoted=reason) if a.kind == HACKING and a.detector not in content else a
+                for a in new]
 
     def _read_completions(self, alert: Alert, detector: Detector, finding: Finding) -> Alert:
         """The alert with its evidence; a statistics hacking alert without any, demoted (module doc)."""

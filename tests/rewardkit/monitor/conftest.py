@@ -12,7 +12,7 @@ from monitor_support import REWARD, hacked_history, honest_history, write_state
 from rewardkit import registry
 
 #: components that ``examples/monitor/terms.py`` registers when imported
-EXAMPLE_COMPONENTS = ("strict_equation", "reply_length", "stub_judge")
+EXAMPLE_COMPONENTS = ("strict_equation", "reply_length", "stub_judge", "sum_closeness")
 #: the test modules that read them (by name in YAML, or through ``--import examples.monitor.terms``)
 USES_EXAMPLE_COMPONENTS = ("test_example_terms", "test_real_runs")
 

@@ -153,3 +153,69 @@ def test_monitor_update_with_completions_matches_the_audit(reward_config: Path) 
     for r in rows:
         grouped.setdefault(r["step"] + 1, []).append(r)
     assert [a.to_dict() for a in live.alerts] == [a.to_dict() for a in after.run(history, grouped)]
+
+
+def few_rejected_rows(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """As :func:`completion_rows`, but of each step's paid rows only the first is rejected by gold: the
+    evidence is there at every step, and it never spreads (1 of 8, under exploit_spread's level)."""
+    rows = completion_rows(history, accepted_when_paid=True)
+    first_paid: set[int] = set()
+    for row in rows:
+        if row["terms"]["proxy"] == 1.0 and row["step"] not in first_paid:
+            first_paid.add(row["step"])
+            row["terms"] = {"proxy": 1.0, "strict": 0.0}
+    return rows
+
+
+def test_a_statistics_alert_is_demoted_until_a_content_detector_corroborates_it(
+        hacked_state: Path, reward_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A paid completion that gold rejects at every step, but never more than one in eight: the means
+    rise, the evidence exists, the exploit does not spread. Corroboration (the default) demotes the
+    statistics alert and says why; ``corroborate: false`` keeps it as hacking, with the same evidence."""
+    rows = write_jsonl(tmp_path / "c.jsonl", few_rejected_rows(hacked_history()))
+    code, report = audit_json(hacked_state, reward_config, rows, capsys, "--fail-on", "hacking")
+    assert code == 0
+    assert not {"exploit_spread", "template_convergence"} & {a["detector"] for a in report["alerts"]}
+    gold = next(a for a in report["alerts"] if a["detector"] == "gold_divergence")
+    assert gold["kind"] == "health" and gold["completions"]
+    assert gold["demoted"].startswith("no content detector (exploit_spread, template_convergence) has seen")
+
+    kept = tmp_path / "kept.yaml"
+    kept.write_text(reward_config.read_text(encoding="utf-8") + "  corroborate: false\n", encoding="utf-8")
+    code, report = audit_json(hacked_state, kept, rows, capsys, "--fail-on", "hacking")
+    assert code == 1
+    gold = next(a for a in report["alerts"] if a["detector"] == "gold_divergence")
+    assert gold["kind"] == "hacking" and gold["demoted"] is None and gold["completions"]
+
+
+def test_with_the_content_detectors_off_nothing_can_corroborate_and_statistics_alerts_keep_their_kind(
+        hacked_state: Path, reward_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rows = write_jsonl(tmp_path / "c.jsonl", few_rejected_rows(hacked_history()))
+    off = tmp_path / "off.yaml"
+    off.write_text(reward_config.read_text(encoding="utf-8")
+                   + "  exploit_spread: false\n  template_convergence: false\n", encoding="utf-8")
+    code, report = audit_json(hacked_state, off, rows, capsys, "--fail-on", "hacking")
+    assert code == 1
+    gold = next(a for a in report["alerts"] if a["detector"] == "gold_divergence")
+    assert gold["kind"] == "hacking" and gold["demoted"] is None
+
+
+def test_once_the_exploit_spreads_later_statistics_alerts_stay_hacking() -> None:
+    """The content detector fires at step 9; a statistics alert firing with it or after it is kept."""
+    from monitor_support import REWARD
+
+    from rewardkit.config import parse_config
+    from rewardkit.monitor.detectors import GoldDivergence, ExploitSpread
+    from rewardkit.monitor.structure import RewardStructure
+    import yaml
+
+    structure = RewardStructure.from_spec(parse_config(yaml.safe_load(REWARD)))
+    # gold_divergence made slow enough (patience 6) to fire after the exploit has spread
+    monitor = Monitor([GoldDivergence(patience=6), ExploitSpread()], structure)
+    history = hacked_history()
+    grouped: dict[int, list] = {}
+    for r in completion_rows(history):
+        grouped.setdefault(r["step"] + 1, []).append(r)
+    alerts = {a.detector: a for a in monitor.run(history, grouped)}
+    assert alerts["exploit_spread"].fired == 9 and monitor.corroborated
+    assert alerts["gold_divergence"].fired >= 9 and alerts["gold_divergence"].kind == "hacking"

@@ -58,6 +58,13 @@ def test_the_section_survives_spec_to_dict(tmp_path: Path) -> None:
         "pinned_at_bound": {"tolerance": 0.1}}
 
 
+def test_corroboration_is_on_by_default_and_written_back_when_turned_off(tmp_path: Path) -> None:
+    assert Monitor.from_spec(parse(config(tmp_path, "monitor:\n  gold: correct\n"))).corroborate
+    spec = parse(config(tmp_path, "monitor:\n  gold: correct\n  corroborate: false\n"))
+    assert not Monitor.from_spec(spec).corroborate
+    assert parse_config(spec_to_dict(spec)).monitor.to_dict() == {"gold": "correct", "corroborate": False}
+
+
 def test_no_section_means_the_default_detectors(tmp_path: Path) -> None:
     spec = parse(config(tmp_path, ""))
     assert spec.monitor is None and "monitor" not in spec_to_dict(spec)
@@ -76,6 +83,7 @@ def test_no_section_means_the_default_detectors(tmp_path: Path) -> None:
     ("monitor:\n  length_drift: {window: 0}\n", "monitor.length_drift.window", "expected an integer >= 1"),
     ("monitor:\n  group_collapse: yes please\n", "monitor.group_collapse", "expected a mapping of thresholds or false"),
     ("monitor:\n  gold_divergence: {min_rize: 1}\n", "monitor.gold_divergence", "did you mean 'min_rise'"),
+    ("monitor:\n  corroborate: maybe\n", "monitor.corroborate", "expected true or false, got 'maybe'"),
     ("monitor:\n  golden: judge\n", "monitor.golden", "unknown key; expected one of: gold, agree"),
     ("monitor: [gold]\n", "monitor", "expected a mapping with any of: gold, agree"),
 ])
@@ -104,7 +112,7 @@ def test_rewardkit_validate_reports_a_bad_monitor_section(tmp_path: Path, capsys
 
 def test_the_schema_lists_every_detector_with_the_classes_own_thresholds() -> None:
     """monitor_spec declares the built-ins' thresholds so that a config is read without the monitor package."""
-    assert list(DETECTOR_PARAMS) == list(DETECTORS) and MONITOR_KEYS == ("gold", "agree", *DETECTORS)
+    assert list(DETECTOR_PARAMS) == list(DETECTORS) and MONITOR_KEYS == ("gold", "agree", "corroborate", *DETECTORS)
     assert all(cls.params is DETECTOR_PARAMS[name] for name, cls in DETECTORS.items())
     assert Detector.params is BASE_PARAMS
 

@@ -1,0 +1,63 @@
+"""Train a set of the monitor benchmark's GRPO runs (``examples.monitor.train``), two at a time, resumably.
+
+A run whose ``trainer_state.json`` exists is skipped, so an interrupted set resumes where it stopped.
+Each run is one process with one torch thread; the outcome of a run does not depend on what runs
+beside it (its seed fixes its samples), only its time does. The sets:
+
+- ``third``: the runs trained after corroboration and ``partial.yaml`` were fixed (docs/results/monitor.md),
+  on seeds no earlier set used.
+
+    python benchmarks/train_monitor_runs.py --set third --out benchmarks/data/monitor_third
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: set name -> (reward, seed, learning rate)
+SETS: dict[str, list[tuple[str, int, float]]] = {
+    "third": [*((r, s, 4e-3) for r, seeds in (("partial", (1, 2, 3, 4, 5, 6)), ("lenient", (6, 7, 8)),
+                                                ("length", (5, 6, 7)), ("judge", (6, 7, 8)),
+                                                ("honest", (9, 10, 11))) for s in seeds),
+              ("honest", 12, 1e-3), ("honest", 13, 1e-3)],
+}
+
+
+def train(reward: str, seed: int, learning_rate: float, out: Path, steps: int) -> str:
+    """One run in its own process (its log beside its folder); returns a line for the progress."""
+    folder = out / f"{reward}_seed{seed}"
+    if (folder / "trainer_state.json").exists():
+        return f"{folder.name}: done before, skipped"
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    with (out / f"{folder.name}.log").open("w") as log:
+        code = subprocess.call([sys.executable, "-m", "examples.monitor.train", "--reward", reward, "--seed", str(seed),
+                                "--steps", str(steps), "--learning-rate", str(learning_rate), "--out", str(out)],
+                               cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    return f"{folder.name}: exit {code} in {time.perf_counter() - started:.0f} s"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", choices=sorted(SETS), required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--parallel", type=int, default=2)
+    args = parser.parse_args(argv)
+    runs = SETS[args.set]
+    with ThreadPoolExecutor(args.parallel) as pool:
+        futures = [pool.submit(train, r, s, lr, args.out.resolve(), args.steps) for r, s, lr in runs]
+        for i, future in enumerate(futures, 1):
+            print(f"[{i}/{len(runs)}] {future.result()}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
