@@ -10,7 +10,10 @@ router decided), prompt and output tokens, TTFT and e2e (s), ``status`` (``ok``,
 end ``ok``; absent in older logs), the per-request ``reward`` with its ``reward_terms``, and
 ``prompt_blocks``: the prompt as chained BLAKE2b block names
 (:func:`schedulers.shared.block_hashes.stable_block_hashes`, blocks of the header's
-``prompt_block_tokens``), never its text; absent in older logs and for text prompts.
+``prompt_block_tokens``), never its text; absent in older logs and for text prompts. An
+``"kind": "engines"`` line records what the engines reported of themselves when the gateway learns
+it or it changes: ``kv_tokens``, each replica's KV-cache capacity in tokens (``vllm:cache_config_info``;
+null while unknown), which a replay needs to size each replica's prefix cache; absent in older logs.
 :func:`read_decision_log` reads it back with located errors; a torn last line (a crash mid-write) is skipped with a warning.
 """
 
@@ -28,6 +31,8 @@ from rewardkit.errors import ConfigError
 
 VERSION = 1
 STATUSES = ("ok", "error", "cancelled", "retried")
+#: the kinds of line a decision log holds
+KINDS = ("header", "decision", "engines")
 
 
 @dataclass
@@ -79,6 +84,11 @@ class DecisionLogWriter:
     def write(self, decision: Decision) -> None:
         self._write(decision.to_json())
 
+    def write_engines(self, kv_tokens: list[int | None]) -> None:
+        """Record each replica's KV-cache capacity in tokens as its engine reported it (None: unknown)."""
+        self._write(json.dumps({"kind": "engines", "v": VERSION, "time": time.time(),
+                                "kv_tokens": [None if t is None else int(t) for t in kv_tokens]}))
+
     def close(self) -> None:
         self._fh.close()
 
@@ -89,6 +99,8 @@ class DecisionLog:
 
     header: dict[str, Any]
     decisions: list[Decision]
+    #: each replica's KV-cache capacity in tokens, the last the engines reported (None: never reported)
+    kv_tokens: list[int | None] = field(default_factory=list)
 
 
 def read_decision_log(path: str | os.PathLike[str]) -> DecisionLog:
@@ -102,6 +114,7 @@ def read_decision_log(path: str | os.PathLike[str]) -> DecisionLog:
         raise ConfigError(f"{path}: expected a UTF-8 JSON Lines decision log, got binary data") from None
     header: dict[str, Any] | None = None
     decisions: list[Decision] = []
+    kv_tokens: list[int | None] = []
     for number, line in _numbered(lines):
         try:
             record = json.loads(line)
@@ -110,19 +123,34 @@ def read_decision_log(path: str | os.PathLike[str]) -> DecisionLog:
                 print(f"warning: {path}:{number}: skipped a torn last line ({exc.msg})", file=sys.stderr)
                 break
             raise ConfigError(f"{path}:{number}: expected a JSON object per line, got invalid JSON ({exc.msg})") from None
-        if not isinstance(record, dict) or record.get("kind") not in ("header", "decision"):
-            raise ConfigError(f"{path}:{number}: kind: expected 'header' or 'decision'")
+        if not isinstance(record, dict) or record.get("kind") not in KINDS:
+            raise ConfigError(f"{path}:{number}: kind: expected 'header', 'decision' or 'engines'")
         if record.get("v") != VERSION:
             raise ConfigError(f"{path}:{number}: v: expected {VERSION}, got {record.get('v')!r}")
         if record["kind"] == "header":
             header = record
+            kv_tokens = [None] * len(header.get("replicas") or [])
             continue
         if header is None:
-            raise ConfigError(f"{path}:{number}: expected a header line before the first decision")
+            raise ConfigError(f"{path}:{number}: expected a header line before the first {record['kind']} line")
+        if record["kind"] == "engines":
+            reported = engines_kv_tokens(record, f"{path}:{number}", len(kv_tokens))
+            kv_tokens = [old if new is None else new for old, new in zip(kv_tokens, reported, strict=True)]
+            continue
         decisions.append(_decision(record, f"{path}:{number}", len(header.get("replicas") or [])))
     if header is None:
         raise ConfigError(f"{path}: expected a decision log with a header line, got an empty file")
-    return DecisionLog(header, decisions)
+    return DecisionLog(header, decisions, kv_tokens)
+
+
+def engines_kv_tokens(record: dict[str, Any], where: str, replicas: int) -> list[int | None]:
+    """An ``engines`` line's ``kv_tokens``, checked: one positive integer or null per replica of the header."""
+    value = record.get("kv_tokens")
+    if (not isinstance(value, list) or len(value) != replicas
+            or any(v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1) for v in value)):
+        raise ConfigError(f"{where}: kv_tokens: expected a list of {replicas} positive integers or nulls "
+                          f"(one per replica of the header), got {value!r}")
+    return list(value)
 
 
 def _numbered(lines: list[str]) -> Iterator[tuple[int, str]]:

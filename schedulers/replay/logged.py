@@ -47,6 +47,8 @@ class LoggedRun:
     dropped: int = 0
     #: the replicas' addresses as the header names them
     replicas: list[str] = field(default_factory=list)
+    #: each replica's KV-cache capacity in tokens, as its engine last reported it in the logs (None: never)
+    kv_tokens: list[int | None] = field(default_factory=list)
 
     @property
     def router(self) -> str:
@@ -87,6 +89,9 @@ def read_logged_run(paths: Sequence[str | os.PathLike[str]], min_requests: int =
             raise ConfigError(f"{path}: header: prompt_block_tokens: expected {run.header.get('prompt_block_tokens')!r} "
                               f"as in {run.sources[0]}, got {header.get('prompt_block_tokens')!r}")
         run.sources.append(str(path))
+        known = log.kv_tokens or [None] * len(run.replicas)
+        run.kv_tokens = [new if new is not None else old
+                         for old, new in zip(run.kv_tokens or [None] * len(run.replicas), known, strict=True)]
         first: dict[str, float] = {}
         last: dict[str, Any] = {}
         for d in log.decisions:

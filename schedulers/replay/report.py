@@ -72,6 +72,7 @@ def summarize(run: LoggedRun, results: dict[str, list[EpisodeResult]], overhead_
         "logs": list(run.sources), "requests": len(run.requests), "not_answered": run.dropped,
         "logged_router": run.router, "calibrated_router": reference, "calibrated_by": calibrated_by,
         "replicas": list(run.replicas), "fitted_speeds": list(speeds), "overhead_s": overhead_s,
+        "kv_tokens": list(run.kv_tokens or [None] * len(run.replicas)),
         "speed_fit_gaps": list(fit_gaps), "seeds": seeds, "prompt_blocks": any(r.prompt_blocks for r in run.requests),
         "calibration": calibration, "routers": routers, "best": best,
     }
@@ -89,6 +90,10 @@ def format_report(summary: dict[str, Any]) -> str:
              "fitted speeds: " + ", ".join(f"{r} {s:.3g}" for r, s in zip(summary["replicas"], summary["fitted_speeds"],
                                                                            strict=True))
              + f"; per-request overhead {summary['overhead_s'] * 1000:.1f} ms",
+             "KV cache per replica (the engines' reports): "
+             + ", ".join("not logged (the env's)" if t is None else f"{t:,} tokens" for t in summary.get("kv_tokens") or [])
+             if any(t is not None for t in summary.get("kv_tokens") or []) else
+             "KV cache per replica: not in the log (the env's kv_blocks; a gateway that scrapes its engines logs it)",
              f"calibration ({summary['calibrated_router']} replayed, {summary['calibrated_by']}): simulated vs logged"]
     for key, label in METRICS:
         c = summary["calibration"][key]

@@ -6,7 +6,8 @@ noise and the routers' own tie-breaks). Prompt and output lengths are the logged
 prefixes come from the logged block names: the simulator's blocks (16 tokens) are named by the
 logged block that ends at or after them, so two prompts share simulated blocks exactly as far as
 they share logged ones. The cluster is an env YAML's (model profile, batch cap, KV cache) with one
-replica group per logged replica at its fitted speed (:mod:`schedulers.replay.fit`).
+replica group per logged replica at its fitted speed (:mod:`schedulers.replay.fit`) and, when the log
+has the engines' reports (its ``engines`` lines), a prefix cache as large as that replica's engine.
 """
 
 from __future__ import annotations
@@ -108,10 +109,20 @@ def header_observation(run: LoggedRun, base: ObservationConfig) -> ObservationCo
         return base
 
 
+def replica_kv_blocks(run: LoggedRun) -> list[int | None]:
+    """Each logged replica's KV capacity in the simulator's blocks (its engine's report, rounded down; None: unknown)."""
+    from ..bounds import MAX_KV_BLOCKS
+    from ..sim.env_config import VIDUR_BLOCK_TOKENS
+
+    tokens = run.kv_tokens or [None] * run.num_replicas
+    return [None if t is None else max(1, min(int(t) // VIDUR_BLOCK_TOKENS, MAX_KV_BLOCKS)) for t in tokens]
+
+
 def replay_env_config(run: LoggedRun, speeds: Sequence[float], *, base_env: str | Path = DEFAULT_BASE_ENV,
                       profile: str | None = None, slowdowns: Sequence[dict[str, float]] = ()) -> Any:
     """The simulated cluster of a replay: ``base_env``'s, one replica per logged one at ``speeds``, slowed by
-    ``slowdowns`` (explicit events ``{replica, start_s, duration_s, factor}``, as fitted per time window).
+    ``slowdowns`` (explicit events ``{replica, start_s, duration_s, factor}``, as fitted per time window), each
+    replica's prefix cache as large as its engine reported (the log's ``engines`` lines; else ``base_env``'s).
 
     ``profile`` is a Vidur profile folder (``profiles_dir``); the header's ``profile`` (a dataset id
     such as ``local/vidur-a100-codellama-34b``) names the compute profile when given.
@@ -119,8 +130,13 @@ def replay_env_config(run: LoggedRun, speeds: Sequence[float], *, base_env: str 
     from ..sim.env_config import env_config_from_dict, load_env_config
 
     base = load_env_config(base_env)
+    blocks = replica_kv_blocks(run)
+    groups = [{"count": 1, "speed": float(s), "name": str(name)} for s, name in zip(speeds, run.replicas, strict=True)]
+    for group, own in zip(groups, blocks, strict=True):
+        if own is not None:
+            group["kv_blocks"] = own
     overrides: dict[str, Any] = {
-        "replicas": [{"count": 1, "speed": float(s), "name": str(name)} for s, name in zip(speeds, run.replicas, strict=True)],
+        "replicas": groups,
         "requests_per_episode": len(run.requests),
         "shared_prefix": None,
         "slowdowns": {"events": [dict(e) for e in slowdowns]} if slowdowns else None,
@@ -133,6 +149,10 @@ def replay_env_config(run: LoggedRun, speeds: Sequence[float], *, base_env: str 
     header_profile = run.header.get("profile")
     if isinstance(header_profile, str) and header_profile:
         overrides["compute_profile"] = header_profile
+    if any(b is not None for b in blocks):
+        # Vidur's KV memory is one figure for every replica: the largest engine's, so none is starved
+        # below its engine (each prefix cache is bounded by its own engine's capacity, above)
+        overrides["kv_blocks"] = max(b for b in blocks if b is not None)
     data = base.to_dict()
     data.pop("num_replicas", None)
     data.update(overrides)

@@ -20,12 +20,16 @@ import numpy as np
 class PrefixIndex:
     """Per-replica LRU sets of chained prompt-block hashes."""
 
-    def __init__(self, num_replicas: int, block_size: int = 32, capacity_blocks: int = 4096) -> None:
-        if num_replicas < 1 or block_size < 1 or capacity_blocks < 1:
-            raise ValueError(f"expected num_replicas, block_size and capacity_blocks >= 1, got "
-                             f"{num_replicas}, {block_size}, {capacity_blocks}")
+    def __init__(self, num_replicas: int, block_size: int = 32, capacity_blocks: int | Sequence[int] = 4096) -> None:
+        """``capacity_blocks``: one bound for every replica, or one per replica (replicas of different sizes)."""
+        per_replica = [capacity_blocks] * num_replicas if isinstance(capacity_blocks, int) else list(capacity_blocks)
+        if num_replicas < 1 or block_size < 1 or len(per_replica) != num_replicas or min(per_replica) < 1:
+            raise ValueError(f"expected num_replicas, block_size and capacity_blocks >= 1 (one capacity, or one per "
+                             f"replica), got {num_replicas}, {block_size}, {capacity_blocks}")
         self.block_size = int(block_size)
-        self.capacity_blocks = int(capacity_blocks)
+        #: each replica's bound, in blocks
+        self.capacities = [int(c) for c in per_replica]
+        self.capacity_blocks = min(self.capacities)
         self._blocks: list[OrderedDict[int, None]] = [OrderedDict() for _ in range(num_replicas)]
 
     @property
@@ -76,7 +80,8 @@ class PrefixIndex:
         for h in self.block_hashes(prompt) if hashes is None else hashes:
             blocks[h] = None
             blocks.move_to_end(h)
-        while len(blocks) > self.capacity_blocks:
+        bound = self.capacities[replica]
+        while len(blocks) > bound:
             blocks.popitem(last=False)
 
     def forget(self, replica: int) -> None:

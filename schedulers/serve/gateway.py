@@ -97,6 +97,8 @@ class Gateway:
         self.composer = _request_reward_composer(settings.reward)
         self._check_policy()
         self.log = None
+        #: each replica's KV capacity (tokens) as last written to the decision log
+        self.logged_kv_tokens: list[int | None] = [None] * n
         if settings.decision_log:
             try:
                 self.log = DecisionLogWriter(settings.decision_log, router=settings.router,
@@ -194,6 +196,16 @@ class Gateway:
             capacity = kv_capacity_tokens(text)
             if capacity is not None:
                 self.view.engine_capacity(int(i), capacity)
+                self._log_capacity(int(i), capacity)
+
+    def _log_capacity(self, i: int, tokens: float) -> None:
+        """Write an ``engines`` line when a replica's reported KV capacity is new or changed (a replay sizes
+        each replica's prefix cache from it)."""
+        if self.log is None or not (tokens > 0 and tokens == tokens and tokens != float("inf")):
+            return
+        if self.logged_kv_tokens[i] != int(tokens):
+            self.logged_kv_tokens[i] = int(tokens)
+            self.log.write_engines(list(self.logged_kv_tokens))
 
     def set_healthy(self, i: int, ok: bool) -> None:
         self.view.healthy[i] = ok

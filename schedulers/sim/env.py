@@ -388,7 +388,8 @@ class VidurRoutingEnv(gym.Env):
             prompts = shared_prefix_workload(cfg, arrivals, seed, self._block_size)
             arrivals = prompts.arrivals
         if prompts is not None:
-            capacity = min(int(rs._cache_config.num_blocks) for rs in scheduler.replica_scheduler_list)
+            vidur_blocks = min(int(rs._cache_config.num_blocks) for rs in scheduler.replica_scheduler_list)
+            capacity = [vidur_blocks if own is None else own for own in cfg.replica_kv_blocks]
             cache = scheduler.tracker.prefix_cache = SimulatedPrefixCache(cfg.num_replicas, capacity, self._block_size)
         for i, (t, p, d) in enumerate(zip(arrivals.arrived_at, arrivals.prefill_tokens, arrivals.decode_tokens,
                                           strict=True)):

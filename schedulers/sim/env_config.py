@@ -59,6 +59,9 @@ class ReplicaGroup:
     speed: float = 1.0
     #: optional label (e.g. the GPU type), for people reading the config.
     name: str | None = None
+    #: prefix-cache blocks (16 tokens) of each replica of the group; None: the config's ``kv_blocks``
+    #: (a replayed log gives each replica the capacity its engine reported)
+    kv_blocks: int | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,13 @@ class EnvConfig:
         return tuple(g.speed for g in self.replicas for _ in range(g.count))
 
     @property
+    def replica_kv_blocks(self) -> tuple[int | None, ...]:
+        """Each replica's own prefix-cache blocks (its group's ``kv_blocks``), None where the group sets none."""
+        if not self.replicas:
+            return (None,) * self.num_replicas
+        return tuple(g.kv_blocks for g in self.replicas for _ in range(g.count))
+
+    @property
     def heterogeneous(self) -> bool:
         """Whether replicas differ in declared speed or may slow down."""
         return self.slowdowns is not None or any(v != 1.0 for v in self.replica_speeds)
@@ -132,6 +142,8 @@ class EnvConfig:
         out.pop("source")
         if not self.replicas:
             out.pop("replicas")
+        else:
+            out["replicas"] = [{k: v for k, v in g.items() if k != "kv_blocks" or v is not None} for g in out["replicas"]]
         if self.slowdowns is None:
             out.pop("slowdowns")
         if self.shared_prefix is None:
@@ -194,6 +206,8 @@ _GROUP_SCHEMA = {
     "count": Param.integer(doc="replicas in the group", minimum=1, maximum=MAX_REPLICAS),
     "speed": Param.between(MIN_SPEED, MAX_SPEED, 1.0, "execution times of these replicas are Vidur's prediction divided by this"),
     "name": Param.string(doc="a label such as the GPU type").or_null(),
+    "kv_blocks": Param.integer(doc="prefix-cache blocks per replica of the group", minimum=1,
+                               maximum=MAX_KV_BLOCKS).or_null(),
 }
 _EVENT_SCHEMA = {
     "replica": Param.integer(doc="replica index", minimum=0, maximum=MAX_REPLICAS - 1),

@@ -9,7 +9,8 @@ turns, then its own part), and :class:`SimulatedPrefixCache` follows two things 
 ``engine``
     what the replica's prefix cache holds, as vLLM's does: full blocks of ``block_size`` tokens
     named by a hash chained over the blocks before them, least recently used evicted first, at
-    most the replica's KV-cache blocks (``kv_blocks`` in the env YAML, else Vidur's memory plan).
+    most the replica's KV-cache blocks (its replica group's ``kv_blocks``, else ``kv_blocks`` in the env
+    YAML, else Vidur's memory plan).
     A prompt's blocks enter the cache when its prefill completes (vLLM caches computed blocks);
     a hit refreshes them.
 ``router``
@@ -69,7 +70,7 @@ def shared_prefix_workload(cfg: EnvConfig, arrivals: Arrivals, seed: int, block_
 class SimulatedPrefixCache:
     """Per-replica prefix caches of a simulated cluster and the router's mirror of them (see the module doc)."""
 
-    def __init__(self, num_replicas: int, capacity_blocks: int, block_size: int) -> None:
+    def __init__(self, num_replicas: int, capacity_blocks: int | Sequence[int], block_size: int) -> None:
         self.block_size = int(block_size)
         self.engine = PrefixIndex(num_replicas, block_size, capacity_blocks)
         self.router = PrefixIndex(num_replicas, block_size, capacity_blocks)

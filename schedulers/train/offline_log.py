@@ -27,7 +27,7 @@ import torch
 from rewardkit.config import require_path
 from rewardkit.errors import ConfigError
 
-from ..live.decision_log import STATUSES, VERSION, Decision
+from ..live.decision_log import KINDS, STATUSES, VERSION, Decision
 from ..rl.ppo_router import parse_observation_config
 from ..routing.observation import feature_names
 from ..shared.observation_config import ObservationConfig
@@ -90,8 +90,8 @@ def log_records(path: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
                 raise ConfigError(f"{where}: expected a JSON object per line, got invalid JSON ({exc.msg})") from None
             except RecursionError:
                 raise ConfigError(f"{where}: expected a decision record, got JSON nested too deeply to read") from None
-            if not isinstance(record, dict) or record.get("kind") not in ("header", "decision"):
-                raise ConfigError(f"{where}: kind: expected 'header' or 'decision'")
+            if not isinstance(record, dict) or record.get("kind") not in KINDS:
+                raise ConfigError(f"{where}: kind: expected 'header', 'decision' or 'engines'")
             if record.get("v") != VERSION:
                 raise ConfigError(f"{where}: v: expected {VERSION}, got {_show(record.get('v'))}")
             yield where, record
@@ -180,6 +180,8 @@ def read_logged(paths: list[str | Path], mode: str) -> LoggedBatch:
         for where, record in log_records(path):
             if record["kind"] == "header":
                 shape = collect.header(record, where)
+            elif record["kind"] == "engines":
+                continue  # what the engines reported of themselves: nothing to learn from
             elif shape is None:
                 raise ConfigError(f"{where}: expected a header line before the first decision")
             else:

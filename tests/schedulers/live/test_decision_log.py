@@ -55,3 +55,27 @@ def test_an_empty_or_binary_file_is_a_clear_error(tmp_path):
     binary.write_bytes(b"\xff\xfe\x00")
     with pytest.raises(ConfigError, match="got binary data"):
         read_decision_log(binary)
+
+
+def test_engines_lines_keep_each_replica_s_last_reported_kv_capacity(tmp_path):
+    from schedulers.live.decision_log import DecisionLogWriter, read_decision_log
+
+    path = tmp_path / "d.jsonl"
+    writer = DecisionLogWriter(path, router="jsq", replicas=["a", "b"], observation={}, features=[], reward=None)
+    writer.write_engines([32768, None])
+    writer.write_engines([None, 5440])
+    writer.write_engines([16384, None])
+    writer.close()
+    assert read_decision_log(path).kv_tokens == [16384, 5440]
+
+
+@pytest.mark.parametrize("value", [[1], [0, 5], ["5", 4], [True, 3], "32768"])
+def test_a_bad_engines_line_is_a_located_error(tmp_path, value):
+    from schedulers.live.decision_log import DecisionLogWriter, read_decision_log
+
+    path = tmp_path / "d.jsonl"
+    DecisionLogWriter(path, router="jsq", replicas=["a", "b"], observation={}, features=[], reward=None).close()
+    with path.open("a") as fh:
+        fh.write(json.dumps({"kind": "engines", "v": 1, "time": 0.0, "kv_tokens": value}) + "\n")
+    with pytest.raises(ConfigError, match=r"d\.jsonl:2: kv_tokens: expected a list of 2 positive integers or nulls"):
+        read_decision_log(path)

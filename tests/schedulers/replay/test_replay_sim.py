@@ -129,3 +129,28 @@ def test_a_windowed_fit_finds_where_a_replica_slowed(sim_log, tmp_path):
     assert late and all(0.3 < e["factor"] < 0.8 for e in late), fit.slowdowns
     assert not [e for e in fit.slowdowns if e["replica"] == 0 and e["factor"] < 0.8]
     assert fit.speeds[1] == pytest.approx(1.0, rel=0.25)
+
+
+def test_each_replica_s_prefix_cache_is_as_large_as_its_engine_reported(sim_log, tmp_path):
+    """The log's ``engines`` line sizes each replica's prefix cache: engines that hold little replay fewer hits
+    than the env's default, engines that hold much at least as many, and the report says which it used."""
+    from schedulers.replay.pipeline import replay_logs
+    from schedulers.replay.report import format_report
+
+    def with_engines(name: str, kv_tokens: list) -> str:
+        lines = sim_log.read_text().splitlines()
+        engines = json.dumps({"kind": "engines", "v": 1, "time": 0.0, "kv_tokens": kv_tokens})
+        path = tmp_path / name
+        path.write_text("\n".join([lines[0], engines, *lines[1:]]) + "\n")
+        return str(path)
+
+    def hit_rate(path: str) -> tuple[float, dict]:
+        summary, _, _ = replay_logs([path], ["round_robin"], seeds=1, log=None)
+        return summary["routers"]["least_prefill"]["prefix_hit_rate"], summary
+
+    default, summary = hit_rate(str(sim_log))
+    assert "KV cache per replica: not in the log" in format_report(summary)
+    small, summary = hit_rate(with_engines("small.jsonl", [1024, 1024]))
+    assert summary["kv_tokens"] == [1024, 1024] and "1,024 tokens, 1,024 tokens" in format_report(summary)
+    large, _ = hit_rate(with_engines("large.jsonl", [32768, None]))
+    assert small < default - 0.05 and large >= default

@@ -150,3 +150,15 @@ def test_env_yaml_prefix_flag_is_checked(tmp_path) -> None:
     good = tmp_path / "good.yaml"
     good.write_text("num_replicas: 2\nobservation: {prefix_match: true}\n")
     assert load_env_config(good).observation.prefix_match is True
+
+
+def test_each_replica_evicts_at_its_own_capacity():
+    from schedulers.routing.prefix_index import PrefixIndex
+
+    index = PrefixIndex(2, block_size=4, capacity_blocks=[2, 8])
+    prompt = list(range(24))  # six blocks
+    index.insert(0, prompt)
+    index.insert(1, prompt)
+    assert (index.size(0), index.size(1)) == (2, 6)
+    with pytest.raises(ValueError, match="one per replica"):
+        PrefixIndex(2, block_size=4, capacity_blocks=[2])

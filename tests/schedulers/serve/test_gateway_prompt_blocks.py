@@ -55,3 +55,24 @@ def test_a_log_written_before_prompt_blocks_still_reads(tmp_path):
     log.write_text(json.dumps(header) + "\n" + json.dumps(line) + "\n")
     decision, = read_decision_log(log).decisions
     assert decision.prompt_blocks is None and decision.action == 1
+
+
+def test_the_gateway_logs_each_engine_s_kv_capacity_once_and_again_when_it_changes(cluster_factory, tmp_path):  # noqa: F811
+    """What the engines report of their KV cache (``vllm:cache_config_info``) goes to the decision log as an
+    ``engines`` line: once when first scraped, again only on a change; the replay sizes each prefix cache by it."""
+    import time
+
+    log = tmp_path / "d.jsonl"
+    small, large = StubEngine("a", kv_blocks=340), StubEngine("b", kv_blocks=2048)
+    c = cluster_factory([small, large], router="least_prefill", decision_log=str(log), scrape_interval_s=0.05)
+    time.sleep(0.5)  # several scrapes
+    for i in range(24):
+        assert completion(c.url, prompt=list(range(40)) + [i]).status_code == 200
+    small.kv_blocks = 680
+    time.sleep(0.5)
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    engines = [x["kv_tokens"] for x in lines if x["kind"] == "engines"]
+    assert engines[-1] == [680 * 16, 2048 * 16] and [340 * 16, 2048 * 16] in engines
+    assert len(engines) <= 3  # a or b first, then both, then a's change: not one line per scrape
+    assert read_decision_log(log).kv_tokens == [680 * 16, 2048 * 16]
+    assert read_logged_run([log]).kv_tokens == [680 * 16, 2048 * 16]
