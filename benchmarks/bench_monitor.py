@@ -139,7 +139,15 @@ def reward_scope_alerts(rows: list[dict], config: dict, records: list[dict]) -> 
     """RewardScope's alerts (log step, type) fed completion by completion, and fed the per-step log."""
     from reward_scope.core import HackingDetectorSuite
 
-    weights = {name: float(spec.get("weight", 1.0)) for name, spec in config["components"].items()}
+    from rewardkit.config import parse_config
+    from rewardkit.monitor.structure import RewardStructure
+
+    structure = RewardStructure.from_spec(parse_config(config))
+
+    def weight(term: str, step: int) -> float:
+        """The term's weight at trainer step ``step`` (scheduled weights followed, as TRL's were)."""
+        return structure.weight(term, step) if term in structure.terms else 1.0
+
     suite = HackingDetectorSuite()
     found: list[tuple[int, str]] = []
     by_step: dict[int, list[dict]] = defaultdict(list)
@@ -149,7 +157,7 @@ def reward_scope_alerts(rows: list[dict], config: dict, records: list[dict]) -> 
     for step, batch in sorted(by_step.items()):
         totals: dict[str, float] = defaultdict(float)
         for i, row in enumerate(batch):
-            parts = {t: weights.get(t, 1.0) * v for t, v in row["terms"].items()}
+            parts = {t: weight(t, row["step"]) * v for t, v in row["terms"].items()}
             for t, v in parts.items():
                 totals[t] += v
             alerts = suite.update(n, step, row["question"], row["completion"], sum(parts.values()), parts,
@@ -164,7 +172,7 @@ def reward_scope_alerts(rows: list[dict], config: dict, records: list[dict]) -> 
     names = [t for t in config["components"]]
     for i, record in enumerate(records):
         step = int(record["step"])
-        parts = {t: weights.get(t, 1.0) * record.get(f"rewards/{t}/mean", 0.0) for t in names}
+        parts = {t: weight(t, step - 1) * record.get(f"rewards/{t}/mean", 0.0) for t in names}
         from_log += [(step, a.type.value) for a in log_suite.update(i, step, None, None, record["reward"], parts,
                                                                    True, {})]
         from_log += [(step, a.type.value) for a in log_suite.on_episode_end({"episode": step, "component_totals": parts})]
@@ -258,7 +266,9 @@ def plot(reports: list[RunReport], path: Path) -> Path:
         steps = [int(rec["step"]) for rec in r.records]
         config = load_yaml(CONFIGS / f"{r.reward}.yaml")
         gold = config.get("monitor", {}).get("gold")
-        trained = [t for t, s in config["components"].items() if float(s.get("weight", 1.0)) != 0.0]
+        # a scheduled weight (a mapping) trains its term; a number trains it unless it is 0
+        trained = [t for t, s in config["components"].items()
+                   if isinstance(s.get("weight", 1.0), dict) or float(s.get("weight", 1.0)) != 0.0]
         for term in trained:
             ax.plot(steps, [rec.get(f"rewards/{term}/mean", float("nan")) for rec in r.records], label=f"{term} (trained)")
         if gold:

@@ -2,7 +2,7 @@
 
 Runs :func:`rewardkit.stress.stress` on
 
-- the three rewards of ``examples/monitor/`` (lenient equation, length, phrase judge) and the
+- the four rewards of ``examples/monitor/`` (lenient equation, length, phrase judge, partial credit) and the
   seeded loopholes of ``examples/stress/seeded/``, plus a remote judge that pays length (an HTTP
   scorer started here on 127.0.0.1): each must be found by the family expected, and its best
   exploit must re-score to the reported total in a fresh composer and be wrong by the oracle;
@@ -52,6 +52,7 @@ CASES: list[tuple[str, Any, str, set[str], bool]] = [
     ("monitor/lenient", MONITOR / "lenient.yaml", "arithmetic", {"reasoning_changed"}, True),
     ("monitor/length", MONITOR / "length.yaml", "arithmetic", {"padded", "prompt_echo"}, True),
     ("monitor/judge", MONITOR / "judge.yaml", "arithmetic", {"judge_phrases"}, True),
+    ("monitor/partial", MONITOR / "partial.yaml", "grpo_arithmetic", {"answer_changed"}, True),
     ("seeded/answer_only", STRESS / "seeded/answer_only.yaml", "gsm8k", {"reasoning_changed"}, True),
     ("seeded/last_number", STRESS / "seeded/last_number.yaml", "gsm8k", {"several_answers"}, True),
     ("seeded/unanchored_format", STRESS / "seeded/unanchored_format.yaml", "arithmetic", {"several_answers"}, True),
@@ -158,16 +159,19 @@ def hacked_runs(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Each hacked run of the monitor benchmark: does the report on its config show the exploit's form?"""
     import bench_monitor  # the monitor benchmark's own reading of what a hacked policy wrote
 
-    prompts = [json.loads(line)["prompt"] for line in (ROWS / "arithmetic.jsonl").read_text().splitlines()]
+    rows_of = {name: rows for name, _, rows, _, _ in CASES}
     out = []
-    for data in ("monitor", "monitor_heldout"):
+    for data in ("monitor", "monitor_heldout", "monitor_third"):
         for folder in sorted((ROOT / "benchmarks" / "data" / data).iterdir()):
             if not folder.is_dir():
                 continue
             report = bench_monitor.analyse(folder)
             if not report.hacked:
                 continue
-            result = results[f"monitor/{report.reward}"]["report"]
+            case = f"monitor/{report.reward}"
+            result = results[case]["report"]
+            prompts = [json.loads(line)["prompt"]
+                       for line in (ROWS / f"{rows_of[case]}.jsonl").read_text().splitlines()]
             exploits = bench_monitor.EXPLOITS[report.reward]
             named = [h.family for h in result.loopholes
                      if exploits({"question": prompts[h.row], "completion": h.completion})]
