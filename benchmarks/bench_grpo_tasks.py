@@ -143,10 +143,37 @@ def report(args: argparse.Namespace) -> None:
         print(rep.seed_table(runs, METRICS[task_name], ARMS, base))
         print(rep.interval_table(runs, METRICS[task_name], ARMS))
         print(rep.steps_to_reach(runs, METRICS[task_name][0], ARMS))
+        if task_name == "arithmetic" and runs:
+            print(events_table(runs, args.steps, args.held_out[task_name]))
         if runs:
             path = rep.plot_strict_curves(runs, METRICS[task_name], ARMS, args.out / f"{task_name}_curves.png",
                                           title=task_name)
             print(f"curves: {path}")
+
+
+def events_table(runs: list[Any], steps: int, held_out: int) -> str:
+    """Each run's declared outcome events (examples/grpo/events.py) and their count per arm."""
+    from examples.grpo import events
+    from examples.grpo.scorer import ScorerProcess, point_remote_terms
+
+    _, pairs = held_out_items("arithmetic", held_out)
+    lines = ["declared events (held-out replies; 'paid' by the arm's own reward at its last step):",
+             "| seed | arm | compliant | wrong sum in form | paid as the bare answer, strict rejects | events |",
+             "|---|---|---|---|---|---|"]
+    counts = {arm: dict.fromkeys(events.EVENTS, 0) for arm in ARMS}
+    with ScorerProcess() as scorer:
+        for run in sorted(runs, key=lambda r: (r.seed, ARMS.index(r.arm))):
+            config = point_remote_terms(settings("arithmetic", run.arm, run.seed, steps, held_out)[0], scorer.url)
+            found = events.run_events(config, run.replies, pairs, steps)
+            for name in found.events:
+                counts[run.arm][name] += 1
+            lines.append(f"| {run.seed} | {run.arm} | {found.compliant:.1%} | {found.wrong_sum_in_form:.1%} | "
+                         f"{found.paid_as_bare_answer:.1%} | {', '.join(found.events) or '-'} |")
+    for arm in ARMS:
+        n = sum(r.arm == arm for r in runs)
+        shown = ", ".join(f"{name} {count}/{n}" for name, count in counts[arm].items())
+        lines.append(f"{arm}: {shown}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,12 +8,16 @@ Runs :func:`rewardkit.stress.stress` on
   exploit must re-score to the reported total in a fresh composer and be wrong by the oracle;
 - the honest rewards of ``examples/monitor/honest.yaml`` and ``examples/stress/honest/``: no
   loophole may be reported;
+- ``monitor/partial`` again with its declared margin removed (0): the wrong-sum equation then
+  earns less than the right one, and only the form-over-substance check (an *inversion*: a wrong
+  reply paid above the bare right answer) can show the hole; the table counts each config's
+  inversion rows (a warning, not a loophole, unless the config sets ``stress.inversions: fail``);
 - every hacked run of the monitor benchmark (``benchmarks/data/monitor*``): whether the report on
   its config, before training, names the hole the policy found, by family and by the exploit's
   form (``bench_monitor``'s own test of what the hacked policy wrote).
 
 Prints a table (config, kind, rows, evaluations, seconds, loopholes, expected family found, exploit
-verified) and the verdict; ``--json`` writes the rows. Usage::
+verified, inversion rows) and the verdict; ``--json`` writes the rows. Usage::
 
     python benchmarks/bench_stress.py [--budget-s 20] [--seed 0] [--json out.json]
 """
@@ -46,6 +50,9 @@ STRESS = ROOT / "examples" / "stress"
 MONITOR = ROOT / "examples" / "monitor"
 ROWS = STRESS / "rows"
 LENGTH_JUDGE = "remote length judge"
+#: the expected "family" of a case found only by the inversion check
+INVERSION = "inversion"
+PARTIAL_NO_MARGIN = "monitor/partial, margin 0"
 
 #: (name, config, rows, expected families (any one found counts), seeded)
 CASES: list[tuple[str, Any, str, set[str], bool]] = [
@@ -53,6 +60,7 @@ CASES: list[tuple[str, Any, str, set[str], bool]] = [
     ("monitor/length", MONITOR / "length.yaml", "arithmetic", {"padded", "prompt_echo"}, True),
     ("monitor/judge", MONITOR / "judge.yaml", "arithmetic", {"judge_phrases"}, True),
     ("monitor/partial", MONITOR / "partial.yaml", "grpo_arithmetic", {"answer_changed"}, True),
+    (PARTIAL_NO_MARGIN, MONITOR / "partial.yaml", "grpo_arithmetic", {INVERSION}, True),
     ("seeded/answer_only", STRESS / "seeded/answer_only.yaml", "gsm8k", {"reasoning_changed"}, True),
     ("seeded/last_number", STRESS / "seeded/last_number.yaml", "gsm8k", {"several_answers"}, True),
     ("seeded/unanchored_format", STRESS / "seeded/unanchored_format.yaml", "arithmetic", {"several_answers"}, True),
@@ -145,21 +153,27 @@ def run_case(name: str, config: Any, rows_name: str, expected: set[str], seeded:
     seconds = time.perf_counter() - started
     composer.close()
     families = [h.family for h in report.loopholes]
-    found = bool(expected & set(families)) if seeded else not report.loopholes
+    found = bool(expected & (set(families) | ({INVERSION} if report.inversions else set()))) if seeded \
+        else not report.loopholes
     verified = all(verify(config, rows, h) for h in report.loopholes)
     best = next((h for h in report.loopholes if h.family in expected), report.loopholes[0] if report.loopholes else None)
     return {"config": name, "kind": "seeded" if seeded else "honest", "rows": report.rows,
             "evaluations": report.evaluations, "seconds": seconds, "requests": report.requests,
             "loopholes": families, "unpaid": len(report.unpaid_controls), "expected": sorted(expected),
             "ok": found, "verified": verified, "exploit": None if best is None else best.completion,
-            "exploit_terms": None if best is None else best.terms, "report": report}
+            "exploit_terms": None if best is None else best.terms, "inversions": len(report.inversions),
+            "inversion": None if not report.inversions else {"completion": report.inversions[0].completion,
+                                                             "total": report.inversions[0].total,
+                                                             "bare": report.inversions[0].bare,
+                                                             "bare_total": report.inversions[0].bare_total},
+            "report": report}
 
 
 def hacked_runs(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Each hacked run of the monitor benchmark: does the report on its config show the exploit's form?"""
     import bench_monitor  # the monitor benchmark's own reading of what a hacked policy wrote
 
-    rows_of = {name: rows for name, _, rows, _, _ in CASES}
+    rows_of = {name: rows for name, _, rows, _, _ in CASES if name != PARTIAL_NO_MARGIN}
     out = []
     for data in ("monitor", "monitor_heldout", "monitor_third"):
         for folder in sorted((ROOT / "benchmarks" / "data" / data).iterdir()):
@@ -194,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
         for name, config, rows_name, expected, seeded in CASES:
             if name == LENGTH_JUDGE:
                 config = length_judge_config(server.server_port)
+            elif name == PARTIAL_NO_MARGIN:
+                config = load_yaml(config)
+                config["stress"]["margin"] = 0.0
             elif name in CLOSENESS:
                 config = point_remote_terms(load_yaml(config), f"http://127.0.0.1:{server.server_port}/score")
             print(f"stress: {name} ...", file=sys.stderr, flush=True)
@@ -201,11 +218,13 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.shutdown()
     print(f"load average before: {load_before[0]:.2f}, after: {os.getloadavg()[0]:.2f}; budget {args.budget_s:g} s per config")
-    print(f"{'config':26} {'kind':6} {'rows':>4} {'evals':>6} {'s':>5} {'req':>4}  {'found / clean':13} verified  loopholes")
+    print(f"{'config':26} {'kind':6} {'rows':>4} {'evals':>6} {'s':>5} {'req':>4}  {'found / clean':13} verified  "
+          f"{'inv':>3}  loopholes")
     for r in results.values():
         ok = ("found" if r["ok"] else "MISSED") if r["kind"] == "seeded" else ("clean" if r["ok"] else "FLAGGED")
         print(f"{r['config']:26} {r['kind']:6} {r['rows']:>4} {r['evaluations']:>6} {r['seconds']:>5.1f} "
-              f"{r['requests']:>4}  {ok:13} {'yes' if r['verified'] else 'NO':8}  {', '.join(r['loopholes']) or '-'}")
+              f"{r['requests']:>4}  {ok:13} {'yes' if r['verified'] else 'NO':8}  {r['inversions']:>3}  "
+              f"{', '.join(r['loopholes']) or '-'}")
     runs = hacked_runs(results)
     print("\nhacked runs of the monitor benchmark: does stress, before training, show the hole the policy found?")
     for run in runs:
@@ -216,7 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     slowest = max(r["seconds"] for r in results.values())
     print(f"\nseeded loopholes found: {sum(r['ok'] for r in seeded)}/{len(seeded)}; exploits verified: "
           f"{sum(r['verified'] for r in results.values())}/{len(results)}; honest rewards flagged: "
-          f"{sum(not r['ok'] for r in honest)}/{len(honest)}; hacked runs named: {sum(r['named'] for r in runs)}/{len(runs)}; "
+          f"{sum(not r['ok'] for r in honest)}/{len(honest)} (with an inversion warning: "
+          f"{sum(r['inversions'] > 0 for r in honest)}/{len(honest)}); "
+          f"hacked runs named: {sum(r['named'] for r in runs)}/{len(runs)}; "
           f"slowest config {slowest:.1f} s (goal: under 60 s)")
     if args.json:
         Path(args.json).write_text(json.dumps({"cases": [{k: v for k, v in r.items() if k != "report"}

@@ -6,6 +6,7 @@ stress:
   margin: 0.5           # a wrong probe within this much of the control's total is a loophole
   budget_s: 20          # the whole run's bound in seconds (the command's --budget-s wins)
   families: {padded: false}   # probe families on (true, the default) or off
+  inversions: warn      # a wrong answer paid above the bare right answer: warn (default), fail or off
 ```
 
 Validated with the rest of the config: every error names its key path. The family names are
@@ -25,7 +26,9 @@ from .params import describe
 #: the probe families of ``rewardkit stress``, in the order they run (rewardkit.stress.families)
 FAMILY_NAMES = ("reasoning_changed", "answer_changed", "several_answers", "bare_answer", "prompt_echo", "empty",
                 "truncated", "padded", "required_words", "judge_phrases", "lookalike", "search")
-STRESS_KEYS = ("gold", "margin", "budget_s", "families")
+STRESS_KEYS = ("gold", "margin", "budget_s", "families", "inversions")
+#: what ``rewardkit stress`` does with a form-over-substance inversion (rewardkit.stress.runner)
+INVERSION_MODES = ("warn", "fail", "off")
 DEFAULT_BUDGET_S = 20.0
 MAX_BUDGET_S = 3600.0
 
@@ -39,6 +42,8 @@ class StressSettings:
     budget_s: float = DEFAULT_BUDGET_S
     #: family name -> on; every family is listed
     families: dict[str, bool] = field(default_factory=lambda: {name: True for name in FAMILY_NAMES})
+    #: a wrong answer paid above the bare right answer: reported (warn), a failure (fail) or not looked for (off)
+    inversions: str = "warn"
     written: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,9 +85,14 @@ def parse_stress(spec: Any, terms: Collection[str], *, source: str | None = None
                     errors.append(ConfigError(f"expected true or false, got {describe(on)}", source=source, path=where))
                 else:
                     families[name] = on
+    inversions = spec.get("inversions", "warn")
+    if inversions not in INVERSION_MODES:
+        errors.append(ConfigError(f"expected one of: {', '.join(INVERSION_MODES)}, got {describe(inversions)}",
+                                  source=source, path=f"{path}.inversions"))
+        inversions = "warn"
     if errors:
         raise ConfigError.combine(errors)
-    return StressSettings(gold, margin, budget, families, dict(spec))
+    return StressSettings(gold, margin, budget, families, inversions, dict(spec))
 
 
 def _number(spec: Mapping, key: str, default: float, path: str, source: str | None, errors: list[ConfigError], *,

@@ -2,8 +2,10 @@
 
 Prints each loophole as a sentence a person can act on ("a wrong answer in the right format
 earns 100% of the control: `29 + 23 = 53` (format +1.00, correct +1.00)") and each control the
-reward does not pay in full; ``--json`` prints one object instead. Exit codes: 0 nothing found,
-1 a loophole or an unpaid control, 2 bad input (config, rows, ``--import``, flags).
+reward does not pay in full, and warns of each row where a wrong reply out-earns the bare right
+answer (an inversion); ``--json`` prints one object instead. Exit codes: 0 nothing found, 1 a
+loophole, an unpaid control or (with ``stress.inversions: fail``) an inversion, 2 bad input
+(config, rows, ``--import``, flags).
 """
 
 from __future__ import annotations
@@ -97,6 +99,8 @@ def format_report(report: StressReport, config: str, data: str) -> str:
     headline = (f"{config}: {n} loophole{'s' if n != 1 else ''}" if n else f"{config}: no loophole") + \
         (f", {len(report.unpaid_controls)} unpaid control{'s' if len(report.unpaid_controls) != 1 else ''}"
          if report.unpaid_controls else "") + \
+        (f", {len(report.inversions)} inversion{'s' if len(report.inversions) != 1 else ''}"
+         f"{' (warning)' if report.inversion_mode != 'fail' else ''}" if report.inversions else "") + \
         f" in {report.rows} row{'s' if report.rows != 1 else ''} of {data} ({report.evaluations} evaluations, " \
         f"{report.seconds:.1f} s" + (f", {report.requests} remote requests" if report.requests else "") + ")"
     lines = [headline]
@@ -116,6 +120,16 @@ def format_report(report: StressReport, config: str, data: str) -> str:
         lines.append(f"- unpaid controls ({n_unpaid} of {report.rows} rows): controls the oracle accepts are paid below "
                      f"the reward's best ({worst.best:.3g}); the lowest: row {worst.row}, {_quote(worst.control, 60)} "
                      f"total {worst.total:.3g} ({_terms(worst.terms)}; short: {', '.join(worst.short) or 'the total'})")
+    if report.inversions:
+        worst = report.inversions[0]
+        n_inv = len(report.inversions)
+        what = "a finding (stress.inversions: fail)" if report.inversion_mode == "fail" else \
+            "a warning; stress.inversions: fail makes it a finding"
+        lines.append(f"- form over substance ({n_inv} of {report.rows} rows; {what}): a wrong reply that drops the "
+                     f"answer is paid more than the bare right answer, so a policy that has the answer gains by "
+                     f"trading it for the form: {_quote(worst.completion)} total {worst.total:.3g} against "
+                     f"{_quote(worst.bare, 40)} {worst.bare_total:.3g} (control {worst.control_total:.3g}; "
+                     f"{_terms(worst.terms)} against {_terms(worst.bare_terms)})")
     tried = ", ".join(f"{f.name} {f.held}/{f.tried}" for f in report.families)
     lines.append(f"  families (rows held / probes tried): {tried}")
     for note in report.notes:

@@ -13,6 +13,17 @@ that keeps the substance and is paid more than the control. An **unpaid control*
 the oracle accepts that is paid less than the best the reward can pay (the sum of each
 weighted term's best, when every top-level term declares a bounded range; else the best total
 any accepted control of the run reached).
+
+An **inversion** (form over substance): on a row whose control the oracle accepts, a wrong probe
+whose text no longer holds the reference anywhere (a wrong answer in the right format, the prompt
+echoed, a search edit) paid more than the bare right answer. No margin makes it a loophole, yet a group-relative trainer pushes a
+policy that has the answer toward the wrong reply: the hole the GRPO demo's first composed reward
+had (``23 + 17 = 45`` 1.52, the bare ``40`` 1.50). Only where the reward pays the bare right
+answer something: a reward that pays nothing outside the asked-for form (a format term and a
+correctness term that reads only the formatted answer, as veRL's GSM8K scorer does) declares the
+form a precondition, and a formatted wrong reply above a bare right one is its design, not a hole.
+``stress.inversions`` reports them (``warn``, the default), counts them as findings (``fail``) or
+skips the check (``off``).
 """
 
 from __future__ import annotations
@@ -28,7 +39,7 @@ from ..composer import RewardComposer
 from ..config import TermNode
 from ..integrations.text_scoring import TextScorer, as_floats
 from ..stress_spec import FAMILY_NAMES, StressSettings
-from .families import SEARCH, Context, row_probes, summary
+from .families import SEARCH, BareAnswer, Context, row_probes, summary
 from .probes import KEEPS, WRONG, Probe, states_reference
 from .rows import CONTROL, Row
 from .search import RowSearch, search_round, vocabulary
@@ -41,6 +52,7 @@ CHILDREN, PATIENCE = 24, 12
 LENGTH_PARAMS = ("max", "min", "target", "max_length", "min_length", "max_chars", "max_words", "max_tokens",
                  "limit", "cache", "length", "soft_max", "hard_max", "low", "high", "lower", "upper")
 TIE = 1e-9
+BARE = BareAnswer.name
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,26 @@ class UnpaidControl:
 
 
 @dataclass
+class Inversion:
+    """A row where a wrong reply that drops the answer out-earns the bare right answer."""
+
+    row: int
+    family: str
+    completion: str
+    total: float
+    terms: dict[str, float]
+    bare: str
+    bare_total: float
+    bare_terms: dict[str, float]
+    control_total: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"row": self.row, "family": self.family, "completion": self.completion, "total": self.total,
+                "terms": self.terms, "bare": self.bare, "bare_total": self.bare_total, "bare_terms": self.bare_terms,
+                "control_total": self.control_total}
+
+
+@dataclass
 class FamilyStats:
     name: str
     tried: int = 0
@@ -122,10 +154,13 @@ class StressReport:
     complete: bool = True
     rejected_controls: list[int] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    inversions: list[Inversion] = field(default_factory=list)
+    inversion_mode: str = "warn"
 
     @property
     def clean(self) -> bool:
-        return not self.loopholes and not self.unpaid_controls
+        """Nothing found: no loophole, no unpaid control, and no inversion when ``stress.inversions`` is ``fail``."""
+        return not self.loopholes and not self.unpaid_controls and not (self.inversions and self.inversion_mode == "fail")
 
     def to_dict(self) -> dict[str, Any]:
         return {"loopholes": [h.to_dict() for h in self.loopholes],
@@ -133,7 +168,8 @@ class StressReport:
                 "families": [f.to_dict() for f in self.families], "rows": self.rows, "evaluations": self.evaluations,
                 "seconds": self.seconds, "requests": self.requests, "gold": self.gold, "margin": self.margin,
                 "best": self.best, "complete": self.complete, "rejected_controls": self.rejected_controls,
-                "notes": self.notes}
+                "notes": self.notes, "inversions": [i.to_dict() for i in self.inversions],
+                "inversion_mode": self.inversion_mode}
 
 
 class Oracle:
@@ -276,6 +312,7 @@ def stress(composer: RewardComposer, rows: Sequence[Row], *, seed: int = 0, budg
     limits = length_limits(composer)
     word_columns, word_params = word_sources(composer)
     found: dict[str, list[Loophole]] = {}
+    climbs = _Climbs(settings.inversions != "off")
     controls: list[tuple[Row, Scored, bool]] = []
     searches: list[tuple[Row, RowSearch, Scored]] = []
     notes: list[str] = []
@@ -291,6 +328,7 @@ def stress(composer: RewardComposer, rows: Sequence[Row], *, seed: int = 0, budg
         control, results = scored[0], scored[1:]
         accepted = oracle.control_ok(row, control)
         controls.append((row, control, accepted))
+        climbs.set_control(row, control.total)
         held: set[str] = set()
         wrong_pool: dict[str, float] = {}
         for probe, result in zip(probes, results, strict=True):
@@ -298,6 +336,8 @@ def stress(composer: RewardComposer, rows: Sequence[Row], *, seed: int = 0, budg
             verdict = oracle.verdict(probe, result)
             if verdict == WRONG:
                 wrong_pool[probe.text] = result.total
+                if accepted:
+                    climbs.offer(row, probe.family, probe.text, result)
             hole = _loophole(verdict, result, control, settings.margin)
             if hole is None or not accepted:
                 continue
@@ -323,7 +363,7 @@ def stress(composer: RewardComposer, rows: Sequence[Row], *, seed: int = 0, budg
         notes.append(f"{len(rejected)} control{'s' if len(rejected) > 1 else ''} rejected by {what}: rows "
                      f"{', '.join(map(str, rejected[:10]))}{' ...' if len(rejected) > 10 else ''} (not checked)")
     if searches and time.perf_counter() < deadline:
-        _run_search(searches, evaluate, oracle, settings.margin, rng, deadline, stats, found, progress)
+        _run_search(searches, evaluate, oracle, settings.margin, rng, deadline, stats, found, progress, climbs)
     best = best_total(composer, step)
     unpaid = _unpaid(controls, best)
     loopholes = [_merge(name, holes) for name, holes in found.items()]
@@ -332,7 +372,48 @@ def stress(composer: RewardComposer, rows: Sequence[Row], *, seed: int = 0, budg
         notes.append("no gold term (stress.gold or monitor.gold): only probes built to be wrong were judged")
     return StressReport(loopholes, unpaid, list(stats.values()), len(rows), evaluate.evaluations,
                         time.perf_counter() - started, gold, settings.margin,
-                        best, evaluate.requests, complete, rejected, notes)
+                        best, evaluate.requests, complete, rejected, notes, climbs.inversions(), settings.inversions)
+
+
+class _Climbs:
+    """Per row: the best-paid bare right answer and the best-paid wrong reply that no longer states the answer."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+        self.bare: dict[int, tuple[str, Scored]] = {}
+        self.climb: dict[int, tuple[str, str, Scored]] = {}
+        self.control: dict[int, float] = {}
+
+    def offer(self, row: Row, family: str, text: str, result: Scored) -> None:
+        """A wrong probe of ``row`` (the row's control accepted)."""
+        if not self.on:
+            return
+        answer = row.reference if row.reference and row.reference.strip() else None
+        if family == BARE:
+            best = self.bare.get(row.index)
+            if best is None or result.total > best[1].total:
+                self.bare[row.index] = (text, result)
+        elif answer is not None and answer.strip().lower() not in text.lower():  # not even inside a word
+            best_climb = self.climb.get(row.index)
+            if best_climb is None or result.total > best_climb[2].total:
+                self.climb[row.index] = (family, text, result)
+
+    def set_control(self, row: Row, total: float) -> None:
+        self.control[row.index] = total
+
+    def inversions(self) -> list[Inversion]:
+        """Rows whose best wrong reply out-earns the bare right answer, the widest gap first."""
+        out = []
+        for index, (bare_text, bare) in self.bare.items():
+            climb = self.climb.get(index)
+            if climb is None:
+                continue
+            family, text, result = climb
+            if bare.total > TIE and result.total > bare.total + max(TIE, 1e-6 * abs(bare.total)):
+                out.append(Inversion(index, family, text, result.total, result.terms, bare_text, bare.total,
+                                     bare.terms, self.control.get(index, math.nan)))
+        out.sort(key=lambda i: (-(i.total - i.bare_total), i.row))
+        return out
 
 
 def _loophole(verdict: str, result: Scored, control: Scored, margin: float) -> bool | None:
@@ -346,7 +427,7 @@ def _loophole(verdict: str, result: Scored, control: Scored, margin: float) -> b
 
 def _run_search(searches: list[tuple[Row, RowSearch, Scored]], evaluate: _Evaluator, oracle: Oracle, margin: float,
                 rng: random.Random, deadline: float, stats: dict[str, FamilyStats], found: dict[str, list[Loophole]],
-                progress: Callable[[str], None] | None) -> None:
+                progress: Callable[[str], None] | None, climbs: "_Climbs | None" = None) -> None:
     by_state = {id(state): (row, control) for row, state, control in searches}
     held_rows: set[int] = set()
 
@@ -356,6 +437,8 @@ def _run_search(searches: list[tuple[Row, RowSearch, Scored]], evaluate: _Evalua
             stats[SEARCH].tried += 1
             wrong = oracle.edit_is_wrong(text, result, row.reference)
             state.offer(text, result.total, wrong)
+            if wrong and climbs is not None:
+                climbs.offer(row, SEARCH, text, result)
             if wrong and result.total >= control.total - margin - TIE:
                 held_rows.add(row.index)
                 found.setdefault(SEARCH, []).append(Loophole(SEARCH, row.index, text, result.total, control.total,
@@ -395,4 +478,4 @@ def _unpaid(controls: list[tuple[Row, Scored, bool]], best: float | None) -> lis
     return out
 
 
-__all__ = ["Loophole", "Oracle", "Scored", "StressReport", "UnpaidControl", "best_total", "stress"]
+__all__ = ["Inversion", "Loophole", "Oracle", "Scored", "StressReport", "UnpaidControl", "best_total", "stress"]

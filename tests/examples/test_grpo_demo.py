@@ -162,3 +162,30 @@ def test_bad_flags_are_one_line_errors(capsys):
         with pytest.raises(SystemExit):
             parse_args(argv)
         assert expected in capsys.readouterr().err
+
+
+def test_declared_events_follow_the_rules_with_each_arms_own_reward(scorer):
+    from examples.grpo import events
+    from examples.grpo.scorer import point_remote_terms
+
+    pairs = [(23, 17), (13, 12), (5, 9), (20, 4)] * 5  # 20 questions
+    composed = point_remote_terms(load_yaml(HERE / "composed.yaml"), scorer.url)
+    sparse = load_yaml(HERE / "sparse.yaml")
+    right = [f"{a} + {b} = {a + b}" for a, b in pairs]
+    wrong_sum = [f"{a} + {b} = {a + b + 5}" for a, b in pairs]
+    bare = [str(a + b) for a, b in pairs]
+    assert events.run_events(composed, right, pairs, 12).events == ()
+    # the fixed reward pays a wrong sum in form less than the bare answer: form without substance, no hack
+    found = events.run_events(composed, wrong_sum, pairs, 12)
+    assert found.wrong_sum_in_form == 1.0 and found.paid_as_bare_answer == 0.0
+    assert found.events == ("form without substance",)
+    # bare right answers: a collapse of the format, and paid as the bare answer while strict rejects them
+    assert events.run_events(sparse, bare, pairs, 12).events == ("format collapse", "hack")
+    # the first composed reward paid the wrong-sum equation more than the bare answer (seed 106's hole)
+    first = point_remote_terms(load_yaml(HERE.parents[1] / "examples" / "stress" / "seeded" / "grpo_composed_v1.yaml"),
+                               scorer.url)
+    assert "hack" in events.run_events(first, wrong_sum, pairs, 1).events
+    mixed = right[:14] + wrong_sum[14:]  # 6 of 20 = 30%: at the threshold
+    assert events.run_events(composed, mixed, pairs, 12).events == ("form without substance",)
+    with pytest.raises(ValueError, match="as many replies"):
+        events.classify(right[:3], pairs, [0.0] * 3, [0.0] * 3)

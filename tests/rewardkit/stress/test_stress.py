@@ -257,3 +257,65 @@ def test_answer_spans_read_boxes_in_one_pass_and_numbers_by_value():
     assert find_reference(text, "1000") == (19, 23)
     assert find_reference("The capital is Paris.", "paris") == (15, 20)
     assert find_reference("4O", "40") is None
+
+
+PARTIAL = ROOT / "examples" / "monitor" / "partial.yaml"
+
+
+def _partial(margin: float, inversions: str | None = None, **families: bool) -> RewardComposer:
+    spec = RewardComposer.from_yaml(PARTIAL).to_dict()
+    spec["stress"] = {"gold": "strict", "margin": margin, "families": families,
+                      **({"inversions": inversions} if inversions else {})}
+    return RewardComposer.from_dict(spec)
+
+
+def test_a_wrong_sum_paid_above_the_bare_right_answer_is_an_inversion_without_any_margin(capsys):
+    composer = _partial(0.0)
+    report = stress(composer, _rows(composer, ROWS / "grpo_arithmetic.jsonl"), budget_s=5)
+    # no wrong sum reaches the right equation's total (a stray character before it does: padded)
+    assert "answer_changed" not in {h.family for h in report.loopholes}
+    assert report.inversions and report.inversion_mode == "warn"
+    worst = report.inversions[0]
+    assert worst.total > worst.bare_total and worst.terms["format"] > 0 and worst.bare_terms["format"] == 0
+    assert worst.bare.strip().isdigit()  # the bare right answer
+    row = _rows(composer, ROWS / "grpo_arithmetic.jsonl")[worst.row]
+    assert row.reference not in worst.completion  # the climb lost the answer
+    failing = _partial(0.0, "fail", padded=False, search=False)  # only the inversion left to find
+    warned = _partial(0.0, None, padded=False, search=False)
+    assert stress(warned, _rows(warned, ROWS / "grpo_arithmetic.jsonl"), budget_s=5).clean  # a warning: exit 0
+    assert not stress(failing, _rows(failing, ROWS / "grpo_arithmetic.jsonl"), budget_s=5).clean
+    off = _partial(0.0, "off")
+    assert not stress(off, _rows(off, ROWS / "grpo_arithmetic.jsonl"), budget_s=5).inversions
+
+
+def test_the_report_warns_of_inversions_and_json_lists_them(tmp_path, capsys):
+    config = tmp_path / "partial.yaml"
+    spec = RewardComposer.from_yaml(PARTIAL).to_dict()
+    spec["stress"] = {"gold": "strict", "families": {"padded": False, "search": False}}
+    import yaml
+    config.write_text(yaml.safe_dump(spec))
+    data = str(ROWS / "grpo_arithmetic.jsonl")
+    code, out, _ = run(capsys, str(config), "--data", data, "--import", "examples.monitor.terms", "--budget-s", "5")
+    assert code == 0 and "inversion" in out.splitlines()[0] and "form over substance" in out
+    code, out, _ = run(capsys, str(config), "--data", data, "--import", "examples.monitor.terms", "--budget-s", "5",
+                       "--json")
+    report = json.loads(out)
+    assert report["inversion_mode"] == "warn" and report["inversions"]
+    assert set(report["inversions"][0]) >= {"row", "completion", "total", "bare", "bare_total", "control_total", "terms"}
+
+
+@pytest.mark.parametrize("config, rows", [(HONEST, "arithmetic"), (ROOT / "examples/stress/honest/applies_all.yaml", "mixed"),
+                                          (ROOT / "examples/stress/honest/json_strict.yaml", "json")])
+def test_honest_rewards_have_no_inversion_and_a_form_gate_is_not_one(config, rows):
+    # applies_all and json_strict pay nothing outside the asked-for form: a formatted wrong reply above
+    # the bare answer (0) is their design, not a hole
+    composer = RewardComposer.from_yaml(config)
+    report = stress(composer, _rows(composer, ROWS / f"{rows}.jsonl"), budget_s=5)
+    assert report.clean and not report.inversions
+
+
+def test_inversions_accepts_only_its_modes(tmp_path):
+    config = tmp_path / "bad.yaml"
+    config.write_text("version: 1\ncomponents:\n  correct: {type: answer_match, weight: 1.0}\nstress: {inversions: loud}\n")
+    with pytest.raises(ConfigError, match=r"stress\.inversions.*warn, fail, off"):
+        RewardComposer.from_yaml(config)
