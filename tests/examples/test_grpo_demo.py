@@ -32,6 +32,20 @@ from rewardkit.integrations.trl import TRLRewardFunctions  # noqa: E402
 TERMS = ("correct", "format", "operands", "brevity", "closeness")
 
 
+@pytest.fixture(autouse=True)
+def grpo_terms():
+    """``arithmetic_strict`` registered for each test, as importing examples.grpo did: a module collected
+    earlier (the stress tests) may have unregistered it after that import, and the import is not repeated."""
+    from examples.grpo.terms import ArithmeticStrict
+    from rewardkit import registry
+
+    added = "arithmetic_strict" not in registry._REGISTRY
+    registry._REGISTRY.setdefault("arithmetic_strict", ArithmeticStrict)
+    yield
+    if added:
+        registry._REGISTRY.pop("arithmetic_strict", None)
+
+
 @pytest.fixture(scope="module")
 def scorer():
     with ScorerProcess() as process:
