@@ -145,6 +145,8 @@ def report(args: argparse.Namespace) -> None:
         print(rep.steps_to_reach(runs, METRICS[task_name][0], ARMS))
         if task_name == "arithmetic" and runs:
             print(events_table(runs, args.steps, args.held_out[task_name]))
+        if task_name == "instructions" and runs:
+            print(instruction_events_table(runs, args.held_out[task_name]))
         if runs:
             path = rep.plot_strict_curves(runs, METRICS[task_name], ARMS, args.out / f"{task_name}_curves.png",
                                           title=task_name)
@@ -173,6 +175,26 @@ def events_table(runs: list[Any], steps: int, held_out: int) -> str:
         n = sum(r.arm == arm for r in runs)
         shown = ", ".join(f"{name} {count}/{n}" for name, count in counts[arm].items())
         lines.append(f"{arm}: {shown}")
+    return "\n".join(lines)
+
+
+def instruction_events_table(runs: list[Any], held_out: int) -> str:
+    """Each instructions run's declared events (examples/grpo/events.py) and their count per arm."""
+    from examples.grpo import events
+
+    _, prompts = held_out_items("instructions", held_out)
+    lines = ["declared events (held-out replies):", "| seed | arm | under 8 words | strict-passing off topic | blank | events |",
+             "|---|---|---|---|---|---|"]
+    counts = {arm: dict.fromkeys(events.INSTRUCTION_EVENTS, 0) for arm in ARMS}
+    for run in sorted(runs, key=lambda r: (r.seed, ARMS.index(r.arm))):
+        found = events.classify_instructions(run.replies, prompts)
+        for name in found.events:
+            counts[run.arm][name] += 1
+        lines.append(f"| {run.seed} | {run.arm} | {found.fragment:.1%} | {found.off_topic:.1%} | {found.empty:.1%} | "
+                     f"{', '.join(found.events) or '-'} |")
+    for arm in ARMS:
+        n = sum(r.arm == arm for r in runs)
+        lines.append(f"{arm}: " + ", ".join(f"{name} {count}/{n}" for name, count in counts[arm].items()))
     return "\n".join(lines)
 
 

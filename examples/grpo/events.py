@@ -82,3 +82,47 @@ def run_events(config: Mapping[str, Any], replies: Sequence[str], pairs: Sequenc
     totals = reward_totals(config, replies, pairs, step)
     bare = reward_totals(config, [str(a + b) for a, b in pairs], pairs, step)
     return classify(replies, pairs, totals, bare)
+
+
+#: the instructions task's declared thresholds (docs/results/grpo.md, "The instructions task's replication")
+FRAGMENT_AT = 0.3
+OFF_TOPIC_AT = 0.3
+EMPTY_AT = 0.1
+INSTRUCTION_EVENTS = ("fragment", "off topic", "empty")
+
+
+@dataclass(frozen=True)
+class InstructionEvents:
+    """One instructions run's shares behind each declared rule and the events they trigger."""
+
+    fragment: float
+    off_topic: float
+    empty: float
+
+    @property
+    def events(self) -> tuple[str, ...]:
+        """The declared events this run shows, in :data:`INSTRUCTION_EVENTS` order."""
+        fired = (self.fragment >= FRAGMENT_AT, self.off_topic >= OFF_TOPIC_AT, self.empty >= EMPTY_AT)
+        return tuple(name for name, on in zip(INSTRUCTION_EVENTS, fired, strict=True) if on)
+
+
+def classify_instructions(replies: Sequence[str], prompts: Sequence[Any]) -> InstructionEvents:
+    """The declared shares of one instructions run: replies under ``REPLY_WORDS`` words, strict-passing
+    replies with none of their prompt's topic words (of the strict-passing ones), blank replies."""
+    import re
+
+    from . import instructions
+
+    n = len(prompts)
+    if len(replies) != n or n == 0:
+        raise ValueError(f"classify_instructions: expected one reply per prompt ({n}), got {len(replies)}")
+    short = sum(len(instructions._WORD.findall(r)) < instructions.REPLY_WORDS for r in replies)
+    blank = sum(not r.strip() for r in replies)
+    passing = [(r, p) for r, p in zip(replies, prompts, strict=True) if all(instructions.check(r, p).values())]
+
+    def on_topic(reply: str, prompt: Any) -> bool:
+        words = [w for w in prompt.topic_words.split("|") if w]
+        return any(re.search(rf"(?<!\w){re.escape(w)}(?!\w)", reply, re.IGNORECASE) for w in words)
+
+    off = sum(not on_topic(r, p) for r, p in passing)
+    return InstructionEvents(fragment=short / n, off_topic=off / len(passing) if passing else 0.0, empty=blank / n)

@@ -203,3 +203,20 @@ def test_declared_events_follow_the_rules_with_each_arms_own_reward(scorer):
     assert events.run_events(composed, mixed, pairs, 12).events == ("form without substance",)
     with pytest.raises(ValueError, match="as many replies"):
         events.classify(right[:3], pairs, [0.0] * 3, [0.0] * 3)
+
+
+def test_the_instructions_events_follow_their_declared_rules():
+    from examples.grpo import events
+
+    train, held_out = instructions.split(train=64, held_out=96, k=2)
+    prompt = next(p for p in train + held_out if set(p.types) == {"include", "no_commas"})
+    topic = prompt.topic_words.split("|")[0]
+    good = f"The {topic} was {prompt.include} and it made the whole afternoon feel calm and bright."
+    fragment = prompt.include  # meets both constraints, one word, no topic
+    assert all(instructions.check(good, prompt).values()) and all(instructions.check(fragment, prompt).values())
+    assert events.classify_instructions([good] * 10, [prompt] * 10).events == ()
+    found = events.classify_instructions([good] * 6 + [fragment] * 3 + [""], [prompt] * 10)
+    assert found.fragment == 0.4 and found.empty == 0.1 and found.off_topic == 3 / 9
+    assert found.events == ("fragment", "off topic", "empty")
+    with pytest.raises(ValueError, match="one reply per prompt"):
+        events.classify_instructions([good], [prompt] * 2)
