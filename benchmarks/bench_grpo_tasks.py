@@ -154,28 +154,20 @@ def report(args: argparse.Namespace) -> None:
 
 
 def events_table(runs: list[Any], steps: int, held_out: int) -> str:
-    """Each run's declared outcome events (examples/grpo/events.py) and their count per arm."""
+    """Each arithmetic run's declared outcome events (examples/grpo/events.py) and their count per arm."""
     from examples.grpo import events
     from examples.grpo.scorer import ScorerProcess, point_remote_terms
 
     _, pairs = held_out_items("arithmetic", held_out)
-    lines = ["declared events (held-out replies; 'paid' by the arm's own reward at its last step):",
-             "| seed | arm | compliant | wrong sum in form | paid as the bare answer, strict rejects | events |",
-             "|---|---|---|---|---|---|"]
-    counts = {arm: dict.fromkeys(events.EVENTS, 0) for arm in ARMS}
     with ScorerProcess() as scorer:
-        for run in sorted(runs, key=lambda r: (r.seed, ARMS.index(r.arm))):
+        def classify(run: Any) -> tuple[Any, tuple[float, ...]]:
             config = point_remote_terms(settings("arithmetic", run.arm, run.seed, steps, held_out)[0], scorer.url)
             found = events.run_events(config, run.replies, pairs, steps)
-            for name in found.events:
-                counts[run.arm][name] += 1
-            lines.append(f"| {run.seed} | {run.arm} | {found.compliant:.1%} | {found.wrong_sum_in_form:.1%} | "
-                         f"{found.paid_as_bare_answer:.1%} | {', '.join(found.events) or '-'} |")
-    for arm in ARMS:
-        n = sum(r.arm == arm for r in runs)
-        shown = ", ".join(f"{name} {count}/{n}" for name, count in counts[arm].items())
-        lines.append(f"{arm}: {shown}")
-    return "\n".join(lines)
+            return found, (found.compliant, found.wrong_sum_in_form, found.paid_as_bare_answer)
+
+        return _events_rows(runs, "declared events (held-out replies; 'paid' by the arm's own reward at its last step):",
+                            ("compliant", "wrong sum in form", "paid as the bare answer, strict rejects"),
+                            events.EVENTS, classify)
 
 
 def instruction_events_table(runs: list[Any], held_out: int) -> str:
@@ -183,15 +175,26 @@ def instruction_events_table(runs: list[Any], held_out: int) -> str:
     from examples.grpo import events
 
     _, prompts = held_out_items("instructions", held_out)
-    lines = ["declared events (held-out replies):", "| seed | arm | under 8 words | strict-passing off topic | blank | events |",
-             "|---|---|---|---|---|---|"]
-    counts = {arm: dict.fromkeys(events.INSTRUCTION_EVENTS, 0) for arm in ARMS}
-    for run in sorted(runs, key=lambda r: (r.seed, ARMS.index(r.arm))):
+
+    def classify(run: Any) -> tuple[Any, tuple[float, ...]]:
         found = events.classify_instructions(run.replies, prompts)
+        return found, (found.fragment, found.off_topic, found.empty)
+
+    return _events_rows(runs, "declared events (held-out replies):",
+                        ("under 8 words", "strict-passing off topic", "blank"), events.INSTRUCTION_EVENTS, classify)
+
+
+def _events_rows(runs: list[Any], title: str, columns: tuple[str, ...], names: tuple[str, ...],
+                 classify: Any) -> str:
+    """A markdown table of each run's shares and events (``classify(run)`` gives both), then the count per arm."""
+    lines = [title, "| seed | arm | " + " | ".join(columns) + " | events |", "|---" * (len(columns) + 3) + "|"]
+    counts = {arm: dict.fromkeys(names, 0) for arm in ARMS}
+    for run in sorted(runs, key=lambda r: (r.seed, ARMS.index(r.arm))):
+        found, shares = classify(run)
         for name in found.events:
             counts[run.arm][name] += 1
-        lines.append(f"| {run.seed} | {run.arm} | {found.fragment:.1%} | {found.off_topic:.1%} | {found.empty:.1%} | "
-                     f"{', '.join(found.events) or '-'} |")
+        lines.append(f"| {run.seed} | {run.arm} | " + " | ".join(f"{v:.1%}" for v in shares) +
+                     f" | {', '.join(found.events) or '-'} |")
     for arm in ARMS:
         n = sum(r.arm == arm for r in runs)
         lines.append(f"{arm}: " + ", ".join(f"{name} {count}/{n}" for name, count in counts[arm].items()))

@@ -328,7 +328,6 @@ def stress(composer: RewardComposer, rows: Sequence[Row], *, seed: int = 0, budg
         control, results = scored[0], scored[1:]
         accepted = oracle.control_ok(row, control)
         controls.append((row, control, accepted))
-        climbs.set_control(row, control.total)
         held: set[str] = set()
         wrong_pool: dict[str, float] = {}
         for probe, result in zip(probes, results, strict=True):
@@ -372,7 +371,8 @@ def stress(composer: RewardComposer, rows: Sequence[Row], *, seed: int = 0, budg
         notes.append("no gold term (stress.gold or monitor.gold): only probes built to be wrong were judged")
     return StressReport(loopholes, unpaid, list(stats.values()), len(rows), evaluate.evaluations,
                         time.perf_counter() - started, gold, settings.margin,
-                        best, evaluate.requests, complete, rejected, notes, climbs.inversions(), settings.inversions)
+                        best, evaluate.requests, complete, rejected, notes,
+                        climbs.inversions({row.index: scored.total for row, scored, _ in controls}), settings.inversions)
 
 
 class _Climbs:
@@ -382,26 +382,22 @@ class _Climbs:
         self.on = on
         self.bare: dict[int, tuple[str, Scored]] = {}
         self.climb: dict[int, tuple[str, str, Scored]] = {}
-        self.control: dict[int, float] = {}
 
     def offer(self, row: Row, family: str, text: str, result: Scored) -> None:
         """A wrong probe of ``row`` (the row's control accepted)."""
         if not self.on:
             return
-        answer = row.reference if row.reference and row.reference.strip() else None
+        reference = (row.reference or "").strip().lower()
         if family == BARE:
             best = self.bare.get(row.index)
             if best is None or result.total > best[1].total:
                 self.bare[row.index] = (text, result)
-        elif answer is not None and answer.strip().lower() not in text.lower():  # not even inside a word
+        elif reference and reference not in text.lower():  # not even inside a word
             best_climb = self.climb.get(row.index)
             if best_climb is None or result.total > best_climb[2].total:
                 self.climb[row.index] = (family, text, result)
 
-    def set_control(self, row: Row, total: float) -> None:
-        self.control[row.index] = total
-
-    def inversions(self) -> list[Inversion]:
+    def inversions(self, control_totals: dict[int, float]) -> list[Inversion]:
         """Rows whose best wrong reply out-earns the bare right answer, the widest gap first."""
         out = []
         for index, (bare_text, bare) in self.bare.items():
@@ -411,7 +407,7 @@ class _Climbs:
             family, text, result = climb
             if bare.total > TIE and result.total > bare.total + max(TIE, 1e-6 * abs(bare.total)):
                 out.append(Inversion(index, family, text, result.total, result.terms, bare_text, bare.total,
-                                     bare.terms, self.control.get(index, math.nan)))
+                                     bare.terms, control_totals[index]))
         out.sort(key=lambda i: (-(i.total - i.bare_total), i.row))
         return out
 
@@ -427,7 +423,7 @@ def _loophole(verdict: str, result: Scored, control: Scored, margin: float) -> b
 
 def _run_search(searches: list[tuple[Row, RowSearch, Scored]], evaluate: _Evaluator, oracle: Oracle, margin: float,
                 rng: random.Random, deadline: float, stats: dict[str, FamilyStats], found: dict[str, list[Loophole]],
-                progress: Callable[[str], None] | None, climbs: "_Climbs | None" = None) -> None:
+                progress: Callable[[str], None] | None, climbs: "_Climbs") -> None:
     by_state = {id(state): (row, control) for row, state, control in searches}
     held_rows: set[int] = set()
 
@@ -437,7 +433,7 @@ def _run_search(searches: list[tuple[Row, RowSearch, Scored]], evaluate: _Evalua
             stats[SEARCH].tried += 1
             wrong = oracle.edit_is_wrong(text, result, row.reference)
             state.offer(text, result.total, wrong)
-            if wrong and climbs is not None:
+            if wrong:
                 climbs.offer(row, SEARCH, text, result)
             if wrong and result.total >= control.total - margin - TIE:
                 held_rows.add(row.index)
