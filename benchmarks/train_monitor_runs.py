@@ -8,6 +8,11 @@ beside it (its seed fixes its samples), only its time does. The sets:
   on seeds no earlier set used.
 
     python benchmarks/train_monitor_runs.py --set third --out benchmarks/data/monitor_third
+
+- ``fourth``: the same shape on seeds no earlier set used, declared with the corrected label for the
+  partial reward (docs/results/monitor.md), the monitor's rules unchanged.
+
+    python benchmarks/train_monitor_runs.py --set fourth --out benchmarks/data/monitor_fourth
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ SETS: dict[str, list[tuple[str, int, float]]] = {
                                                 ("length", (5, 6, 7)), ("judge", (6, 7, 8)),
                                                 ("honest", (9, 10, 11))) for s in seeds),
               ("honest", 12, 1e-3), ("honest", 13, 1e-3)],
+    "fourth": [*((r, s, 4e-3) for r, seeds in (("partial", (7, 8, 9, 10, 11, 12)), ("lenient", (9, 10, 11)),
+                                                 ("length", (8, 9, 10)), ("judge", (9, 10, 11)),
+                                                 ("honest", (14, 15, 16))) for s in seeds),
+               ("honest", 17, 1e-3), ("honest", 18, 1e-3)],
 }
 
 
