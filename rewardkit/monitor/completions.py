@@ -258,6 +258,8 @@ class ContentReader:
     paid_above: float | None = None
     recent: deque = field(default_factory=deque)
     steps_read: int = 0
+    #: the share of the start's completions that gold rejects (None before it, or without gold)
+    start_rejected: float | None = None
 
     def __post_init__(self) -> None:
         self.recent = deque(maxlen=max(1, self.keep))
@@ -281,7 +283,8 @@ class ContentReader:
         scored = [{**row, "_total": self.total(row, step)} for row in rows]
         if not scored:
             return {}
-        if self.paid_above is None:
+        start = self.paid_above is None
+        if start:
             self.paid_above = statistics.median(r["_total"] for r in scored)
         entry = _Step(step, scored)
         self.recent.append(entry)
@@ -292,6 +295,8 @@ class ContentReader:
         judged = [r for r in scored if r["terms"].get(gold) is not None]
         if not judged:
             return {}
+        if start:
+            self.start_rejected = sum(bool(self.rejects(gold, r["terms"][gold])) for r in judged) / len(judged)
         exploits = [r for r in judged if r["_total"] > self.paid_above and self.rejects(gold, r["terms"][gold])]
         shapes = Counter(template(r["completion"]) for r in exploits)
         top, count = shapes.most_common(1)[0] if shapes else (None, 0)
@@ -301,6 +306,16 @@ class ContentReader:
     def template_at(self, step: int) -> str | None:
         """The most common template of the paid, rejected completions at ``step`` (if still kept)."""
         return next((e.top_template for e in self.recent if e.step == step), None)
+
+    def rejected_in(self, steps: Sequence[int], referee: str) -> tuple[float, float | None]:
+        """Of the kept completions of ``steps`` that ``referee`` scored: the share it rejects, and the
+        highest total among those (None: it rejected none). A demoted alert's reason quotes both."""
+        wanted = set(steps)
+        judged = [(r["_total"], self.rejects(referee, r["terms"].get(referee)))
+                  for e in self.recent if e.step in wanted for r in e.rows]
+        judged = [(total, rejected) for total, rejected in judged if rejected is not None]
+        refused = [total for total, rejected in judged if rejected]
+        return (len(refused) / len(judged) if judged else 0.0), (max(refused) if refused else None)
 
     def evidence(self, steps: Sequence[int], referee: str | None) -> tuple[list[dict[str, Any]], bool]:
         """The highest-paid completions of ``steps`` that ``referee`` rejects (at most

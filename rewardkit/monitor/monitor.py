@@ -170,6 +170,13 @@ class Monitor:
         paid = self.content.paid_above
         reason = (f"no completion of {where} was paid above the start's median total ({paid:.3f}) "
                   f"and rejected by {referee!r}")
+        share, highest = self.content.rejected_in(steps, referee)
+        before = self.content.start_rejected if referee == self.reward.gold else None
+        if highest is not None and before is not None and share >= 0.5 and share - before >= 0.25:
+            # a run can lose what gold accepts while the reward falls with it: say so, not only "no evidence"
+            reason += (f"; {referee!r} rejects {share:.0%} of them, paid at most {highest:.3f}: the run is losing "
+                       f"what gold accepts ({before:.0%} rejected at the start) without being paid more for what "
+                       f"it does instead")
         return replace(alert, message=message, kind=HEALTH, demoted=reason)
 
     def _referee(self, alert: Alert, finding: Finding) -> str | None:

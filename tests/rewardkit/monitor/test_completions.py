@@ -219,3 +219,33 @@ def test_once_the_exploit_spreads_later_statistics_alerts_stay_hacking() -> None
     alerts = {a.detector: a for a in monitor.run(history, grouped)}
     assert alerts["exploit_spread"].fired == 9 and monitor.corroborated
     assert alerts["gold_divergence"].fired >= 9 and alerts["gold_divergence"].kind == "hacking"
+
+
+def test_a_demoted_alert_says_when_gold_rejects_the_step_but_nothing_it_refuses_outpays_the_start(
+        hacked_state: Path, reward_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """The start's samples are right and paid 1; later gold rejects all of them, paid 0.25 each (what
+    partial credit leaves when a run loses its answers): no evidence, so the alert is demoted, and the
+    reason says how much gold rejects and the most any of those was paid."""
+    rows = completion_rows(hacked_history())
+    first = min(r["step"] for r in rows)
+    for row in rows:
+        if row["step"] == first:
+            row.update(terms={"proxy": 1.0, "strict": 1.0}, total=1.0)
+        else:
+            row.update(terms={"proxy": 0.25, "strict": 0.0}, total=0.25)
+    code, report = audit_json(hacked_state, reward_config, write_jsonl(tmp_path / "c.jsonl", rows), capsys,
+                              "--fail-on", "hacking")
+    assert code == 0
+    gold = next(a for a in report["alerts"] if a["detector"] == "gold_divergence")
+    assert gold["kind"] == "health" and gold["completions"] == []
+    assert ("'strict' rejects 100% of them, paid at most 0.250: the run is losing what gold accepts (0% rejected "
+            "at the start)") in gold["demoted"]
+
+
+def test_a_demoted_alert_whose_steps_gold_accepts_does_not_claim_a_loss(
+        hacked_state: Path, reward_config: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rows = write_jsonl(tmp_path / "c.jsonl", completion_rows(hacked_history(), accepted_when_paid=True))
+    _, report = audit_json(hacked_state, reward_config, rows, capsys)
+    gold = next(a for a in report["alerts"] if a["detector"] == "gold_divergence")
+    # gold accepts every paid sample and rejects only the unpaid ones (under half of the late steps' samples)
+    assert gold["demoted"].startswith("no completion of steps ") and "losing" not in gold["demoted"]
