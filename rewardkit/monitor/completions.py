@@ -52,6 +52,10 @@ EXPLOIT = "monitor/exploit_frac"
 TEMPLATE = "monitor/template_frac"
 #: the most evidence an alert carries
 EVIDENCE = 3
+#: a demoted alert's reason says the run is losing what gold accepts when gold rejects this share of
+#: its steps' completions or more, and that share rose by ``LOSS_RISE`` or more since the start
+LOSS_LEVEL = 0.5
+LOSS_RISE = 0.25
 
 _DIGITS = re.compile(r"\d+")
 _SPACE = re.compile(r"\s+")
@@ -307,21 +311,24 @@ class ContentReader:
         """The most common template of the paid, rejected completions at ``step`` (if still kept)."""
         return next((e.top_template for e in self.recent if e.step == step), None)
 
+    def _kept(self, steps: Sequence[int]) -> list[_Step]:
+        """The kept steps among ``steps``."""
+        wanted = set(steps)
+        return [e for e in self.recent if e.step in wanted]
+
     def rejected_in(self, steps: Sequence[int], referee: str) -> tuple[float, float | None]:
         """Of the kept completions of ``steps`` that ``referee`` scored: the share it rejects, and the
         highest total among those (None: it rejected none). A demoted alert's reason quotes both."""
-        wanted = set(steps)
-        judged = [(r["_total"], self.rejects(referee, r["terms"].get(referee)))
-                  for e in self.recent if e.step in wanted for r in e.rows]
-        judged = [(total, rejected) for total, rejected in judged if rejected is not None]
+        verdicts = [(r["_total"], self.rejects(referee, r["terms"].get(referee)))
+                    for e in self._kept(steps) for r in e.rows]
+        judged = [(total, rejected) for total, rejected in verdicts if rejected is not None]
         refused = [total for total, rejected in judged if rejected]
         return (len(refused) / len(judged) if judged else 0.0), (max(refused) if refused else None)
 
     def evidence(self, steps: Sequence[int], referee: str | None) -> tuple[list[dict[str, Any]], bool]:
         """The highest-paid completions of ``steps`` that ``referee`` rejects (at most
         :data:`EVIDENCE`, each with its breakdown), and whether any of those steps had completions."""
-        wanted = set(steps)
-        kept = [e for e in self.recent if e.step in wanted]
+        kept = self._kept(steps)
         if referee is None or not kept or self.paid_above is None:
             return [], bool(kept)
         found = [(r["_total"], e.step, r) for e in kept for r in e.rows

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..config import parse_config, read_yaml
-from .completions import ContentReader
+from .completions import LOSS_LEVEL, LOSS_RISE, ContentReader
 from .detectors import DETECTORS, HACKING, HEALTH, Detector, Finding
 from .history import History
 from .structure import RewardStructure
@@ -172,7 +172,7 @@ class Monitor:
                   f"and rejected by {referee!r}")
         share, highest = self.content.rejected_in(steps, referee)
         before = self.content.start_rejected if referee == self.reward.gold else None
-        if highest is not None and before is not None and share >= 0.5 and share - before >= 0.25:
+        if highest is not None and before is not None and share >= LOSS_LEVEL and share - before >= LOSS_RISE:
             # a run can lose what gold accepts while the reward falls with it: say so, not only "no evidence"
             reason += (f"; {referee!r} rejects {share:.0%} of them, paid at most {highest:.3f}: the run is losing "
                        f"what gold accepts ({before:.0%} rejected at the start) without being paid more for what "

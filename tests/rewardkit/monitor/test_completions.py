@@ -247,5 +247,5 @@ def test_a_demoted_alert_whose_steps_gold_accepts_does_not_claim_a_loss(
     rows = write_jsonl(tmp_path / "c.jsonl", completion_rows(hacked_history(), accepted_when_paid=True))
     _, report = audit_json(hacked_state, reward_config, rows, capsys)
     gold = next(a for a in report["alerts"] if a["detector"] == "gold_divergence")
-    # gold accepts every paid sample and rejects only the unpaid ones (under half of the late steps' samples)
+    # gold accepts every paid sample and rejects only the unpaid ones: a smaller share than at the start
     assert gold["demoted"].startswith("no completion of steps ") and "losing" not in gold["demoted"]
