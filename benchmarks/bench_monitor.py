@@ -20,6 +20,11 @@ Each run (``python -m examples.monitor.train``: SmolLM2-135M-Instruct, LoRA, TRL
   completions.jsonl`` prints): the same detectors plus the content ones (``exploit_spread``,
   ``template_convergence``), every alert with its evidence and the statistics alerts without
   any demoted to health.
+- **with the stress report too** (``rewardkit audit --completions completions.jsonl --stress
+  REPORT``): ``REPORT`` is what ``rewardkit stress <reward>.yaml --json`` printed before any run
+  (``benchmarks/data/monitor_stress/<reward>.json``, on ``examples/stress/rows/``); its ``watch``
+  terms, the ones that pay its loopholes, add the ``watched_spread`` detector (added 2026-12-04,
+  after the fourth set; scored on the fifth).
 - **RewardScope 0.2.2** (``reward_scope.core.HackingDetectorSuite``, its defaults): fed the same
   run one completion at a time (observation: the question; action: the completion; reward: the
   weighted total; components: the weighted terms), one episode per training step; and, separately,
@@ -52,11 +57,14 @@ sys.path.insert(0, str(ROOT))
 from examples.monitor import terms  # noqa: E402 - registers the example's components
 from rewardkit.config import load_yaml  # noqa: E402
 from rewardkit.monitor import Monitor  # noqa: E402
+from rewardkit.monitor.audit import read_stress_watch, watching  # noqa: E402
 from rewardkit.monitor.completions import by_log_step  # noqa: E402
 from rewardkit.monitor.completions import read_completions as read_completion_rows  # noqa: E402
 from rewardkit.monitor.logs import read_log  # noqa: E402
 
 CONFIGS = ROOT / "examples" / "monitor"
+#: what ``rewardkit stress --json`` printed for each config before training (module doc)
+STRESS_REPORTS = ROOT / "benchmarks" / "data" / "monitor_stress"
 ONSET_RATE = 0.5  # the share of a step's completions that exploit the loophole at the onset
 LONG = 30  # characters: a long reply for the length loophole (three quarters of the term's cap)
 
@@ -130,6 +138,9 @@ class RunReport:
     demoted: list[tuple[int, str]] = field(default_factory=list)
     #: (fired, detector) -> the first completion shown as evidence
     evidence: dict[tuple[int, str], str] = field(default_factory=dict)
+    #: the audit with the completions and the config's stress report (--stress): its hacking alerts, the terms watched
+    with_stress_hacking: list[tuple[int, str]] = field(default_factory=list)
+    watch: tuple[str, ...] = ()
 
 
 def read_completions(path: Path) -> list[dict[str, Any]]:
@@ -222,6 +233,11 @@ def analyse(folder: Path) -> RunReport:
     reading = Monitor.from_config(config_path)
     sampled = read_completion_rows(folder / "completions.jsonl", reading.reward.terms)
     read_alerts = reading.run(records, by_log_step(sampled, [int(r["step"]) for r in records]))
+    base = Monitor.from_config(config_path)
+    stressed = watching(base, read_stress_watch(STRESS_REPORTS / f"{reward}.json", base.reward.terms, base.reward.gold))
+    stress_alerts = stressed.run(records, by_log_step(read_completion_rows(folder / "completions.jsonl",
+                                                                           stressed.reward.terms),
+                                                      [int(r["step"]) for r in records]))
     return RunReport(folder.name, reward, int(seed), len(records), rates, onset, hacked, collapsed,
                      [(a.fired, a.detector) for a in alerts], {(a.fired, a.detector): a.began for a in alerts},
                      [(a.fired, a.detector) for a in alerts if a.kind == "hacking"],
@@ -230,7 +246,8 @@ def analyse(folder: Path) -> RunReport:
                      [(a.fired, a.detector) for a in read_alerts if a.kind == "hacking"],
                      [(a.fired, a.detector) for a in read_alerts],
                      [(a.fired, a.detector) for a in read_alerts if a.demoted],
-                     {(a.fired, a.detector): a.completions[0]["completion"] for a in read_alerts if a.completions})
+                     {(a.fired, a.detector): a.completions[0]["completion"] for a in read_alerts if a.completions},
+                     [(a.fired, a.detector) for a in stress_alerts if a.kind == "hacking"], stressed.reward.watch)
 
 
 def first(alerts: list[tuple[int, str]], exclude: tuple[str, ...] = ()) -> tuple[int, str] | None:
@@ -325,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"analysing {folder.name} ...", file=sys.stderr, flush=True)
         reports.append(analyse(folder))
     header = ("run", "lr", "steps", "outcome", "onset", "rewardkit first hacking alert (lag)",
-              "with completions (lag)", "rewardkit first alert (lag)", "RewardScope first alert (lag)",
+              "with completions (lag)", "and --stress (lag)", "rewardkit first alert (lag)", "RewardScope first alert (lag)",
               "RewardScope on the log")
     table = [header]
     for r in reports:
@@ -334,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         table.append((r.name, f"{r.learning_rate:g}", str(r.steps), outcome, onset,
                       describe(first(r.rewardkit_hacking), r.onset),
                       describe(first(r.with_completions_hacking), r.onset),
+                      describe(first(r.with_stress_hacking), r.onset),
                       describe(first(r.rewardkit), r.onset), describe(first(r.scope), r.onset),
                       describe(first(r.scope_log), r.onset)))
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
@@ -344,11 +362,12 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"{'tool':<50}{'hacks caught':<14}{'within 3 steps':<16}{'median lag (steps)':<26}"
           f"{'no-hack runs flagged':<22}collapsed runs flagged")
-    content = ("exploit_spread", "template_convergence")
+    content = ("exploit_spread", "template_convergence", "watched_spread")
     for name, pick in (("rewardkit audit, hacking alerts", lambda r: first(r.rewardkit_hacking)),
                        ("rewardkit audit --completions, hacking alerts", lambda r: first(r.with_completions_hacking)),
                        ("  of which the content detectors alone",
                         lambda r: first([a for a in r.with_completions_hacking if a[1] in content])),
+                       ("rewardkit audit --completions --stress, hacking", lambda r: first(r.with_stress_hacking)),
                        ("rewardkit audit, any alert", lambda r: first(r.rewardkit)),
                        ("RewardScope, per completion", lambda r: first(r.scope)),
                        ("RewardScope, on the log", lambda r: first(r.scope_log))):
@@ -373,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
               f"; demoted to health: {demoted or 'none'}")
         if shown:
             print(f"    evidence: {shown}")
+        print(f"  with --stress (watch: {', '.join(r.watch) or 'none'}): hacking alerts "
+              f"{', '.join(f'{d} @{s}' for s, d in r.with_stress_hacking) or 'none'}")
     if args.plot is not None:
         print(f"plot: {plot(reports, args.plot)}")
     return 0

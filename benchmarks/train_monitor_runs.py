@@ -13,6 +13,11 @@ beside it (its seed fixes its samples), only its time does. The sets:
   partial reward (docs/results/monitor.md), the monitor's rules unchanged.
 
     python benchmarks/train_monitor_runs.py --set fourth --out benchmarks/data/monitor_fourth
+
+- ``fifth``: the same shape again on new seeds, declared with ``watched_spread`` and the stress reports
+  of ``benchmarks/data/monitor_stress/`` frozen (docs/results/monitor.md).
+
+    python benchmarks/train_monitor_runs.py --set fifth --out benchmarks/data/monitor_fifth
 """
 
 from __future__ import annotations
@@ -36,6 +41,10 @@ SETS: dict[str, list[tuple[str, int, float]]] = {
                                                  ("length", (8, 9, 10)), ("judge", (9, 10, 11)),
                                                  ("honest", (14, 15, 16))) for s in seeds),
                ("honest", 17, 1e-3), ("honest", 18, 1e-3)],
+    "fifth": [*((r, s, 4e-3) for r, seeds in (("partial", (13, 14, 15, 16, 17, 18)), ("lenient", (12, 13, 14)),
+                                                ("length", (11, 12, 13)), ("judge", (12, 13, 14)),
+                                                ("honest", (19, 20, 21))) for s in seeds),
+              ("honest", 22, 1e-3), ("honest", 23, 1e-3)],
 }
 
 

@@ -5,6 +5,7 @@ Written in YAML as::
     monitor:
       gold: strict                      # the term that measures what is really wanted
       agree: [[judge, correct]]         # pairs of terms that measure the same thing
+      watch: [format, operands]         # terms that pay a loophole (what `rewardkit stress` lists under watch)
       gold_divergence: {min_rise: 0.2}  # thresholds of a detector (see rewardkit.monitor.detectors)
       variance_share: false             # false turns a detector off
       corroborate: true                 # with completions, statistics alerts need the content detectors
@@ -66,13 +67,18 @@ DETECTOR_PARAMS: dict[str, dict[str, Param]] = {
         **_CONTENT_PARAMS,
         "level": Param.fraction(0.5, "share of a step's completions, paid and rejected by gold, that counts as spread"),
         "min_rise": Param.fraction(0.25, "rise of that share since the start that counts as spreading")},
+    "watched_spread": {
+        **_CONTENT_PARAMS,
+        "level": Param.fraction(0.5, "share of a step's completions, rejected by gold and paid by a watched term, "
+                                     "that counts as spread"),
+        "min_rise": Param.fraction(0.25, "rise of that share since the start that counts as spreading")},
     "template_convergence": {
         **_CONTENT_PARAMS,
         "level": Param.fraction(0.5, "share of a step's completions in one paid, rejected template "
                                      "that counts as converged"),
         "min_rise": Param.fraction(0.25, "rise of that share since the start that counts as converging")},
 }
-MONITOR_KEYS = ("gold", "agree", "corroborate", *DETECTOR_PARAMS)
+MONITOR_KEYS = ("gold", "agree", "watch", "corroborate", *DETECTOR_PARAMS)
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,9 @@ class MonitorSettings:
 
     gold: str | None = None
     agree: tuple[tuple[str, str], ...] = ()
+    #: terms known to pay a loophole (``rewardkit stress``'s ``watch``): the audit with completions watches
+    #: the share of completions gold rejects that they pay, whatever the total (``watched_spread``)
+    watch: tuple[str, ...] = ()
     #: detector name -> its validated params (defaults filled in), or None when turned off
     detectors: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     #: the thresholds as written (to write the section back)
@@ -96,6 +105,8 @@ class MonitorSettings:
             out["gold"] = self.gold
         if self.agree:
             out["agree"] = [list(pair) for pair in self.agree]
+        if self.watch:
+            out["watch"] = list(self.watch)
         if not self.corroborate:
             out["corroborate"] = False
         out.update(self.written)
@@ -119,13 +130,14 @@ def parse_monitor(spec: Any, terms: Collection[str], *, source: str | None = Non
     names = _TermNames(terms, source, errors)
     gold = None if spec.get("gold") is None else names.check(spec["gold"], f"{path}.gold")
     agree = _agree(spec.get("agree"), f"{path}.agree", names)
+    watch = _watch(spec.get("watch"), f"{path}.watch", names, gold)
     corroborate = spec.get("corroborate", True)
     if not isinstance(corroborate, bool):
         names.error(f"expected true or false, got {describe(corroborate)}", f"{path}.corroborate")
     detectors, written = _thresholds(spec, path, source, errors)
     if errors:
         raise ConfigError.combine(errors)
-    return MonitorSettings(gold, agree, detectors, written, corroborate=corroborate)
+    return MonitorSettings(gold, agree, watch, detectors, written, corroborate=corroborate)
 
 
 class _TermNames:
@@ -164,6 +176,28 @@ def _agree(pairs: Any, where: str, names: _TermNames) -> tuple[tuple[str, str], 
         elif a is not None and b is not None:
             agree.append((a, b))
     return tuple(agree)
+
+
+def _watch(terms: Any, where: str, names: _TermNames, gold: str | None) -> tuple[str, ...]:
+    """``monitor.watch``: a list of distinct term names, gold not among them (gold is the referee)."""
+    if terms is None:
+        return ()
+    if not isinstance(terms, list):
+        names.error(f"expected a list of term names ([a, b]), got {describe(terms)}", where)
+        return ()
+    watch: list[str] = []
+    for i, value in enumerate(terms):
+        name = names.check(value, f"{where}[{i}]")
+        if name is None:
+            continue
+        if name == gold:
+            names.error(f"expected a term other than the gold term {gold!r} (gold judges what the watched terms pay)",
+                        f"{where}[{i}]")
+        elif name in watch:
+            names.error(f"expected each term once, got {name!r} again", f"{where}[{i}]")
+        else:
+            watch.append(name)
+    return tuple(watch)
 
 
 def _thresholds(spec: Mapping, path: str, source: str | None,

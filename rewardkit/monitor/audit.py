@@ -1,4 +1,4 @@
-"""``rewardkit audit LOG --config CONFIG [--completions FILE]``: the monitor over a finished (or running) training's log.
+"""``rewardkit audit LOG --config CONFIG [--completions FILE] [--stress REPORT]``: the monitor over a training's log.
 
 Prints each alert with the step where it began and the step it fired, what reading the log changed
 (non-finite values read as missing, steps sorted), and the detectors that did not check this log
@@ -6,13 +6,16 @@ and why (they cannot run on it, or it is too short for them to fire); ``--json``
 object instead. With ``--completions FILE`` (the JSONL of every sampled completion,
 :mod:`rewardkit.monitor.completions`) the content detectors run too, each alert shows the paid
 completions that gold rejects at its steps, and a statistics alert of kind hacking whose steps show
-none is demoted to health, with the reason.
+none is demoted to health, with the reason. ``--stress REPORT`` (what ``rewardkit stress --json`` printed
+for the config before training) adds the report's ``watch`` terms, the ones that pay its loopholes, to
+``monitor.watch``: the audit then also watches how many completions gold rejects those terms pay
+(``watched_spread``), which catches a hole learned while the reward falls.
 
 Exit codes:
 
 - **0** no alert (with ``--fail-on hacking``: no alert of kind hacking);
 - **1** an alert fired (with ``--fail-on hacking``: one of kind hacking), and only then;
-- **2** bad input: a missing or malformed log or completions file, a ``reward`` that is not a number,
+- **2** bad input: a missing or malformed log, completions file or stress report, a ``reward`` that is not a number,
   two records of one step, an invalid config, a term of the config absent from the log, a failing
   ``--import``;
 - **3** an internal error of the audit (a bug: the traceback is printed) or output closed before the
@@ -29,6 +32,8 @@ import json
 import os
 import sys
 import traceback
+from dataclasses import replace
+from pathlib import Path
 from typing import Any, Callable
 
 from ..commands.common import add_import_option, import_modules
@@ -54,6 +59,9 @@ def add(sub: Any) -> None:
     p.add_argument("--completions", metavar="FILE", default=None,
                    help="the run's sampled completions (JSONL: step, prompt or question, completion, terms, total), "
                         "as MonitorCallback(completions=...) writes: content detectors, evidence, demotion")
+    p.add_argument("--stress", metavar="REPORT", default=None,
+                   help="what `rewardkit stress CONFIG --json` printed before training: its watch terms (those "
+                        "that pay its loopholes) join monitor.watch (watched_spread; needs --completions)")
     p.add_argument("--json", action="store_true", help="print one JSON object (alerts, steps, detectors not run)")
     p.add_argument("--fail-on", choices=("any", HACKING), default="any",
                    help="which alerts make the exit code 1: any (default) or only those of kind hacking "
@@ -85,6 +93,38 @@ def _importable_cwd() -> None:
         sys.path.insert(0, cwd)
 
 
+class StressReportError(RewardKitError):
+    """A ``--stress`` report is missing, malformed, or names terms the config does not have."""
+
+
+def read_stress_watch(path: str | os.PathLike[str], terms: tuple[str, ...], gold: str | None) -> tuple[str, ...]:
+    """The ``watch`` terms of a ``rewardkit stress --json`` report, each checked against the config's
+    ``terms`` (a report of another config is refused, located at the key)."""
+    where = Path(path)
+    try:
+        report = json.loads(where.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StressReportError(f"{where}: expected the JSON that `rewardkit stress --json` printed, got a missing "
+                                f"path") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise StressReportError(f"{where}: expected the JSON that `rewardkit stress --json` printed: {exc}") from None
+    watch = report.get("watch") if isinstance(report, dict) else None
+    if not isinstance(watch, list) or not all(isinstance(t, str) for t in watch):
+        raise StressReportError(f"{where}: watch: expected a list of term names (a `rewardkit stress --json` "
+                                f"report), got {json.dumps(watch)[:60]}")
+    for i, term in enumerate(watch):
+        if term not in terms:
+            raise StressReportError(f"{where}: watch[{i}]: expected a term of the config ({', '.join(terms)}), got "
+                                    f"{term!r} (a report of another config?)")
+    return tuple(t for t in watch if t != gold)
+
+
+def watching(monitor: Monitor, extra: tuple[str, ...]) -> Monitor:
+    """A fresh monitor like ``monitor`` whose reward also watches ``extra`` (after ``monitor.watch``)."""
+    watch = tuple(dict.fromkeys(monitor.reward.watch + extra))
+    return Monitor(monitor.detectors, replace(monitor.reward, watch=watch), corroborate=monitor.corroborate)
+
+
 def _audit(args: argparse.Namespace, import_modules: Callable[[list[str]], None] | None) -> int:
     completions_path = getattr(args, "completions", None)
     try:
@@ -92,6 +132,9 @@ def _audit(args: argparse.Namespace, import_modules: Callable[[list[str]], None]
             _importable_cwd()
             import_modules(args.imports)
         monitor = Monitor.from_config(args.config)
+        stress_path = getattr(args, "stress", None)
+        if stress_path is not None:
+            monitor = watching(monitor, read_stress_watch(stress_path, monitor.reward.terms, monitor.reward.gold))
         read = read_log_report(args.log)
         records = read.records
         check_terms(records, monitor.reward.terms, args.log, args.config)
@@ -109,6 +152,7 @@ def _audit(args: argparse.Namespace, import_modules: Callable[[list[str]], None]
     skipped = monitor.not_applicable()
     if args.json:
         print(json.dumps({"log": args.log, "config": args.config, "completions": completions_path,
+                          "watch": list(monitor.reward.watch),
                           "records": len(records), "first_step": steps[0], "last_step": steps[-1],
                           "missing_values": dict(sorted(read.missing.items())), "sorted": read.reordered,
                           "notes": notes, "alerts": [a.to_dict() for a in alerts], "not_checked": skipped},

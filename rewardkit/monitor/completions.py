@@ -26,8 +26,14 @@ goes back (a run resumed from a checkpoint) replace the earlier attempt's rows f
   replaced by ``#``, whitespace collapsed: ``"26 + 30 = 90."`` and ``"13 + 4 = 99."`` are both
   ``"# + # = #."``), which the :class:`~rewardkit.monitor.detectors.ExploitSpread` and
   :class:`~rewardkit.monitor.detectors.TemplateConvergence` detectors read;
+- per logged step and *watched* term ``t`` (``monitor.watch``: the terms ``rewardkit stress`` found
+  paying a loophole), ``monitor/watched/<t>``: the share of the step's completions that gold rejects
+  and ``t`` pays (a positive weighted value), whatever their total, which
+  :class:`~rewardkit.monitor.detectors.WatchedSpread` reads: a policy can learn a hole that pays less
+  than where it started (it gives up right answers for the partial credit a form term still pays),
+  and then no rejected completion is paid above the start's median;
 - an alert's *evidence*: the highest-paid rejected completions of the logged steps its window
-  covers, with their per-term breakdown.
+  covers (paid above the start's median, or paid by a watched term), with their per-term breakdown.
 
 Only the last few logged steps' completions are kept, so a step costs the same however long the run.
 """
@@ -50,6 +56,8 @@ from .structure import RewardStructure
 #: the per-step keys the content detectors read
 EXPLOIT = "monitor/exploit_frac"
 TEMPLATE = "monitor/template_frac"
+#: per watched term ``t``, ``WATCHED + t``: the share of a step's completions that gold rejects and ``t`` pays
+WATCHED = "monitor/watched/"
 #: the most evidence an alert carries
 EVIDENCE = 3
 #: a demoted alert's reason says the run is losing what gold accepts when gold rejects this share of
@@ -282,6 +290,14 @@ class ContentReader:
         bounds = self.reward.bounded_range(term)
         return value < (bounds[0] + bounds[1]) / 2.0 if bounds is not None else value <= 0.0
 
+    def pays(self, term: str, row: Mapping[str, Any], step: int) -> bool:
+        """Whether ``term`` adds a positive amount to the row's total at ``step``."""
+        value = row["terms"].get(term)
+        return value is not None and self.reward.weight(term, step) * value > 0.0
+
+    def _watched_paid(self, row: Mapping[str, Any], step: int) -> bool:
+        return any(self.pays(t, row, step) for t in self.reward.watch)
+
     def observe(self, step: int, rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
         """Read one logged step's completions; return the keys to add to its record."""
         scored = [{**row, "_total": self.total(row, step)} for row in rows]
@@ -305,7 +321,11 @@ class ContentReader:
         shapes = Counter(template(r["completion"]) for r in exploits)
         top, count = shapes.most_common(1)[0] if shapes else (None, 0)
         entry.top_template = top
-        return {EXPLOIT: len(exploits) / len(judged), TEMPLATE: count / len(judged)}
+        out = {EXPLOIT: len(exploits) / len(judged), TEMPLATE: count / len(judged)}
+        rejected = [r for r in judged if self.rejects(gold, r["terms"][gold])]
+        for term in self.reward.watch:
+            out[WATCHED + term] = sum(self.pays(term, r, step) for r in rejected) / len(judged)
+        return out
 
     def template_at(self, step: int) -> str | None:
         """The most common template of the paid, rejected completions at ``step`` (if still kept)."""
@@ -325,14 +345,23 @@ class ContentReader:
         refused = [total for total, rejected in judged if rejected]
         return (len(refused) / len(judged) if judged else 0.0), (max(refused) if refused else None)
 
-    def evidence(self, steps: Sequence[int], referee: str | None) -> tuple[list[dict[str, Any]], bool]:
-        """The highest-paid completions of ``steps`` that ``referee`` rejects (at most
-        :data:`EVIDENCE`, each with its breakdown), and whether any of those steps had completions."""
+    def evidence(self, steps: Sequence[int], referee: str | None,
+                 paid_by: str | None = None) -> tuple[list[dict[str, Any]], bool]:
+        """The highest-paid completions of ``steps`` that ``referee`` rejects and that are paid (above
+        the start's median, or by a watched term; with ``paid_by``, by that term), at most
+        :data:`EVIDENCE`, each with its breakdown, and whether any of those steps had completions."""
         kept = self._kept(steps)
         if referee is None or not kept or self.paid_above is None:
             return [], bool(kept)
+        paid_above = self.paid_above
+
+        def paid(row: Mapping[str, Any], step: int) -> bool:
+            if paid_by is not None:
+                return self.pays(paid_by, row, step)
+            return row["_total"] > paid_above or self._watched_paid(row, step)
+
         found = [(r["_total"], e.step, r) for e in kept for r in e.rows
-                 if r["_total"] > self.paid_above and self.rejects(referee, r["terms"].get(referee))]
+                 if paid(r, e.step) and self.rejects(referee, r["terms"].get(referee))]
         found.sort(key=lambda item: (-item[0], item[1]))
         return [{"step": step, "prompt": r["prompt"], "completion": r["completion"], "terms": dict(r["terms"]),
                  "total": round(total, 6)} for total, step, r in found[:EVIDENCE]], True

@@ -18,8 +18,8 @@ its range that pays least, length moving while the total does not rise).
 A detector that lacks what it reads (no gold term, no two terms that should agree, a log without
 the key) is *not applicable*: :meth:`Detector.applicable` says why, and it never fires.
 
-Two detectors read the completions themselves (``content = True``: :class:`ExploitSpread`,
-:class:`TemplateConvergence`, over the per-step shares that
+Three detectors read the completions themselves (``content = True``: :class:`ExploitSpread`,
+:class:`WatchedSpread`, :class:`TemplateConvergence`, over the per-step shares that
 :class:`~rewardkit.monitor.completions.ContentReader` computes); the others read logged means
 only, and when the monitor reads completions their hacking alerts are checked against them (see
 :class:`~rewardkit.monitor.Monitor`).
@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 
 from ..monitor_spec import BASE_PARAMS, DETECTOR_PARAMS
 from ..params import Param, validate_params
-from .completions import EXPLOIT, TEMPLATE
+from .completions import EXPLOIT, TEMPLATE, WATCHED
 from .history import DISTINCT, LENGTH, TOTAL, ZERO_STD, History, term_mean, term_std
 from .structure import RewardStructure
 
@@ -345,6 +345,39 @@ class ExploitSpread(Detector):
         return None
 
 
+class WatchedSpread(Detector):
+    """A known hole spreads: for a *watched* term (``monitor.watch``, the terms ``rewardkit stress``
+    found paying a loophole), the share of a step's completions that gold rejects and the term pays
+    is ``level`` or more and rose by ``min_rise`` or more since the start, whatever their total. It
+    catches the hole a policy learns while its reward falls (it trades right answers for the partial
+    credit a form term still pays), which :class:`ExploitSpread` cannot: no rejected completion is
+    then paid above the start's median. Watching a term that pays every reply (a graded closeness,
+    a length) is harmless: its share starts high and cannot rise. Reads the completions; needs
+    ``monitor.gold`` and ``monitor.watch``."""
+
+    name = "watched_spread"
+    content = True
+    params = DETECTOR_PARAMS["watched_spread"]
+
+    def subjects(self, reward: RewardStructure) -> list[tuple[str, ...]]:
+        return [(term,) for term in reward.watch]
+
+    def applicable(self, reward: RewardStructure, history: History) -> str | None:
+        if not reward.watch:
+            return "the config watches no term (monitor.watch, or rewardkit audit --stress REPORT)"
+        return _content_applicable(reward, history, WATCHED + reward.watch[0])
+
+    def check(self, reward: RewardStructure, history: History, subject: tuple[str, ...]) -> Finding | None:
+        (term,) = subject
+        s0, s1, rise = self.change(history, WATCHED + term)
+        if s1 >= self.config["level"] and rise >= self.config["min_rise"]:
+            return Finding((term, str(reward.gold)), f"{s1:.0%} of the completions are paid by the watched term "
+                                                     f"{term!r} and rejected by the gold term {reward.gold!r} "
+                                                     f"({s0:.0%} at the start)",
+                           {"watched_start": s0, "watched_now": s1})
+        return None
+
+
 class TemplateConvergence(Detector):
     """The paid completions that gold rejects converge on one template (digits masked to ``#``,
     case and whitespace folded: :func:`rewardkit.monitor.completions.template`): the share of a
@@ -371,4 +404,4 @@ class TemplateConvergence(Detector):
 #: every detector by its config name, in the order alerts are reported
 DETECTORS: dict[str, type[Detector]] = {cls.name: cls for cls in (
     GoldDivergence, VarianceShare, LengthDrift, GroupCollapse, DiversityCollapse, PinnedAtBound, Disagreement,
-    ExploitSpread, TemplateConvergence)}
+    ExploitSpread, WatchedSpread, TemplateConvergence)}

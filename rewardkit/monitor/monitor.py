@@ -12,7 +12,8 @@ once per detector and subject (a term, a pair) when the condition has held for t
 **With completions** (``update(record, completions=rows)``: the rows the step's metrics report, see
 :mod:`rewardkit.monitor.completions`), the content detectors run too, and every alert carries its
 evidence: the highest-paid completions of the steps its window covers that the gold term rejects
-(for a ``disagreement`` without gold: the partner that moved less). A *statistics* alert of kind
+(for a ``disagreement`` without gold: the partner that moved less), among those paid above the
+start's median or by a watched term (``monitor.watch``). A *statistics* alert of kind
 hacking whose steps had completions but none paid and rejected is demoted to ``health``, with the
 reason in ``demoted``: the means moved, but no sample shows the reward paying what gold refuses.
 *Corroboration* (``monitor.corroborate``, on by default) goes further: while no content detector
@@ -145,10 +146,10 @@ class Monitor:
         (module doc); unchanged when no content detector can run on this reward and history."""
         content = {d.name for d in self.detectors if d.content}
         self.corroborated = self.corroborated or any(a.kind == HACKING and a.detector in content for a in new)
-        if self.corroborated or not any(d.content and d.applicable(self.reward, self.history) is None
-                                        for d in self.detectors):
+        running = sorted(d.name for d in self.detectors if d.content and d.applicable(self.reward, self.history) is None)
+        if self.corroborated or not running:
             return new
-        names = ", ".join(sorted(content))
+        names = ", ".join(running)
         reason = (f"no content detector ({names}) has seen paid completions that gold rejects spread "
                   f"by step {self.history.step}")
         return [replace(a, kind=HEALTH, demoted=reason) if a.kind == HACKING and a.detector not in content else a
@@ -159,7 +160,8 @@ class Monitor:
         n = len(self.history)
         steps = [self.history.step_at(i) for i in range(max(0, n - detector.window), n)]
         referee = self._referee(alert, finding)
-        evidence, had_completions = self.content.evidence(steps, referee)
+        paid_by = finding.terms[0] if detector.name == "watched_spread" else None
+        evidence, had_completions = self.content.evidence(steps, referee, paid_by)
         message = alert.message
         if detector.name == "template_convergence":
             shape = self.content.template_at(alert.fired)
@@ -168,7 +170,8 @@ class Monitor:
             return replace(alert, message=message, completions=evidence)
         where = f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}-{steps[-1]}"
         paid = self.content.paid_above
-        reason = (f"no completion of {where} was paid above the start's median total ({paid:.3f}) "
+        watched = f" or by a watched term ({', '.join(self.reward.watch)})" if self.reward.watch else ""
+        reason = (f"no completion of {where} was paid above the start's median total ({paid:.3f}){watched} "
                   f"and rejected by {referee!r}")
         share, highest = self.content.rejected_in(steps, referee)
         before = self.content.start_rejected if referee == self.reward.gold else None

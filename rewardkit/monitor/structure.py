@@ -3,7 +3,7 @@
 Built from a reward config by :meth:`RewardStructure.from_spec` (top-level terms, since TRL logs one
 reward function per top-level term): each term's weight at a step, its documented output range when
 its logged value is the component's raw output (no normalizer or transforms), which term is
-``gold`` and which pairs should ``agree``.
+``gold``, which pairs should ``agree`` and which terms to ``watch``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ class RewardStructure:
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     gold: str | None = None
     agree: tuple[tuple[str, str], ...] = ()
+    #: terms known to pay a loophole (``monitor.watch``, or ``rewardkit audit --stress``)
+    watch: tuple[str, ...] = ()
 
     def weight(self, term: str, step: int) -> float:
         """The term's weight at ``step`` (1.0 when the structure does not say)."""
@@ -66,4 +68,5 @@ class RewardStructure:
         settings = spec.monitor
         return cls(terms=tuple(n.name for n in spec.nodes), weights=weights, ranges=ranges,
                    gold=None if settings is None else settings.gold,
-                   agree=() if settings is None else settings.agree)
+                   agree=() if settings is None else settings.agree,
+                   watch=() if settings is None else settings.watch)

@@ -130,6 +130,9 @@ def format_report(report: StressReport, config: str, data: str) -> str:
                      f"trading it for the form: {_quote(worst.completion)} total {worst.total:.3g} against "
                      f"{_quote(worst.bare, 40)} {worst.bare_total:.3g} (control {worst.control_total:.3g}; "
                      f"{_terms(worst.terms)} against {_terms(worst.bare_terms)})")
+    if report.watch:
+        lines.append(f"  watch in training: monitor.watch: [{', '.join(report.watch)}] (the terms that pay these "
+                     f"exploits; the audit with completions watches what they pay that gold rejects)")
     tried = ", ".join(f"{f.name} {f.held}/{f.tried}" for f in report.families)
     lines.append(f"  families (rows held / probes tried): {tried}")
     for note in report.notes:

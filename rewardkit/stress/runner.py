@@ -158,6 +158,19 @@ class StressReport:
     inversion_mode: str = "warn"
 
     @property
+    def watch(self) -> list[str]:
+        """The terms that pay some loophole's exploit or inversion's wrong reply (a positive contribution),
+        gold aside, in the config's order of first appearance: what ``monitor.watch`` (or ``rewardkit audit
+        --stress``) has the audit watch on the completions of a run, since a policy that finds the hole is
+        paid through them while gold rejects what it writes."""
+        found: dict[str, None] = {}
+        for paid in [h.terms for h in self.loopholes] + [i.terms for i in self.inversions]:
+            for term, value in paid.items():
+                if term != self.gold and value > 0:
+                    found.setdefault(term, None)
+        return list(found)
+
+    @property
     def clean(self) -> bool:
         """Nothing found: no loophole, no unpaid control, and no inversion when ``stress.inversions`` is ``fail``."""
         return not self.loopholes and not self.unpaid_controls and not (self.inversions and self.inversion_mode == "fail")
@@ -169,7 +182,7 @@ class StressReport:
                 "seconds": self.seconds, "requests": self.requests, "gold": self.gold, "margin": self.margin,
                 "best": self.best, "complete": self.complete, "rejected_controls": self.rejected_controls,
                 "notes": self.notes, "inversions": [i.to_dict() for i in self.inversions],
-                "inversion_mode": self.inversion_mode}
+                "inversion_mode": self.inversion_mode, "watch": self.watch}
 
 
 class Oracle:

@@ -112,7 +112,7 @@ def test_rewardkit_validate_reports_a_bad_monitor_section(tmp_path: Path, capsys
 
 def test_the_schema_lists_every_detector_with_the_classes_own_thresholds() -> None:
     """monitor_spec declares the built-ins' thresholds so that a config is read without the monitor package."""
-    assert list(DETECTOR_PARAMS) == list(DETECTORS) and MONITOR_KEYS == ("gold", "agree", "corroborate", *DETECTORS)
+    assert list(DETECTOR_PARAMS) == list(DETECTORS) and MONITOR_KEYS == ("gold", "agree", "watch", "corroborate", *DETECTORS)
     assert all(cls.params is DETECTOR_PARAMS[name] for name, cls in DETECTORS.items())
     assert Detector.params is BASE_PARAMS
 
