@@ -14,7 +14,7 @@ from rewardkit import registry
 #: components that ``examples/monitor/terms.py`` registers when imported
 EXAMPLE_COMPONENTS = ("strict_equation", "reply_length", "stub_judge", "sum_closeness")
 #: the test modules that read them (by name in YAML, or through ``--import examples.monitor.terms``)
-USES_EXAMPLE_COMPONENTS = ("test_example_terms", "test_real_runs")
+USES_EXAMPLE_COMPONENTS = ("test_example_terms", "test_real_runs", "test_watched")
 
 
 def _unregister_example_components() -> None:

@@ -319,3 +319,23 @@ def test_inversions_accepts_only_its_modes(tmp_path):
     config.write_text("version: 1\ncomponents:\n  correct: {type: answer_match, weight: 1.0}\nstress: {inversions: loud}\n")
     with pytest.raises(ConfigError, match=r"stress\.inversions.*warn, fail, off"):
         RewardComposer.from_yaml(config)
+
+
+def test_the_report_names_the_terms_to_watch_in_training(capsys):
+    """``watch``: the terms with a positive contribution to a loophole's exploit or an inversion's wrong
+    reply, gold aside; what ``rewardkit audit --stress`` watches on the run's completions."""
+    code, out, _ = run(capsys, str(LENIENT), "--data", str(ROWS / "arithmetic.jsonl"), "--import",
+                       "examples.stress.terms", "--json", "--budget-s", "10")
+    assert code == 1 and json.loads(out)["watch"] == ["format", "correct"]
+    code, out, _ = run(capsys, str(LENIENT), "--data", str(ROWS / "arithmetic.jsonl"), "--import",
+                       "examples.stress.terms", "--budget-s", "10")
+    assert any(line.startswith("  watch in training: monitor.watch: [format, correct] (") for line in out.splitlines())
+    code, out, _ = run(capsys, str(HONEST), "--data", str(ROWS / "arithmetic.jsonl"), "--import",
+                       "examples.stress.terms", "--json", "--budget-s", "5")
+    assert code == 0 and json.loads(out)["watch"] == []
+    # an inversion alone names its paying terms too (the margin is 0, so no wrong sum is a loophole)
+    composer = _partial(0.0, None, padded=False, search=False)
+    report = stress(composer, _rows(composer, ROWS / "grpo_arithmetic.jsonl"), budget_s=5)
+    assert report.inversions and not [h for h in report.loopholes if h.family == "answer_changed"]
+    assert {"format", "operands"} <= set(report.watch) and "strict" not in report.watch
+    assert "brevity" not in report.watch  # a penalty adds nothing positive
