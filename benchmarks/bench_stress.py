@@ -175,9 +175,11 @@ def hacked_runs(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 
     rows_of = {name: rows for name, _, rows, _, _ in CASES if name != PARTIAL_NO_MARGIN}
     out = []
-    for data in ("monitor", "monitor_heldout", "monitor_third"):
+    for data in ("monitor", "monitor_heldout", "monitor_third", "monitor_fourth", "monitor_fifth"):
+        if not (ROOT / "benchmarks" / "data" / data).is_dir():
+            continue
         for folder in sorted((ROOT / "benchmarks" / "data" / data).iterdir()):
-            if not folder.is_dir():
+            if not (folder / "trainer_state.json").exists():  # not a run, or one still training
                 continue
             report = bench_monitor.analyse(folder)
             if not report.hacked:
@@ -189,8 +191,14 @@ def hacked_runs(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             exploits = bench_monitor.EXPLOITS[report.reward]
             named = [h.family for h in result.loopholes
                      if exploits({"question": prompts[h.row], "completion": h.completion})]
+            # which of the report's watch terms pay half or more of what the policy wrote that exploits the hole
+            structure = bench_monitor.Monitor.from_config(bench_monitor.CONFIGS / f"{report.reward}.yaml").reward
+            written = [r for r in bench_monitor.read_completions(folder / "completions.jsonl") if exploits(r)]
+            paying = [t for t in result.watch
+                      if written and sum((r["terms"].get(t) or 0.0) * structure.weight(t, r["step"]) > 0
+                                         for r in written) * 2 >= len(written)]
             out.append({"run": f"{data}/{folder.name}", "reward": report.reward, "onset": report.onset,
-                        "families_with_its_form": named, "named": bool(named)})
+                        "families_with_its_form": named, "named": bool(named), "watched_paying": paying})
     return out
 
 
@@ -229,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\nhacked runs of the monitor benchmark: does stress, before training, show the hole the policy found?")
     for run in runs:
         print(f"  {run['run']:36} {run['reward']:8} onset step {run['onset']}: "
-              f"{'yes: ' + ', '.join(run['families_with_its_form']) if run['named'] else 'NO'}")
+              f"{'yes: ' + ', '.join(run['families_with_its_form']) if run['named'] else 'NO'}; "
+              f"watched terms paying its exploits: {', '.join(run['watched_paying']) or 'NONE'}")
     seeded = [r for r in results.values() if r["kind"] == "seeded"]
     honest = [r for r in results.values() if r["kind"] == "honest"]
     slowest = max(r["seconds"] for r in results.values())
@@ -237,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{sum(r['verified'] for r in results.values())}/{len(results)}; honest rewards flagged: "
           f"{sum(not r['ok'] for r in honest)}/{len(honest)} (with an inversion warning: "
           f"{sum(r['inversions'] > 0 for r in honest)}/{len(honest)}); "
-          f"hacked runs named: {sum(r['named'] for r in runs)}/{len(runs)}; "
+          f"hacked runs named: {sum(r['named'] for r in runs)}/{len(runs)} (their exploits paid by a watched term: "
+          f"{sum(bool(r['watched_paying']) for r in runs)}/{len(runs)}); "
           f"slowest config {slowest:.1f} s (goal: under 60 s)")
     if args.json:
         Path(args.json).write_text(json.dumps({"cases": [{k: v for k, v in r.items() if k != "report"}

@@ -39,4 +39,7 @@ def test_the_benchmark_finds_every_seeded_loophole_and_flags_no_honest_reward(tm
     assert len(seeded) >= 11 and len(honest) >= 6
     assert all(c["ok"] and c["verified"] for c in result["cases"])
     assert result["hacked_runs"] and all(r["named"] for r in result["hacked_runs"])
+    # what each hacked policy wrote is paid by a term the report says to watch (rewardkit audit --stress)
+    assert all(r["watched_paying"] for r in result["hacked_runs"]), [r for r in result["hacked_runs"]
+                                                                     if not r["watched_paying"]]
     assert "seeded loopholes found: " in printed
