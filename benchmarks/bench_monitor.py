@@ -57,7 +57,6 @@ sys.path.insert(0, str(ROOT))
 from examples.monitor import terms  # noqa: E402 - registers the example's components
 from rewardkit.config import load_yaml  # noqa: E402
 from rewardkit.monitor import Monitor  # noqa: E402
-from rewardkit.monitor.audit import read_stress_watch, watching  # noqa: E402
 from rewardkit.monitor.completions import by_log_step  # noqa: E402
 from rewardkit.monitor.completions import read_completions as read_completion_rows  # noqa: E402
 from rewardkit.monitor.logs import read_log  # noqa: E402
@@ -233,8 +232,7 @@ def analyse(folder: Path) -> RunReport:
     reading = Monitor.from_config(config_path)
     sampled = read_completion_rows(folder / "completions.jsonl", reading.reward.terms)
     read_alerts = reading.run(records, by_log_step(sampled, [int(r["step"]) for r in records]))
-    base = Monitor.from_config(config_path)
-    stressed = watching(base, read_stress_watch(STRESS_REPORTS / f"{reward}.json", base.reward.terms, base.reward.gold))
+    stressed = Monitor.from_config(config_path, stress=STRESS_REPORTS / f"{reward}.json")
     stress_alerts = stressed.run(records, by_log_step(read_completion_rows(folder / "completions.jsonl",
                                                                            stressed.reward.terms),
                                                       [int(r["step"]) for r in records]))

@@ -32,8 +32,6 @@ import json
 import os
 import sys
 import traceback
-from dataclasses import replace
-from pathlib import Path
 from typing import Any, Callable
 
 from ..commands.common import add_import_option, import_modules
@@ -93,48 +91,13 @@ def _importable_cwd() -> None:
         sys.path.insert(0, cwd)
 
 
-class StressReportError(RewardKitError):
-    """A ``--stress`` report is missing, malformed, or names terms the config does not have."""
-
-
-def read_stress_watch(path: str | os.PathLike[str], terms: tuple[str, ...], gold: str | None) -> tuple[str, ...]:
-    """The ``watch`` terms of a ``rewardkit stress --json`` report, each checked against the config's
-    ``terms`` (a report of another config is refused, located at the key)."""
-    where = Path(path)
-    try:
-        report = json.loads(where.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise StressReportError(f"{where}: expected the JSON that `rewardkit stress --json` printed, got a missing "
-                                f"path") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise StressReportError(f"{where}: expected the JSON that `rewardkit stress --json` printed: {exc}") from None
-    watch = report.get("watch") if isinstance(report, dict) else None
-    if not isinstance(watch, list) or not all(isinstance(t, str) for t in watch):
-        raise StressReportError(f"{where}: watch: expected a list of term names (a `rewardkit stress --json` "
-                                f"report), got {json.dumps(watch)[:60]}")
-    for i, term in enumerate(watch):
-        if term not in terms:
-            raise StressReportError(f"{where}: watch[{i}]: expected a term of the config ({', '.join(terms)}), got "
-                                    f"{term!r} (a report of another config?)")
-    return tuple(t for t in watch if t != gold)
-
-
-def watching(monitor: Monitor, extra: tuple[str, ...]) -> Monitor:
-    """A fresh monitor like ``monitor`` whose reward also watches ``extra`` (after ``monitor.watch``)."""
-    watch = tuple(dict.fromkeys(monitor.reward.watch + extra))
-    return Monitor(monitor.detectors, replace(monitor.reward, watch=watch), corroborate=monitor.corroborate)
-
-
 def _audit(args: argparse.Namespace, import_modules: Callable[[list[str]], None] | None) -> int:
     completions_path = getattr(args, "completions", None)
     try:
         if import_modules is not None and args.imports:
             _importable_cwd()
             import_modules(args.imports)
-        monitor = Monitor.from_config(args.config)
-        stress_path = getattr(args, "stress", None)
-        if stress_path is not None:
-            monitor = watching(monitor, read_stress_watch(stress_path, monitor.reward.terms, monitor.reward.gold))
+        monitor = Monitor.from_config(args.config, stress=getattr(args, "stress", None))
         read = read_log_report(args.log)
         records = read.records
         check_terms(records, monitor.reward.terms, args.log, args.config)

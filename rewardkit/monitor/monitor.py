@@ -36,6 +36,7 @@ from .completions import LOSS_LEVEL, LOSS_RISE, ContentReader
 from .detectors import DETECTORS, HACKING, HEALTH, Detector, Finding
 from .history import History
 from .structure import RewardStructure
+from .watch import read_stress_watch
 
 
 @dataclass(frozen=True)
@@ -100,10 +101,21 @@ class Monitor:
                    corroborate=True if settings is None else settings.corroborate)
 
     @classmethod
-    def from_config(cls, path: str | Path) -> "Monitor":
-        """:meth:`from_spec` of a reward config file (validated; errors are located ``ConfigError``)."""
+    def from_config(cls, path: str | Path, *, stress: str | Path | None = None) -> "Monitor":
+        """:meth:`from_spec` of a reward config file (validated; errors are located ``ConfigError``);
+        with ``stress``, a ``rewardkit stress --json`` report of that config whose ``watch`` terms are
+        watched too (:mod:`rewardkit.monitor.watch`)."""
         doc = read_yaml(path)
-        return cls.from_spec(parse_config(doc.data, source=doc.source))
+        monitor = cls.from_spec(parse_config(doc.data, source=doc.source))
+        if stress is None:
+            return monitor
+        return monitor.watching(read_stress_watch(stress, monitor.reward.terms, monitor.reward.gold))
+
+    def watching(self, extra: Sequence[str]) -> "Monitor":
+        """A fresh monitor with these detectors whose reward also watches ``extra`` (after its own
+        ``monitor.watch``, each term once)."""
+        watch = tuple(dict.fromkeys((*self.reward.watch, *extra)))
+        return Monitor(self.detectors, replace(self.reward, watch=watch), corroborate=self.corroborate)
 
     # ---- running ----------------------------------------------------------------------------
     def update(self, record: Mapping[str, Any], completions: Sequence[Mapping[str, Any]] | None = None) -> list[Alert]:

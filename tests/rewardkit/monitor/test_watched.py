@@ -13,7 +13,7 @@ import pytest
 from rewardkit.cli import main
 from rewardkit.errors import ConfigError
 from rewardkit.monitor import Monitor
-from rewardkit.monitor.audit import read_stress_watch, watching
+from rewardkit.monitor.watch import read_stress_watch
 from rewardkit.monitor.completions import WATCHED, ContentReader
 from rewardkit.monitor.structure import RewardStructure
 from rewardkit.monitor_spec import parse_monitor
@@ -173,5 +173,7 @@ def test_watching_adds_terms_after_the_configs_own_and_drops_gold() -> None:
     monitor = Monitor.from_config(CONFIGS / "partial.yaml")
     assert read_stress_watch(REPORTS / "partial.json", monitor.reward.terms, monitor.reward.gold) == (
         "correct", "format", "operands", "closeness")
-    again = watching(watching(monitor, ("operands",)), ("format", "operands"))
+    again = monitor.watching(("operands",)).watching(("format", "operands"))
     assert again.reward.watch == ("operands", "format") and monitor.reward.watch == ()
+    stressed = Monitor.from_config(CONFIGS / "partial.yaml", stress=REPORTS / "partial.json")
+    assert stressed.reward.watch == ("correct", "format", "operands", "closeness")
