@@ -235,11 +235,10 @@ def analyse(folder: Path) -> RunReport:
                 break
     reading = Monitor.from_config(config_path)
     sampled = read_completion_rows(folder / "completions.jsonl", reading.reward.terms)
-    read_alerts = reading.run(records, by_log_step(sampled, [int(r["step"]) for r in records]))
+    logged = by_log_step(sampled, [int(r["step"]) for r in records])
+    read_alerts = reading.run(records, logged)
     stressed = Monitor.from_config(config_path, stress=STRESS_REPORTS / f"{reward}.json")
-    stress_alerts = stressed.run(records, by_log_step(read_completion_rows(folder / "completions.jsonl",
-                                                                           stressed.reward.terms),
-                                                      [int(r["step"]) for r in records]))
+    stress_alerts = stressed.run(records, logged)  # the same config and rows: only the watched terms differ
     return RunReport(folder.name, reward, int(seed), len(records), rates, onset, hacked, collapsed,
                      [(a.fired, a.detector) for a in alerts], {(a.fired, a.detector): a.began for a in alerts},
                      [(a.fired, a.detector) for a in alerts if a.kind == "hacking"],

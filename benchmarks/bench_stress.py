@@ -43,6 +43,7 @@ import examples.stress.terms  # noqa: E402,F401  (registers strict_equation and 
 from examples.grpo.scorer import closeness, point_remote_terms  # noqa: E402
 from rewardkit import RewardComposer  # noqa: E402
 from rewardkit.config import load_yaml  # noqa: E402
+from rewardkit.monitor.completions import ContentReader  # noqa: E402
 from rewardkit.stress import read_rows, stress  # noqa: E402
 from rewardkit.stress.runner import Oracle, Scored, gold_term  # noqa: E402
 
@@ -192,11 +193,11 @@ def hacked_runs(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             named = [h.family for h in result.loopholes
                      if exploits({"question": prompts[h.row], "completion": h.completion})]
             # which of the report's watch terms pay half or more of what the policy wrote that exploits the hole
-            structure = bench_monitor.Monitor.from_config(bench_monitor.CONFIGS / f"{report.reward}.yaml").reward
+            config = bench_monitor.CONFIGS / f"{report.reward}.yaml"
+            reader = ContentReader(bench_monitor.Monitor.from_config(config).reward)
             written = [r for r in bench_monitor.read_completions(folder / "completions.jsonl") if exploits(r)]
             paying = [t for t in result.watch
-                      if written and sum((r["terms"].get(t) or 0.0) * structure.weight(t, r["step"]) > 0
-                                         for r in written) * 2 >= len(written)]
+                      if written and sum(reader.pays(t, r, r["step"]) for r in written) * 2 >= len(written)]
             out.append({"run": f"{data}/{folder.name}", "reward": report.reward, "onset": report.onset,
                         "families_with_its_form": named, "named": bool(named), "watched_paying": paying})
     return out

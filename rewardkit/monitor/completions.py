@@ -315,14 +315,14 @@ class ContentReader:
         judged = [r for r in scored if r["terms"].get(gold) is not None]
         if not judged:
             return {}
+        rejected = [r for r in judged if self.rejects(gold, r["terms"][gold])]
         if start:
-            self.start_rejected = sum(bool(self.rejects(gold, r["terms"][gold])) for r in judged) / len(judged)
-        exploits = [r for r in judged if r["_total"] > self.paid_above and self.rejects(gold, r["terms"][gold])]
+            self.start_rejected = len(rejected) / len(judged)
+        exploits = [r for r in rejected if r["_total"] > self.paid_above]
         shapes = Counter(template(r["completion"]) for r in exploits)
         top, count = shapes.most_common(1)[0] if shapes else (None, 0)
         entry.top_template = top
         out = {EXPLOIT: len(exploits) / len(judged), TEMPLATE: count / len(judged)}
-        rejected = [r for r in judged if self.rejects(gold, r["terms"][gold])]
         for term in self.reward.watch:
             out[WATCHED + term] = sum(self.pays(term, r, step) for r in rejected) / len(judged)
         return out

@@ -351,9 +351,9 @@ class WatchedSpread(Detector):
     is ``level`` or more and rose by ``min_rise`` or more since the start, whatever their total. It
     catches the hole a policy learns while its reward falls (it trades right answers for the partial
     credit a form term still pays), which :class:`ExploitSpread` cannot: no rejected completion is
-    then paid above the start's median. Watching a term that pays every reply (a graded closeness,
-    a length) is harmless: its share starts high and cannot rise. Reads the completions; needs
-    ``monitor.gold`` and ``monitor.watch``."""
+    then paid above the start's median. A watched term that pays every reply (a graded closeness,
+    a length) tracks the share gold rejects, so it fires when a run loses what gold accepts while
+    still being paid. Reads the completions; needs ``monitor.gold`` and ``monitor.watch``."""
 
     name = "watched_spread"
     content = True
