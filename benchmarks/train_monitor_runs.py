@@ -18,6 +18,11 @@ beside it (its seed fixes its samples), only its time does. The sets:
   of ``benchmarks/data/monitor_stress/`` frozen (docs/results/monitor.md).
 
     python benchmarks/train_monitor_runs.py --set fifth --out benchmarks/data/monitor_fifth
+
+- ``sixth``: new seeds, 16 completions a step (4 prompts, 4 samples each) rather than 8, declared with the
+  content detectors' "two of the last three steps" and the ``learned`` label (docs/results/monitor.md).
+
+    python benchmarks/train_monitor_runs.py --set sixth --out benchmarks/data/monitor_sixth
 """
 
 from __future__ import annotations
@@ -45,10 +50,16 @@ SETS: dict[str, list[tuple[str, int, float]]] = {
                                                 ("length", (11, 12, 13)), ("judge", (12, 13, 14)),
                                                 ("honest", (19, 20, 21))) for s in seeds),
               ("honest", 22, 1e-3), ("honest", 23, 1e-3)],
+    "sixth": [*((r, s, 4e-3) for r, seeds in (("partial", (19, 20, 21, 22, 23, 24)), ("lenient", (15, 16, 17)),
+                                                ("length", (14, 15, 16)), ("judge", (15, 16, 17)),
+                                                ("honest", (24, 25, 26))) for s in seeds),
+              ("honest", 27, 1e-3), ("honest", 28, 1e-3)],
 }
+#: set name -> the trainer options it adds (the others use the trainer's defaults: 2 prompts a step)
+SET_OPTIONS: dict[str, list[str]] = {"sixth": ["--prompts-per-step", "4"]}
 
 
-def train(reward: str, seed: int, learning_rate: float, out: Path, steps: int) -> str:
+def train(reward: str, seed: int, learning_rate: float, out: Path, steps: int, options: list[str] = ()) -> str:
     """One run in its own process (its log beside its folder); returns a line for the progress."""
     folder = out / f"{reward}_seed{seed}"
     if (folder / "trainer_state.json").exists():
@@ -57,7 +68,8 @@ def train(reward: str, seed: int, learning_rate: float, out: Path, steps: int) -
     started = time.perf_counter()
     with (out / f"{folder.name}.log").open("w") as log:
         code = subprocess.call([sys.executable, "-m", "examples.monitor.train", "--reward", reward, "--seed", str(seed),
-                                "--steps", str(steps), "--learning-rate", str(learning_rate), "--out", str(out)],
+                                "--steps", str(steps), "--learning-rate", str(learning_rate), "--out", str(out),
+                                *options],
                                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     return f"{folder.name}: exit {code} in {time.perf_counter() - started:.0f} s"
 
@@ -71,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     runs = SETS[args.set]
     with ThreadPoolExecutor(args.parallel) as pool:
-        futures = [pool.submit(train, r, s, lr, args.out.resolve(), args.steps) for r, s, lr in runs]
+        options = SET_OPTIONS.get(args.set, [])
+        futures = [pool.submit(train, r, s, lr, args.out.resolve(), args.steps, options) for r, s, lr in runs]
         for i, future in enumerate(futures, 1):
             print(f"[{i}/{len(runs)}] {future.result()}", flush=True)
     return 0

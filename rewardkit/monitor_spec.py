@@ -30,9 +30,13 @@ WINDOW = Param.integer(2, "records averaged for 'now' and for 'the start'", mini
 PATIENCE = Param.integer(2, "consecutive records the condition must hold before an alert", minimum=1)
 #: what every detector reads (``Detector.params``); the content detectors average logged steps instead
 BASE_PARAMS: dict[str, Param] = {"window": WINDOW, "patience": PATIENCE}
+#: the content detectors' condition must hold at ``patience`` of the last ``within`` logged steps: an exploit
+#: that comes and goes from step to step (a step holds 8 or 16 samples) is not reset by one step below the level
+WITHIN = Param.integer(3, "latest records among which the condition must hold 'patience' times "
+                          "(equal to patience: in a row)", minimum=1)
 _CONTENT_PARAMS: dict[str, Param] = {"window": Param.integer(1, "logged steps averaged for 'now' and for 'the start'",
                                                              minimum=1),
-                                     "patience": PATIENCE}
+                                     "patience": PATIENCE, "within": WITHIN}
 
 #: every built-in detector's thresholds by its config name, in the order alerts are reported
 #: (rewardkit.monitor.detectors.DETECTORS, whose classes document them)
@@ -200,6 +204,16 @@ def _watch(terms: Any, where: str, names: _TermNames, gold: str | None) -> tuple
     return tuple(watch)
 
 
+def check_within(params: dict[str, Any], *, path: str, source: str | None = None) -> dict[str, Any]:
+    """``params`` unchanged when its ``within`` (if any) is at least its ``patience``, else a located error:
+    a condition cannot hold ``patience`` times among fewer records."""
+    within, patience = params.get("within"), params.get("patience")
+    if within is not None and patience is not None and within < patience:
+        raise ConfigError(f"expected an integer >= patience ({patience}), got {within}", source=source,
+                          path=f"{path}.within")
+    return params
+
+
 def _thresholds(spec: Mapping, path: str, source: str | None,
                 errors: list[ConfigError]) -> tuple[dict[str, dict[str, Any] | None], dict[str, Any]]:
     """Each detector's validated params (None when turned off with ``false``), and what was written."""
@@ -215,7 +229,8 @@ def _thresholds(spec: Mapping, path: str, source: str | None,
                                       source=source, path=f"{path}.{name}"))
             continue
         try:
-            detectors[name] = validate_params(params, given, path=f"{path}.{name}", source=source)
+            detectors[name] = check_within(validate_params(params, given, path=f"{path}.{name}", source=source),
+                                           path=f"{path}.{name}", source=source)
         except ConfigError as exc:
             errors.extend(exc.errors)
             continue

@@ -111,12 +111,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=14)
     parser.add_argument("--learning-rate", type=float, default=4e-3)
     parser.add_argument("--out", type=Path, default=Path("runs/monitor"))
+    parser.add_argument("--prompts-per-step", type=int, default=2,
+                        help="prompts per GRPO step, each sampled 4 times (the sixth set used 4: 16 completions a step)")
     parser.add_argument("--torch-threads", type=int, default=1)
     args = parser.parse_args(argv)
     from examples.grpo import model as lm
 
     lm.set_threads(args.torch_threads)
-    folder = run(args.reward, args.seed, args.steps, args.out, learning_rate=args.learning_rate)
+    if args.prompts_per_step < 1:
+        parser.error(f"--prompts-per-step: expected a positive integer, got {args.prompts_per_step}")
+    folder = run(args.reward, args.seed, args.steps, args.out, learning_rate=args.learning_rate,
+                 prompts_per_step=args.prompts_per_step)
     print(f"wrote {folder}/trainer_state.json and completions.jsonl")
     return 0
 

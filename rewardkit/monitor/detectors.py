@@ -3,8 +3,9 @@
 Every detector compares where a signal is now (the mean of the last ``window`` records) with where
 training started (the mean of the first ``window`` records), so one noisy batch moves nothing, and
 checks only once the log holds ``2 * window`` records. Its condition must then hold for
-``patience`` consecutive records before the :class:`~rewardkit.monitor.Monitor` raises an alert,
-whose ``began`` is the first record of that streak. Thresholds are parameters, validated like a
+``patience`` consecutive records (the content detectors: at ``patience`` of the last ``within``)
+before the :class:`~rewardkit.monitor.Monitor` raises an alert, whose ``began`` is the first record
+of those. Thresholds are parameters, validated like a
 component's (``monitor.<detector>.<param>`` in a config) and documented on each class; a built-in
 detector's are declared in :data:`rewardkit.monitor_spec.DETECTOR_PARAMS` under its name, which the
 config reads without importing this package.
@@ -31,7 +32,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..monitor_spec import BASE_PARAMS, DETECTOR_PARAMS
+from ..monitor_spec import BASE_PARAMS, DETECTOR_PARAMS, check_within
 from ..params import Param, validate_params
 from .completions import EXPLOIT, TEMPLATE, WATCHED
 from .history import DISTINCT, LENGTH, TOTAL, ZERO_STD, History, term_mean, term_std
@@ -65,11 +66,14 @@ class Detector:
     content: ClassVar[bool] = False
 
     def __init__(self, **params: Any) -> None:
-        self.config = validate_params(self.params, params, path=self.name or "params")
+        path = self.name or "params"
+        self.config = check_within(validate_params(self.params, params, path=path), path=path)
         for key, value in self.config.items():
             setattr(self, key, value)
         self.window: int = self.config["window"]
         self.patience: int = self.config["patience"]
+        #: the condition must hold at ``patience`` of the last ``within`` records (``within == patience``: in a row)
+        self.within: int = self.config.get("within", self.patience)
 
     def subjects(self, reward: RewardStructure) -> list[tuple[str, ...]]:
         """What is watched separately (a term, a pair of terms); ``[()]``: the reward as a whole."""
@@ -327,7 +331,8 @@ class ExploitSpread(Detector):
     rose by ``min_rise`` or more since the start. Reads the completions
     (:mod:`rewardkit.monitor.completions`); needs ``monitor.gold``. The defaults were chosen on the
     design runs (docs/results/monitor.md): one logged step for *now* and *the start* (a step holds
-    every sample of a batch, so one step is not one noisy number), two steps in a row."""
+    every sample of a batch, so one step is not one noisy number), two of the last three steps (an
+    exploit that comes and goes is not reset by one step below the level)."""
 
     name = "exploit_spread"
     content = True

@@ -3,8 +3,9 @@
 Feed it one record per logged step (:meth:`Monitor.update`, as the TRL callback does during
 training) or a whole log at once (:meth:`Monitor.run`, as ``rewardkit audit`` does after the
 fact): both give the same alerts, since each step sees only the records before it. An alert fires
-once per detector and subject (a term, a pair) when the condition has held for the detector's
-``patience`` consecutive records; ``began`` is the step where that streak started.
+once per detector and subject (a term, a pair) when the condition has held at the detector's
+``patience`` of its last ``within`` records (for the statistics detectors ``within`` is ``patience``:
+in a row); ``began`` is the first step of those.
 
     monitor = Monitor.from_config("reward.yaml")     # the default detectors, the config's thresholds
     monitor = Monitor([GoldDivergence(min_rise=0.2), GroupCollapse()], RewardStructure(("a", "b"), gold="b"))
@@ -27,6 +28,7 @@ the run (the history's window means are constant-time too).
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -80,7 +82,8 @@ class Monitor:
         self.corroborated = False
         self.history = History()
         self.alerts: list[Alert] = []
-        self._streaks: dict[tuple[str, tuple[str, ...]], int] = {}  # (detector, subject) -> index where it began
+        # (detector, subject) -> the latest record indices where its condition held (at most patience)
+        self._held: dict[tuple[str, tuple[str, ...]], deque[int]] = {}
         self._fired: set[tuple[str, tuple[str, ...]]] = set()
         # what each detector watches depends on the reward alone: computed once, not at every step
         self._subjects: dict[Detector, list[tuple[str, ...]]] = {}
@@ -137,12 +140,15 @@ class Monitor:
                 subjects = self._subjects[detector] = detector.subjects(self.reward)
             for subject in subjects:
                 key = (detector.name, subject)
+                if key in self._fired:
+                    continue
                 finding = detector.check(self.reward, self.history, subject)
                 if finding is None:
-                    self._streaks.pop(key, None)
                     continue
-                start = self._streaks.setdefault(key, index)
-                if key in self._fired or index - start + 1 < detector.patience:
+                held = self._held.setdefault(key, deque(maxlen=detector.patience))
+                held.append(index)
+                start = held[0]
+                if len(held) < detector.patience or index - start + 1 > detector.within:
                     continue
                 self._fired.add(key)
                 alert = Alert(detector.name, finding.terms, self.history.step_at(start), self.history.step,
@@ -223,8 +229,10 @@ class Monitor:
             reason = detector.applicable(self.reward, self.history)
             need = 2 * detector.window + detector.patience - 1
             if reason is None and n < need:
+                then = (f"{detector.patience} in a row" if detector.within == detector.patience
+                        else f"{detector.patience} of {detector.within}")
                 reason = (f"the log has {n} logged step{'s' if n != 1 else ''}; it needs {need} (twice its window "
-                          f"of {detector.window}, then {detector.patience} in a row)")
+                          f"of {detector.window}, then {then})")
             if reason is not None:
                 out[detector.name] = reason
         return out
