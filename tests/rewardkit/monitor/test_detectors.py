@@ -238,6 +238,32 @@ def test_each_alert_fires_once_and_a_streak_restarts_after_a_break() -> None:
     assert (alert.began, alert.fired) == (6, 8)
 
 
+def test_a_content_detector_fires_at_two_of_its_last_three_steps_and_not_at_two_far_apart() -> None:
+    from rewardkit.monitor.detectors import ExploitSpread
+
+    on_off = [0.1, 0.6, 0.1, 0.9, 0.1, 0.9, 0.9]  # an exploit that comes and goes (steps 1..7)
+    (alert,) = run(ExploitSpread(), TWO, records(reward=flat(1.0, 7), monitor__exploit_frac=on_off))
+    assert (alert.began, alert.fired) == (2, 4)
+    assert run(ExploitSpread(within=2), TWO, records(reward=flat(1.0, 7), monitor__exploit_frac=on_off))[0].fired == 7
+    apart = [0.1, 0.6, 0.1, 0.1, 0.9, 0.1, 0.1, 0.1]  # over the level at steps 2 and 5: three steps apart
+    assert run(ExploitSpread(), TWO, records(reward=flat(1.0, 8), monitor__exploit_frac=apart)) == []
+
+
+def test_within_below_patience_is_a_located_error_in_a_detector_and_in_a_config(tmp_path) -> None:
+    from rewardkit.config import parse_config, read_yaml
+    from rewardkit.errors import ConfigError
+    from rewardkit.monitor.detectors import WatchedSpread
+
+    with pytest.raises(ConfigError, match=r"watched_spread.within: expected an integer >= patience \(3\), got 2"):
+        WatchedSpread(patience=3, within=2)
+    path = tmp_path / "r.yaml"
+    path.write_text("version: 1\ncomponents:\n  a: {type: length_penalty, weight: 1.0, params: {max: 10}}\n"
+                    "monitor: {exploit_spread: {within: 1}}\n")
+    with pytest.raises(ConfigError, match=r"r.yaml: monitor.exploit_spread.within: expected an integer >= patience"):
+        doc = read_yaml(path)
+        parse_config(doc.data, source=doc.source)
+
+
 def test_the_monitor_gives_the_same_alerts_fed_step_by_step_or_at_once() -> None:
     recs = records(reward=ramp(0.2, 0.9), rewards__proxy__mean=ramp(0.2, 1.0, n=14) + flat(1.0, 6), rewards__gold__mean=flat(0.1),
                    completions__mean_length=ramp(5, 15), frac_reward_zero_std=ramp(0, 1))
