@@ -176,13 +176,18 @@ def hacked_runs(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 
     rows_of = {name: rows for name, _, rows, _, _ in CASES if name != PARTIAL_NO_MARGIN}
     out = []
-    for data in ("monitor", "monitor_heldout", "monitor_third", "monitor_fourth", "monitor_fifth"):
+    for data in ("monitor", "monitor_heldout", "monitor_third", "monitor_fourth", "monitor_fifth", "monitor_sixth"):
         if not (ROOT / "benchmarks" / "data" / data).is_dir():
             continue
         for folder in sorted((ROOT / "benchmarks" / "data" / data).iterdir()):
             if not (folder / "trainer_state.json").exists():  # not a run, or one still training
                 continue
-            report = bench_monitor.analyse(folder)
+            # each set is read with the label it was declared with (the sixth: learned)
+            bench_monitor.hacked_when = "learned" if data == "monitor_sixth" else "last_three"
+            try:
+                report = bench_monitor.analyse(folder)
+            finally:
+                bench_monitor.hacked_when = "last_three"
             if not report.hacked:
                 continue
             case = f"monitor/{report.reward}"
