@@ -332,7 +332,10 @@ def plot(reports: list[RunReport], path: Path) -> Path:
             ax.axvline(r.onset, color="tab:red", alpha=0.4, lw=3, label="hack onset")
         mine, theirs = first(r.rewardkit_hacking) or first(r.rewardkit), first(r.scope, ("state_cycling",))
         if mine:
-            ax.axvline(mine[0], color="tab:green", ls="-", label=f"rewardkit: {mine[1]}")
+            ax.axvline(mine[0], color="tab:green", ls="-", label=f"rewardkit, log only: {mine[1]}")
+        read = first(r.with_stress_hacking)
+        if read:
+            ax.axvline(read[0], color="tab:olive", ls="--", lw=2, label=f"rewardkit, completions + stress: {read[1]}")
         if theirs:
             ax.axvline(theirs[0], color="tab:purple", ls="-.", label=f"RewardScope: {theirs[1]}")
         ax.set_title(f"{r.name} ({'hacked' if r.hacked else 'collapsed' if r.collapsed else 'no hack'})", fontsize=9)
