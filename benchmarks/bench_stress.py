@@ -182,12 +182,8 @@ def hacked_runs(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         for folder in sorted((ROOT / "benchmarks" / "data" / data).iterdir()):
             if not (folder / "trainer_state.json").exists():  # not a run, or one still training
                 continue
-            # each set is read with the label it was declared with (the sixth: learned)
-            bench_monitor.hacked_when = "learned" if data == "monitor_sixth" else "last_three"
-            try:
-                report = bench_monitor.analyse(folder)
-            finally:
-                bench_monitor.hacked_when = "last_three"
+            # each set is read with the label it was declared with
+            report = bench_monitor.analyse(folder, bench_monitor.DECLARED_LABELS.get(data, "last_three"))
             if not report.hacked:
                 continue
             case = f"monitor/{report.reward}"

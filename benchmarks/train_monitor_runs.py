@@ -33,33 +33,31 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 
+
+def runs(partial: Sequence[int], lenient: Sequence[int], length: Sequence[int], judge: Sequence[int],
+         honest: Sequence[int], honest_slow: Sequence[int]) -> list[tuple[str, int, float]]:
+    """One set's runs: each reward's seeds at 4e-3, then ``honest_slow``'s honest seeds at 1e-3."""
+    fast = (("partial", partial), ("lenient", lenient), ("length", length), ("judge", judge), ("honest", honest))
+    return [*((reward, seed, 4e-3) for reward, seeds in fast for seed in seeds),
+            *(("honest", seed, 1e-3) for seed in honest_slow)]
+
+
 #: set name -> (reward, seed, learning rate)
 SETS: dict[str, list[tuple[str, int, float]]] = {
-    "third": [*((r, s, 4e-3) for r, seeds in (("partial", (1, 2, 3, 4, 5, 6)), ("lenient", (6, 7, 8)),
-                                                ("length", (5, 6, 7)), ("judge", (6, 7, 8)),
-                                                ("honest", (9, 10, 11))) for s in seeds),
-              ("honest", 12, 1e-3), ("honest", 13, 1e-3)],
-    "fourth": [*((r, s, 4e-3) for r, seeds in (("partial", (7, 8, 9, 10, 11, 12)), ("lenient", (9, 10, 11)),
-                                                 ("length", (8, 9, 10)), ("judge", (9, 10, 11)),
-                                                 ("honest", (14, 15, 16))) for s in seeds),
-               ("honest", 17, 1e-3), ("honest", 18, 1e-3)],
-    "fifth": [*((r, s, 4e-3) for r, seeds in (("partial", (13, 14, 15, 16, 17, 18)), ("lenient", (12, 13, 14)),
-                                                ("length", (11, 12, 13)), ("judge", (12, 13, 14)),
-                                                ("honest", (19, 20, 21))) for s in seeds),
-              ("honest", 22, 1e-3), ("honest", 23, 1e-3)],
-    "sixth": [*((r, s, 4e-3) for r, seeds in (("partial", (19, 20, 21, 22, 23, 24)), ("lenient", (15, 16, 17)),
-                                                ("length", (14, 15, 16)), ("judge", (15, 16, 17)),
-                                                ("honest", (24, 25, 26))) for s in seeds),
-              ("honest", 27, 1e-3), ("honest", 28, 1e-3)],
+    "third": runs((1, 2, 3, 4, 5, 6), (6, 7, 8), (5, 6, 7), (6, 7, 8), (9, 10, 11), (12, 13)),
+    "fourth": runs((7, 8, 9, 10, 11, 12), (9, 10, 11), (8, 9, 10), (9, 10, 11), (14, 15, 16), (17, 18)),
+    "fifth": runs((13, 14, 15, 16, 17, 18), (12, 13, 14), (11, 12, 13), (12, 13, 14), (19, 20, 21), (22, 23)),
+    "sixth": runs((19, 20, 21, 22, 23, 24), (15, 16, 17), (14, 15, 16), (15, 16, 17), (24, 25, 26), (27, 28)),
 }
 #: set name -> the trainer options it adds (the others use the trainer's defaults: 2 prompts a step)
 SET_OPTIONS: dict[str, list[str]] = {"sixth": ["--prompts-per-step", "4"]}
 
 
-def train(reward: str, seed: int, learning_rate: float, out: Path, steps: int, options: list[str] = ()) -> str:
+def train(reward: str, seed: int, learning_rate: float, out: Path, steps: int, options: Sequence[str] = ()) -> str:
     """One run in its own process (its log beside its folder); returns a line for the progress."""
     folder = out / f"{reward}_seed{seed}"
     if (folder / "trainer_state.json").exists():
